@@ -1,0 +1,97 @@
+package ovn
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+
+	"github.com/ovn-org/libovsdb/model"
+)
+
+// Ownership keys written into external_ids of every row kovn creates. They let a
+// reconciler find its rows without names encoding everything, and let garbage collection
+// delete rows whose owner is gone while leaving rows of other tools (ovn-ic, northd,
+// an admin's nbctl) alone.
+const (
+	// OwnerTypeKey holds the kind of the owning object, e.g. "Subnet" or "Service".
+	OwnerTypeKey = "kovn.io/owner-type"
+	// OwnerKey holds the owning object's key: "namespace/name", or "name" if cluster-scoped.
+	OwnerKey = "kovn.io/owner"
+)
+
+// OwnerIDs returns external_ids naming the owner, merged over extra (extra is not
+// modified; the ownership keys win over keys of the same name in extra).
+func OwnerIDs(ownerType, owner string, extra map[string]string) map[string]string {
+	ids := make(map[string]string, len(extra)+2)
+	maps.Copy(ids, extra)
+	ids[OwnerTypeKey] = ownerType
+	ids[OwnerKey] = owner
+	return ids
+}
+
+// OwnerOf reads the owner from external_ids; ok is false for rows kovn does not own.
+func OwnerOf(ids map[string]string) (ownerType, owner string, ok bool) {
+	ownerType, ok = ids[OwnerTypeKey]
+	if !ok || ownerType == "" {
+		return "", "", false
+	}
+	return ownerType, ids[OwnerKey], true
+}
+
+// OwnedBy returns a predicate, usable with Find, CreateOrUpdateWithPredicateOps and
+// DeleteWithPredicateOps, that matches rows owned by (ownerType, owner). An empty owner
+// matches every row of ownerType: the starting set for garbage collection, which keeps the
+// rows whose owner still exists and deletes the rest.
+//
+// T must be a pointer to a model with an external_ids column. The predicate runs against
+// every cached row of the table, so it only reads.
+func OwnedBy[T model.Model](ownerType, owner string) func(T) bool {
+	return func(m T) bool {
+		ids := ExternalIDs(m)
+		if ids[OwnerTypeKey] != ownerType {
+			return false
+		}
+		return owner == "" || ids[OwnerKey] == owner
+	}
+}
+
+// ExternalIDs returns the external_ids column of m (nil if m has none). Generated models
+// share no interface for it, hence reflection over the ovsdb struct tag.
+func ExternalIDs(m model.Model) map[string]string {
+	v := reflect.ValueOf(m)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	f, ok := externalIDsField(v.Elem().Type())
+	if !ok {
+		return nil
+	}
+	return v.Elem().Field(f).Interface().(map[string]string)
+}
+
+// SetOwner writes the ownership keys into m's external_ids, keeping its other keys.
+func SetOwner(m model.Model, ownerType, owner string) error {
+	v := reflect.ValueOf(m)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return fmt.Errorf("%T is not a pointer to a model", m)
+	}
+	f, ok := externalIDsField(v.Elem().Type())
+	if !ok {
+		return fmt.Errorf("%T has no external_ids column", m)
+	}
+	field := v.Elem().Field(f)
+	ids, _ := field.Interface().(map[string]string)
+	field.Set(reflect.ValueOf(OwnerIDs(ownerType, owner, ids)))
+	return nil
+}
+
+// externalIDsField finds the index of the map[string]string field tagged ovsdb:"external_ids".
+func externalIDsField(t reflect.Type) (int, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Tag.Get("ovsdb") == "external_ids" && f.Type == reflect.TypeOf(map[string]string(nil)) {
+			return i, true
+		}
+	}
+	return 0, false
+}
