@@ -1,0 +1,58 @@
+# kovn — two commands for users: `make demo` and `make test`. Everything else is a building block.
+SHELL := /bin/bash
+BIN   := $(CURDIR)/_output/bin
+GO    ?= go
+# Binaries built from this module. Pod image binaries are static so they run in an empty image.
+CMDS  := kovn-rig
+IMAGES := kovn-pause:./test/images/pause kovn-testbox:./test/images/testbox
+RIG_DIR ?= $(CURDIR)/_output/rig
+export KOVN_RIG_DIR := $(RIG_DIR)
+
+.PHONY: all deps build generate verify-generate vet unit e2e test demo demo-down rig-up rig-down rig-status clean
+
+all: build
+
+## deps: install apt packages and build the pinned Kubernetes binaries (idempotent)
+deps:
+	hack/install-deps.sh
+
+## build: compile every kovn binary into _output/bin
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
+	@for img in $(IMAGES); do CGO_ENABLED=0 $(GO) build -o $(BIN)/$${img%%:*} $${img#*:} || exit 1; done
+
+## generate: regenerate libovsdb models, deepcopy and CRD manifests
+generate:
+	hack/update-codegen.sh
+
+vet:
+	$(GO) vet ./...
+
+## unit: unit tests (no rig)
+unit:
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/e2e)
+
+## e2e: end-to-end tests on a real rig (needs root)
+e2e: build
+	hack/install-deps.sh --check
+	KOVN_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 40m -v ./test/e2e/...
+
+## test: what CI runs — install deps, unit tests, then e2e on the rig
+test: deps build vet unit e2e
+
+## demo: bring up a rig and show it working; leaves it up for kubectl
+demo: deps build
+	hack/demo.sh
+
+demo-down rig-down: build
+	$(BIN)/kovn-rig down --dir $(RIG_DIR)
+
+rig-up: deps build
+	$(BIN)/kovn-rig up --dir $(RIG_DIR) --clusters $${CLUSTERS:-2} --nodes $${NODES:-2}
+
+rig-status: build
+	$(BIN)/kovn-rig status --dir $(RIG_DIR)
+
+clean:
+	rm -rf _output/bin

@@ -1,0 +1,165 @@
+// Command kovn-rig brings up real multi-cluster kovn labs on one Linux host.
+//
+//	kovn-rig up [--clusters N] [--nodes M] [--dir DIR]
+//	kovn-rig status [--dir DIR]
+//	kovn-rig env CLUSTER [--dir DIR]
+//	kovn-rig down [--dir DIR] [--keep-logs]
+//
+// Internal subcommands used by the rig itself: supervise SPEC, forward SPEC.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kovn/kovn/test/rig"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	cmd, args := os.Args[1], os.Args[2:]
+	var err error
+	switch cmd {
+	case "up":
+		err = up(args)
+	case "down":
+		err = down(args)
+	case "status":
+		err = status(args)
+	case "env":
+		err = env(args)
+	case "supervise":
+		err = rig.Supervise(arg0(args))
+	case "forward":
+		err = rig.RunForwarder(arg0(args))
+	default:
+		usage()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kovn-rig "+cmd+":", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: kovn-rig up|status|env CLUSTER|down [flags]  (kovn-rig CMD -h for flags)")
+	os.Exit(2)
+}
+
+func arg0(args []string) string {
+	if len(args) != 1 {
+		usage()
+	}
+	return args[0]
+}
+
+func dirFlag(fs *flag.FlagSet) *string {
+	def := os.Getenv("KOVN_RIG_DIR")
+	if def == "" {
+		def = "_output/rig"
+	}
+	return fs.String("dir", def, "rig state directory (env KOVN_RIG_DIR)")
+}
+
+func up(args []string) error {
+	fs := flag.NewFlagSet("up", flag.ExitOnError)
+	dir := dirFlag(fs)
+	clusters := fs.Int("clusters", 1, "number of clusters")
+	nodes := fs.Int("nodes", 2, "nodes per cluster")
+	keep := fs.Bool("keep-on-failure", false, "leave a rig that failed to come up in place for inspection")
+	timeout := fs.Duration("timeout", 3*time.Minute, "give up if the rig is not up within this time")
+	_ = fs.Parse(args)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	r, err := rig.Up(ctx, rig.Config{Dir: *dir, Clusters: *clusters, Nodes: *nodes, ReadyTimeout: *timeout})
+	if err != nil {
+		if r != nil && !*keep && !errors.Is(err, rig.ErrAlreadyUp) {
+			fmt.Fprintf(os.Stderr, "kovn-rig up: %v\nkovn-rig up: tearing the partial rig down (use --keep-on-failure to inspect it)\n", err)
+			if derr := rig.Down(*dir, true); derr != nil {
+				fmt.Fprintln(os.Stderr, "kovn-rig down:", derr)
+			}
+			fmt.Fprintf(os.Stderr, "kovn-rig up: logs kept in %s\n", *dir)
+			os.Exit(1)
+		}
+		return err
+	}
+	fmt.Printf("rig up in %.1fs: %d cluster(s) x %d node(s), state in %s\n", time.Since(start).Seconds(),
+		*clusters, *nodes, r.State.Config.Dir)
+	for _, c := range r.State.Clusters {
+		fmt.Printf("  %s: nodes %v  — eval \"$(kovn-rig env %s --dir %s)\"\n", c.Name, c.Nodes, c.Name, r.State.Config.Dir)
+	}
+	return nil
+}
+
+func down(args []string) error {
+	fs := flag.NewFlagSet("down", flag.ExitOnError)
+	dir := dirFlag(fs)
+	keepLogs := fs.Bool("keep-logs", false, "keep log files in the state dir")
+	_ = fs.Parse(args)
+	start := time.Now()
+	if err := rig.Down(*dir, *keepLogs); err != nil {
+		return err
+	}
+	fmt.Printf("rig down in %.1fs\n", time.Since(start).Seconds())
+	return nil
+}
+
+func status(args []string) error {
+	fs := flag.NewFlagSet("status", flag.ExitOnError)
+	dir := dirFlag(fs)
+	_ = fs.Parse(args)
+	st, err := rig.LoadState(*dir)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "COMPONENT\tHEALTH\tDETAIL\n")
+	bad := 0
+	for _, h := range st.Status(ctx) {
+		state := "healthy"
+		if !h.OK {
+			state, bad = "UNHEALTHY", bad+1
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", h.What, state, h.Detail)
+	}
+	_ = tw.Flush()
+	if st.UpSeconds > 0 {
+		fmt.Printf("came up in %.1fs at %s\n", st.UpSeconds, st.StartedAt.Format(time.RFC3339))
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d component(s) unhealthy", bad)
+	}
+	return nil
+}
+
+func env(args []string) error {
+	fs := flag.NewFlagSet("env", flag.ExitOnError)
+	dir := dirFlag(fs)
+	cluster := "c1"
+	if len(args) > 0 && args[0][0] != '-' {
+		cluster, args = args[0], args[1:]
+	}
+	_ = fs.Parse(args)
+	st, err := rig.LoadState(*dir)
+	if err != nil {
+		return err
+	}
+	out, err := st.Env(cluster)
+	if err != nil {
+		return err
+	}
+	fmt.Print(out)
+	return nil
+}

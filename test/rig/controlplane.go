@@ -1,0 +1,127 @@
+package rig
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+)
+
+// ovnSchemaDir and ovsSchemaDir are where Debian's packages ship the OVSDB schemas.
+const (
+	ovnSchemaDir = "/usr/share/ovn"
+	ovsSchemaDir = "/usr/share/openvswitch"
+)
+
+// runDir holds sockets: kept short because unix socket paths are limited to 108 bytes.
+func (c Config) runDir() string { return filepath.Join("/run", "kovn-rig-"+c.Prefix) }
+
+func (c Config) k8sBin(name string) string { return filepath.Join(c.K8sBinDir, name) }
+
+// createDB makes a standalone OVSDB file from a schema unless it exists.
+func createDB(file, schema string) error {
+	if _, err := os.Stat(file); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	if out, err := exec.Command("ovsdb-tool", "create", file, schema).CombinedOutput(); err != nil {
+		return fmt.Errorf("ovsdb-tool create %s: %v: %s", file, err, out)
+	}
+	return nil
+}
+
+// ovsdbServerStep serves one database file on a unix socket and a TCP port.
+func ovsdbServerStep(name, db, run string, port int, logDir string) Step {
+	sock := filepath.Join(run, name+".sock")
+	return Step{
+		Name: "ovsdb-server-" + name, Daemon: true, Log: filepath.Join(logDir, "ovsdb-server-"+name+".log"),
+		Argv: []string{"ovsdb-server", db, "--remote=punix:" + sock, fmt.Sprintf("--remote=ptcp:%d:0.0.0.0", port),
+			"--pidfile=" + filepath.Join(run, name+".pid"), "--unixctl=" + filepath.Join(run, name+".ctl")},
+		Ready: Ready{Unix: sock},
+	}
+}
+
+// controlPlaneSpec is cluster cl's supervisor: etcd, kube-apiserver, controller-manager,
+// scheduler and OVN central (NB, SB, northd).
+func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error) {
+	dir := c.ClusterDir(cl)
+	logs := filepath.Join(dir, "logs")
+	run := filepath.Join(c.runDir(), ClusterName(cl))
+	ovnDir := filepath.Join(dir, "ovn")
+	for _, d := range []string{logs, run, ovnDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return SupervisorSpec{}, err
+		}
+	}
+	for db, schema := range map[string]string{"nb": "ovn-nb.ovsschema", "sb": "ovn-sb.ovsschema"} {
+		if err := createDB(filepath.Join(ovnDir, db+".db"), filepath.Join(ovnSchemaDir, schema)); err != nil {
+			return SupervisorSpec{}, err
+		}
+	}
+	ip := ControlPlaneIP(cl).String()
+	svc := ServiceCIDR(cl)
+	admin := filepath.Join(dir, "admin-internal.kubeconfig")
+	if err := pki.writeKubeconfig(admin, ClusterName(cl), fmt.Sprintf("https://%s:%d", ip, PortAPIServer), "admin", pki.AdminToken); err != nil {
+		return SupervisorSpec{}, err
+	}
+	step := func(name string, ready Ready, argv ...string) Step {
+		return Step{Name: name, Argv: argv, Daemon: true, Log: filepath.Join(logs, name+".log"), Ready: ready, Timeout: 90 * time.Second}
+	}
+	steps := []Step{
+		step("etcd", Ready{TCP: fmt.Sprintf("127.0.0.1:%d", PortEtcd)}, "etcd", "--name", ClusterName(cl),
+			"--data-dir", filepath.Join(dir, "etcd"),
+			"--listen-client-urls", fmt.Sprintf("http://127.0.0.1:%d", PortEtcd),
+			"--advertise-client-urls", fmt.Sprintf("http://127.0.0.1:%d", PortEtcd),
+			"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", PortEtcdPeer),
+			"--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", PortEtcdPeer),
+			"--initial-cluster", fmt.Sprintf("%s=http://127.0.0.1:%d", ClusterName(cl), PortEtcdPeer)),
+		step("kube-apiserver", Ready{HTTPS: fmt.Sprintf("https://%s:%d/readyz", ip, PortAPIServer), Token: pki.AdminToken},
+			c.k8sBin("kube-apiserver"), "--bind-address=0.0.0.0", "--advertise-address="+ip,
+			fmt.Sprintf("--secure-port=%d", PortAPIServer), fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", PortEtcd),
+			"--tls-cert-file="+pki.path("apiserver.crt"), "--tls-private-key-file="+pki.path("apiserver.key"),
+			"--client-ca-file="+pki.path("ca.crt"), "--token-auth-file="+pki.path("tokens.csv"),
+			"--authorization-mode=Node,RBAC", "--service-account-key-file="+pki.path("sa.pub"),
+			"--service-account-signing-key-file="+pki.path("sa.key"),
+			"--service-account-issuer=https://kubernetes.default.svc", "--service-cluster-ip-range="+svc.String(),
+			"--allow-privileged=true", "--kubelet-preferred-address-types=InternalIP,Hostname",
+			"--enable-admission-plugins=NodeRestriction"),
+		step("kube-controller-manager", Ready{}, c.k8sBin("kube-controller-manager"), "--kubeconfig="+admin,
+			"--bind-address=127.0.0.1", "--leader-elect=false", "--cluster-name="+ClusterName(cl),
+			"--service-account-private-key-file="+pki.path("sa.key"), "--root-ca-file="+pki.path("ca.crt"),
+			"--use-service-account-credentials=false", "--controllers=*,-nodeipam",
+			"--flex-volume-plugin-dir="+filepath.Join(dir, "kcm-flex")),
+		step("kube-scheduler", Ready{}, c.k8sBin("kube-scheduler"), "--kubeconfig="+admin,
+			"--bind-address=127.0.0.1", "--leader-elect=false"),
+		ovsdbServerStep("nb", filepath.Join(ovnDir, "nb.db"), run, PortNB, logs),
+		ovsdbServerStep("sb", filepath.Join(ovnDir, "sb.db"), run, PortSB, logs),
+		{Name: "ovn-northd", Daemon: true, Log: filepath.Join(logs, "ovn-northd.log"),
+			Env: []string{"OVN_RUNDIR=" + run},
+			Argv: []string{"ovn-northd", "--ovnnb-db=unix:" + filepath.Join(run, "nb.sock"),
+				"--ovnsb-db=unix:" + filepath.Join(run, "sb.sock"), "--pidfile=" + filepath.Join(run, "northd.pid")}},
+	}
+	return SupervisorSpec{Name: ClusterName(cl), Dir: dir, Steps: steps}, nil
+}
+
+// interconnectSpec serves the OVN-IC northbound and southbound databases shared by all clusters.
+func (c Config) interconnectSpec() (SupervisorSpec, error) {
+	dir := filepath.Join(c.Dir, "ic")
+	logs := filepath.Join(dir, "logs")
+	run := filepath.Join(c.runDir(), "ic")
+	for _, d := range []string{logs, run} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return SupervisorSpec{}, err
+		}
+	}
+	for db, schema := range map[string]string{"icnb": "ovn-ic-nb.ovsschema", "icsb": "ovn-ic-sb.ovsschema"} {
+		if err := createDB(filepath.Join(dir, db+".db"), filepath.Join(ovnSchemaDir, schema)); err != nil {
+			return SupervisorSpec{}, err
+		}
+	}
+	return SupervisorSpec{Name: "ic", Dir: dir, Steps: []Step{
+		ovsdbServerStep("icnb", filepath.Join(dir, "icnb.db"), run, PortICNB, logs),
+		ovsdbServerStep("icsb", filepath.Join(dir, "icsb.db"), run, PortICSB, logs),
+	}}, nil
+}

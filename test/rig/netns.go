@@ -1,0 +1,73 @@
+package rig
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// ipCmd runs iproute2. The rig is test tooling, so it may use the CLI; the product uses netlink.
+func ipCmd(args ...string) error {
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func netnsExists(name string) bool {
+	_, err := os.Stat("/run/netns/" + name)
+	return err == nil
+}
+
+// addNetNS creates a namespace with loopback up, refusing to reuse one that exists (it may be
+// another rig's or a leftover: Down removes leftovers of this rig's prefix).
+func addNetNS(name string) error {
+	if netnsExists(name) {
+		return fmt.Errorf("netns %s already exists (left over from an earlier rig? run kovn-rig down)", name)
+	}
+	if err := ipCmd("netns", "add", name); err != nil {
+		return err
+	}
+	return ipCmd("-n", name, "link", "set", "lo", "up")
+}
+
+// createFabric makes the fabric namespace with its bridge, the rig's "physical" L2 network.
+func createFabric(ns string) error {
+	if err := addNetNS(ns); err != nil {
+		return err
+	}
+	if err := ipCmd("-n", ns, "link", "add", "br-fab", "type", "bridge"); err != nil {
+		return err
+	}
+	return ipCmd("-n", ns, "link", "set", "br-fab", "up")
+}
+
+// plugIntoFabric connects ns to the fabric bridge with a veth created directly inside the two
+// namespaces (never in the host's), and gives its eth0 addr (CIDR notation).
+func plugIntoFabric(fabric, ns, port, addr string) error {
+	for _, args := range [][]string{
+		{"link", "add", port, "netns", fabric, "type", "veth", "peer", "name", "eth0", "netns", ns},
+		{"-n", fabric, "link", "set", port, "master", "br-fab", "up"},
+		{"-n", ns, "addr", "add", addr, "dev", "eth0"},
+		{"-n", ns, "link", "set", "eth0", "up"},
+	} {
+		if err := ipCmd(args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rigNamespaces lists existing namespaces that carry the rig prefix.
+func rigNamespaces(prefix string) []string {
+	ents, _ := os.ReadDir("/run/netns")
+	var out []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), prefix+"-") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}

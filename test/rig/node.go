@@ -1,0 +1,158 @@
+package rig
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Paths containerd, kubelet, libcni and cAdvisor hard-code: each node gets its own view of them
+// by bind mounts in its private mount namespace (see ../shared/anchors/node-netns.md).
+var nodeBindPaths = map[string]string{
+	"run-containerd":     "/run/containerd",
+	"var-lib-containerd": "/var/lib/containerd",
+	"opt-containerd":     "/opt/containerd",
+	"var-lib-kubelet":    "/var/lib/kubelet",
+	"log-pods":           "/var/log/pods",
+	"log-containers":     "/var/log/containers",
+	"var-lib-cni":        "/var/lib/cni",
+	"cni-netd":           "/etc/cni/net.d",
+}
+
+// Host-global sysctls kubelet writes; shadowed per node so the host keeps its values.
+var kubeletSysctls = map[string]string{
+	"vm/overcommit_memory": "1", "vm/panic_on_oom": "0", "kernel/panic": "10", "kernel/panic_on_oops": "1",
+	"kernel/keys/root_maxkeys": "1000000", "kernel/keys/root_maxbytes": "25000000",
+}
+
+const containerdTOML = `version = 2
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "%s"
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "%s"
+    conf_dir = "/etc/cni/net.d"
+`
+
+const kubeletYAML = `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: cgroupfs
+cgroupRoot: /%s
+address: %s
+readOnlyPort: 0
+healthzPort: 0
+failSwapOn: false
+makeIPTablesUtilChains: false
+oomScoreAdj: 0
+clusterDNS: [%s]
+clusterDomain: cluster.local
+resolvConf: %s
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: "0%%", nodefs.available: "0%%", nodefs.inodesFree: "0%%", imagefs.available: "0%%", imagefs.inodesFree: "0%%"}
+authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
+authorization: {mode: AlwaysAllow}
+serializeImagePulls: false
+`
+
+// clusterDNSIP is the tenth address of the service range, where a cluster DNS will live.
+func clusterDNSIP(cl int) string {
+	a := ServiceCIDR(cl).Addr().As4()
+	return fmt.Sprintf("%d.%d.%d.10", a[0], a[1], a[2])
+}
+
+// nodeSpec is node n of cluster cl: OVS (ovsdb-server, userspace vswitchd with br-phy holding the
+// node address, so geneve tunnels egress through OVS), ovn-controller, containerd and kubelet.
+func (c Config) nodeSpec(cl, n int, pki clusterPKI, images []string) (SupervisorSpec, error) {
+	name, dir := NodeName(cl, n), c.NodeDir(cl, n)
+	logs := filepath.Join(dir, "logs")
+	run := filepath.Join(c.runDir(), name)
+	ovsRun, ovnRun := filepath.Join(run, "ovs"), filepath.Join(run, "ovn")
+	for _, d := range []string{logs, ovsRun, ovnRun, c.cniBinDir()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return SupervisorSpec{}, err
+		}
+	}
+	confDB := filepath.Join(dir, "ovs", "conf.db")
+	if err := createDB(confDB, filepath.Join(ovsSchemaDir, "vswitch.ovsschema")); err != nil {
+		return SupervisorSpec{}, err
+	}
+	ip := NodeIP(cl, n).String()
+	files := map[string]string{
+		"containerd.toml":   fmt.Sprintf(containerdTOML, PauseImage, c.cniBinDir()),
+		"kubelet.yaml":      fmt.Sprintf(kubeletYAML, c.CgroupRoot(cl, n), ip, clusterDNSIP(cl), filepath.Join(dir, "resolv.conf")),
+		"resolv.conf":       "nameserver " + clusterDNSIP(cl) + "\nsearch default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n",
+	}
+	for f, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(content), 0o644); err != nil {
+			return SupervisorSpec{}, err
+		}
+	}
+	kubeconfig := filepath.Join(dir, "kubelet.kubeconfig")
+	if err := pki.writeKubeconfig(kubeconfig, ClusterName(cl), fmt.Sprintf("https://%s:%d", ControlPlaneIP(cl), PortAPIServer),
+		"system:node:"+name, pki.NodeTokens[name]); err != nil {
+		return SupervisorSpec{}, err
+	}
+	spec := SupervisorSpec{Name: name, Dir: dir, CgroupRoots: []string{c.CgroupRoot(cl, n)}, Sysctls: kubeletSysctls}
+	for src, dst := range nodeBindPaths {
+		spec.Binds = append(spec.Binds, Bind{Src: filepath.Join(dir, src), Dst: dst})
+	}
+	spec.Binds = append(spec.Binds, Bind{Src: filepath.Join(dir, "resolv.conf"), Dst: "/etc/resolv.conf", File: true})
+	spec.Steps = c.nodeSteps(cl, n, confDB, ovsRun, ovnRun, logs, kubeconfig, images)
+	return spec, nil
+}
+
+func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig string, images []string) []Step {
+	name, ip := NodeName(cl, n), NodeIP(cl, n).String()
+	dbSock := filepath.Join(ovsRun, "db.sock")
+	env := []string{"OVS_RUNDIR=" + ovsRun, "OVN_RUNDIR=" + ovnRun, "OVS_DBDIR=" + filepath.Dir(confDB)}
+	vsctl := "ovs-vsctl --db=unix:" + dbSock + " --timeout=30 "
+	sh := func(stepName string, cmds ...string) Step {
+		return Step{Name: stepName, Env: env, Log: filepath.Join(logs, stepName+".log"),
+			Argv: []string{"/bin/sh", "-ec", strings.Join(cmds, "\n")}}
+	}
+	daemon := func(stepName string, ready Ready, argv ...string) Step {
+		return Step{Name: stepName, Env: env, Daemon: true, Log: filepath.Join(logs, stepName+".log"), Argv: argv, Ready: ready}
+	}
+	steps := []Step{
+		daemon("ovsdb-server", Ready{Unix: dbSock}, "ovsdb-server", confDB, "--remote=punix:"+dbSock,
+			"--remote=db:Open_vSwitch,Open_vSwitch,manager_options",
+			"--pidfile="+filepath.Join(ovsRun, "ovsdb-server.pid"), "--unixctl="+filepath.Join(ovsRun, "ovsdb-server.ctl")),
+		// The chassis identity: what ovn-controller needs to register in the SB database.
+		sh("ovs-init", vsctl+"--no-wait init",
+			vsctl+"--no-wait set Open_vSwitch . external_ids:system-id="+name+" external_ids:hostname="+name+
+				fmt.Sprintf(" external_ids:ovn-remote=tcp:%s:%d", ControlPlaneIP(cl), PortSB)+
+				" external_ids:ovn-encap-type=geneve external_ids:ovn-encap-ip="+ip+
+				" external_ids:ovn-bridge-datapath-type=netdev"),
+		daemon("ovs-vswitchd", Ready{Unix: filepath.Join(ovsRun, "ovs-vswitchd.ctl")}, "ovs-vswitchd", "unix:"+dbSock,
+			"--disable-system", "--pidfile="+filepath.Join(ovsRun, "ovs-vswitchd.pid"),
+			"--unixctl="+filepath.Join(ovsRun, "ovs-vswitchd.ctl")),
+		// Userspace geneve egresses through a netdev bridge that owns the node address. TX
+		// checksum offload must be off on kernel interfaces feeding OVS or TCP breaks.
+		sh("br-phy",
+			vsctl+"-- --may-exist add-br br-phy -- set bridge br-phy datapath_type=netdev -- --may-exist add-port br-phy eth0",
+			"ip addr flush dev eth0",
+			fmt.Sprintf("ip addr add %s/%d dev br-phy", ip, FabricBits),
+			"ip link set br-phy up",
+			"ethtool -K eth0 tx off >/dev/null", "ethtool -K br-phy tx off >/dev/null"),
+		daemon("ovn-controller", Ready{}, "ovn-controller", "unix:"+dbSock,
+			"--pidfile="+filepath.Join(ovnRun, "ovn-controller.pid")),
+		daemon("containerd", Ready{Unix: "/run/containerd/containerd.sock"}, "containerd", "--config",
+			filepath.Join(c.NodeDir(cl, n), "containerd.toml")),
+	}
+	for i, img := range images {
+		steps = append(steps, Step{Name: fmt.Sprintf("import-image-%d", i), Log: filepath.Join(logs, "images.log"),
+			Argv: []string{"ctr", "-n", "k8s.io", "images", "import", "--snapshotter", "overlayfs", img}})
+	}
+	return append(steps, daemon("kubelet", Ready{TCP: ip + ":10250"}, c.k8sBin("kubelet"),
+		"--config="+filepath.Join(c.NodeDir(cl, n), "kubelet.yaml"), "--kubeconfig="+kubeconfig,
+		"--hostname-override="+name, "--node-ip="+ip, "--v=2"))
+}
+
+func (c Config) cniBinDir() string { return filepath.Join(c.Dir, "cni-bin") }

@@ -1,0 +1,106 @@
+package rig
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Health is one line of `kovn-rig status`.
+type Health struct {
+	What   string
+	OK     bool
+	Detail string
+}
+
+// Status checks every recorded process and, per cluster, the apiserver, the registered nodes
+// and the chassis in the SB database.
+func (s *State) Status(ctx context.Context) []Health {
+	var out []Health
+	for _, p := range s.AllProcs() {
+		h := Health{What: p.Name, OK: Alive(p.Pid), Detail: fmt.Sprintf("pid %d", p.Pid)}
+		if !h.OK {
+			h.Detail += " not running (log: " + p.Log + ")"
+		}
+		out = append(out, h)
+	}
+	for _, ci := range s.Clusters {
+		out = append(out, s.nodeHealth(ctx, ci), chassisHealth(ci))
+	}
+	return out
+}
+
+func (s *State) nodeHealth(ctx context.Context, ci ClusterInfo) Health {
+	h := Health{What: ci.Name + "/nodes"}
+	kc, err := s.Kube(ci.Name)
+	if err != nil {
+		h.Detail = err.Error()
+		return h
+	}
+	nodes, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		h.Detail = "apiserver: " + err.Error()
+		return h
+	}
+	var names []string
+	for _, n := range nodes.Items {
+		ready := "NotReady"
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				ready = "Ready"
+			}
+		}
+		names = append(names, n.Name+"("+ready+")")
+	}
+	sort.Strings(names)
+	h.OK = len(names) == len(ci.Nodes)
+	h.Detail = fmt.Sprintf("%d/%d registered: %s", len(names), len(ci.Nodes), strings.Join(names, " "))
+	return h
+}
+
+// Chassis lists the chassis names in a cluster's SB database.
+func Chassis(ci ClusterInfo) ([]string, error) {
+	out, err := exec.Command("ovn-sbctl", "--db="+ci.SBAddr, "--timeout=5", "--bare", "--columns=name", "list", "Chassis").CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("ovn-sbctl: %v: %s", err, out)
+	}
+	names := strings.Fields(string(out))
+	sort.Strings(names)
+	return names, nil
+}
+
+func chassisHealth(ci ClusterInfo) Health {
+	h := Health{What: ci.Name + "/chassis"}
+	names, err := Chassis(ci)
+	if err != nil {
+		h.Detail = err.Error()
+		return h
+	}
+	h.OK = len(names) == len(ci.Nodes)
+	h.Detail = fmt.Sprintf("%d/%d in SB: %s", len(names), len(ci.Nodes), strings.Join(names, " "))
+	return h
+}
+
+// Env returns the shell exports to use kubectl / ovn-nbctl against one cluster.
+func (s *State) Env(cluster string) (string, error) {
+	for _, ci := range s.Clusters {
+		if ci.Name == cluster {
+			lines := []string{
+				"export KUBECONFIG=" + ci.Kubeconfig,
+				"export OVN_NB_DB=" + ci.NBAddr,
+				"export OVN_SB_DB=" + ci.SBAddr,
+				"export PATH=" + s.Config.K8sBinDir + ":$PATH",
+			}
+			if a, ok := s.Forwards["ic/nb"]; ok {
+				lines = append(lines, "export OVN_IC_NB_DB=tcp:"+a, "export OVN_IC_SB_DB=tcp:"+s.Forwards["ic/sb"])
+			}
+			return strings.Join(lines, "\n") + "\n", nil
+		}
+	}
+	return "", fmt.Errorf("no cluster %q in this rig (have %d clusters: c1..c%d)", cluster, len(s.Clusters), len(s.Clusters))
+}

@@ -1,0 +1,272 @@
+package rig
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// Rig is a running (or partly started) lab.
+type Rig struct {
+	State *State
+	pkis  map[int]clusterPKI
+}
+
+// ErrAlreadyUp is returned by Up when the state dir already holds a rig.
+var ErrAlreadyUp = errors.New("a rig is already up")
+
+// CheckDeps reports every missing binary, naming the step that installs it.
+func CheckDeps(cfg Config) error {
+	var missing []string
+	for _, b := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl"} {
+		if _, err := os.Stat(cfg.k8sBin(b)); err != nil {
+			missing = append(missing, cfg.k8sBin(b))
+		}
+	}
+	for _, b := range []string{"ip", "ethtool", "etcd", "ovsdb-server", "ovsdb-tool", "ovs-vswitchd", "ovs-vsctl",
+		"ovn-northd", "ovn-controller", "containerd", "containerd-shim-runc-v2", "ctr", "runc"} {
+		if _, err := lookPath(b); err != nil {
+			missing = append(missing, b)
+		}
+	}
+	for _, f := range []string{"/usr/lib/cni/loopback", filepath.Join(ovnSchemaDir, "ovn-ic-nb.ovsschema")} {
+		if _, err := os.Stat(f); err != nil {
+			missing = append(missing, f)
+		}
+	}
+	for _, im := range podImages {
+		if _, err := os.Stat(filepath.Join(cfg.KovnBinDir, im.Binary)); err != nil {
+			missing = append(missing, filepath.Join(cfg.KovnBinDir, im.Binary)+" (make build)")
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing dependencies: %v — run `hack/install-deps.sh` (make deps)", missing)
+	}
+	return nil
+}
+
+// lockDir takes an exclusive, non-blocking lock on the state dir for the life of the process
+// call, so two `up`/`down` on one dir never interleave.
+func lockDir(dir string) (func(), error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%w: another kovn-rig is working on %s right now", ErrAlreadyUp, dir)
+	}
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+}
+
+// Up brings up the whole rig and returns once every control plane is serving and every kubelet
+// has registered its Node. On error the partial rig is left for Down (state.json records it).
+func Up(ctx context.Context, cfg Config) (*Rig, error) {
+	cfg, err := cfg.Defaults()
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := lockDir(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if st, err := LoadState(cfg.Dir); err == nil {
+		return nil, fmt.Errorf("%w in %s (started %s, %d processes recorded); run `kovn-rig down --dir %s` first",
+			ErrAlreadyUp, cfg.Dir, st.StartedAt.Format(time.RFC3339), len(st.Procs), cfg.Dir)
+	}
+	if err := CheckDeps(cfg); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
+	defer cancel()
+	r := &Rig{State: &State{Config: cfg, StartedAt: time.Now(), Forwards: map[string]string{}}, pkis: map[int]clusterPKI{}}
+	if err := r.State.Save(); err != nil {
+		return nil, err
+	}
+	for _, step := range []func(context.Context) error{r.network, r.startControlPlanes, r.startForwarder, r.startNodes, r.waitNodesRegistered} {
+		if err := step(ctx); err != nil {
+			_ = r.State.Save()
+			return r, err
+		}
+		if err := r.State.Save(); err != nil {
+			return r, err
+		}
+	}
+	r.State.UpSeconds = time.Since(r.State.StartedAt).Seconds()
+	return r, r.State.Save()
+}
+
+func (r *Rig) network(context.Context) error {
+	cfg, st := r.State.Config, r.State
+	if err := registerHostUse(cfg.Prefix); err != nil {
+		return err
+	}
+	if err := createFabric(cfg.FabricNS()); err != nil {
+		return err
+	}
+	st.Namespaces = append(st.Namespaces, cfg.FabricNS())
+	plug := func(ns, port, ip string) error {
+		if err := addNetNS(ns); err != nil {
+			return err
+		}
+		st.Namespaces = append(st.Namespaces, ns)
+		return plugIntoFabric(cfg.FabricNS(), ns, port, fmt.Sprintf("%s/%d", ip, FabricBits))
+	}
+	if cfg.Clusters > 1 {
+		if err := plug(cfg.ICNS(), "ic", ICDBIP().String()); err != nil {
+			return err
+		}
+	}
+	for cl := 1; cl <= cfg.Clusters; cl++ {
+		if err := plug(cfg.ControlPlaneNS(cl), fmt.Sprintf("c%dcp", cl), ControlPlaneIP(cl).String()); err != nil {
+			return err
+		}
+		for n := 1; n <= cfg.Nodes; n++ {
+			if err := plug(cfg.NodeNS(cl, n), fmt.Sprintf("c%dn%d", cl, n), NodeIP(cl, n).String()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// launch starts `kovn-rig supervise` for spec inside netns and records it.
+func (r *Rig) launch(ns string, spec SupervisorSpec) error {
+	for _, m := range []string{readyMarker, errorMarker, pidsFile} {
+		_ = os.Remove(filepath.Join(spec.Dir, m))
+	}
+	specFile := filepath.Join(spec.Dir, "supervisor.json")
+	b, _ := json.MarshalIndent(spec, "", "  ")
+	if err := os.WriteFile(specFile, b, 0o644); err != nil {
+		return err
+	}
+	logPath := filepath.Join(spec.Dir, "supervisor.log")
+	p, err := startDetached(logPath, "ip", "netns", "exec", ns, filepath.Join(r.State.Config.KovnBinDir, "kovn-rig"), "supervise", specFile)
+	if err != nil {
+		return err
+	}
+	r.State.Procs = append(r.State.Procs, Proc{Name: spec.Name, Pid: p, Log: logPath, PidsFile: filepath.Join(spec.Dir, pidsFile)})
+	return r.State.Save()
+}
+
+// startDetached starts a process in its own session with output to logPath. `ip netns exec`
+// execs its command, so the pid returned is the supervisor's own.
+func startDetached(logPath string, argv ...string) (int, error) {
+	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer lf.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	go func() { _ = cmd.Wait() }() // reap it if it exits while we are still running
+	return cmd.Process.Pid, nil
+}
+
+// waitSupervisors waits until every supervisor wrote its ready marker.
+func waitSupervisors(ctx context.Context, procs []Proc, dirs []string) error {
+	for i, dir := range dirs {
+		for {
+			if _, err := os.Stat(filepath.Join(dir, readyMarker)); err == nil {
+				break
+			}
+			if b, err := os.ReadFile(filepath.Join(dir, errorMarker)); err == nil {
+				return fmt.Errorf("%s failed: %s", procs[i].Name, b)
+			}
+			if !Alive(procs[i].Pid) {
+				return fmt.Errorf("%s exited during start-up (log: %s)", procs[i].Name, procs[i].Log)
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s not ready: %w (log: %s)", procs[i].Name, ctx.Err(), procs[i].Log)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+func (r *Rig) startControlPlanes(ctx context.Context) error {
+	cfg := r.State.Config
+	var procs []Proc
+	var dirs []string
+	if cfg.Clusters > 1 {
+		spec, err := cfg.interconnectSpec()
+		if err != nil {
+			return err
+		}
+		if err := r.launch(cfg.ICNS(), spec); err != nil {
+			return err
+		}
+		procs, dirs = append(procs, r.State.Procs[len(r.State.Procs)-1]), append(dirs, spec.Dir)
+	}
+	for cl := 1; cl <= cfg.Clusters; cl++ {
+		var nodes []string
+		for n := 1; n <= cfg.Nodes; n++ {
+			nodes = append(nodes, NodeName(cl, n))
+		}
+		ips := []net.IP{net.ParseIP(ControlPlaneIP(cl).String()), net.ParseIP("127.0.0.1"), firstServiceIP(cl)}
+		pki, err := newClusterPKI(filepath.Join(cfg.ClusterDir(cl), "pki"), ips, nodes)
+		if err != nil {
+			return err
+		}
+		r.pkis[cl] = pki
+		spec, err := cfg.controlPlaneSpec(cl, pki)
+		if err != nil {
+			return err
+		}
+		if err := r.launch(cfg.ControlPlaneNS(cl), spec); err != nil {
+			return err
+		}
+		procs, dirs = append(procs, r.State.Procs[len(r.State.Procs)-1]), append(dirs, spec.Dir)
+	}
+	return waitSupervisors(ctx, procs, dirs)
+}
+
+func firstServiceIP(cl int) net.IP {
+	a := ServiceCIDR(cl).Addr().As4()
+	return net.IPv4(a[0], a[1], a[2], a[3]+1)
+}
+
+func (r *Rig) startNodes(ctx context.Context) error {
+	cfg := r.State.Config
+	images, err := buildImages(cfg.KovnBinDir, filepath.Join(cfg.Dir, "images"))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.cniBinDir(), 0o755); err != nil {
+		return err
+	}
+	_ = os.Symlink("/usr/lib/cni/loopback", filepath.Join(cfg.cniBinDir(), "loopback"))
+	var procs []Proc
+	var dirs []string
+	for cl := 1; cl <= cfg.Clusters; cl++ {
+		for n := 1; n <= cfg.Nodes; n++ {
+			spec, err := cfg.nodeSpec(cl, n, r.pkis[cl], images)
+			if err != nil {
+				return err
+			}
+			r.State.Cgroups = append(r.State.Cgroups, cfg.CgroupRoot(cl, n))
+			if err := r.launch(cfg.NodeNS(cl, n), spec); err != nil {
+				return err
+			}
+			procs, dirs = append(procs, r.State.Procs[len(r.State.Procs)-1]), append(dirs, spec.Dir)
+		}
+	}
+	return waitSupervisors(ctx, procs, dirs)
+}
