@@ -1,0 +1,68 @@
+package v1alpha1
+
+// Condition types shared by all kinds. Every kind reports Ready; kinds whose spec has semantic
+// rules beyond CEL (Subnet, IPPool, Vpc) also report Validated, so an operator can tell
+// "rejected configuration" from "OVN not converged yet".
+const (
+	// ConditionReady is True when the object is fully realised in OVN (logical switch, router
+	// port, ports, routes ...).
+	ConditionReady = "Ready"
+	// ConditionValidated is True when the spec passed the controller's semantic validation
+	// (Validate, overlap checks, references resolved). When False, Ready is False too and the
+	// controller leaves whatever was already programmed in OVN untouched.
+	ConditionValidated = "Validated"
+)
+
+// Condition reasons. They are CamelCase as metav1.Condition requires, and stable: tests and
+// tooling match on them, the message carries the detail.
+const (
+	// ReasonValid: Validated=True.
+	ReasonValid = "Valid"
+	// ReasonReconciled: Ready=True, OVN matches the spec.
+	ReasonReconciled = "Reconciled"
+	// ReasonReconciling: Ready=False while the controller is still programming OVN.
+	ReasonReconciling = "Reconciling"
+	// ReasonReconcileFailed: Ready=False because an OVN/API operation failed; message has the error.
+	ReasonReconcileFailed = "ReconcileFailed"
+	// ReasonValidationFailed: Ready=False because Validated is False.
+	ReasonValidationFailed = "ValidationFailed"
+
+	// ReasonInvalidCIDR: cidrBlock (or another CIDR field) is malformed, not canonical, too small
+	// or has two CIDRs of one family.
+	ReasonInvalidCIDR = "InvalidCIDR"
+	// ReasonInvalidGateway: gateway malformed, outside its CIDR, the network/broadcast address, or
+	// not one per CIDR.
+	ReasonInvalidGateway = "InvalidGateway"
+	// ReasonInvalidExcludeIPs: an excludeIps entry is malformed, reversed, mixes families or lies
+	// outside the subnet.
+	ReasonInvalidExcludeIPs = "InvalidExcludeIPs"
+	// ReasonProtocolMismatch: spec.protocol disagrees with the families in cidrBlock.
+	ReasonProtocolMismatch = "ProtocolMismatch"
+	// ReasonInvalidGatewayNodes: centralized gateway without gatewayNodes, or bad node names.
+	ReasonInvalidGatewayNodes = "InvalidGatewayNodes"
+	// ReasonInvalidAllowSubnets: an allowSubnets entry is not a CIDR.
+	ReasonInvalidAllowSubnets = "InvalidAllowSubnets"
+	// ReasonInvalidNamespaces: a namespaces entry is not a valid namespace name.
+	ReasonInvalidNamespaces = "InvalidNamespaces"
+	// ReasonOverlap: the subnet's CIDR overlaps another subnet of the same VPC, or an IPPool
+	// overlaps another pool of the same subnet.
+	ReasonOverlap = "Overlap"
+	// ReasonNamespaceConflict: a namespace is bound to more than one subnet.
+	ReasonNamespaceConflict = "NamespaceConflict"
+	// ReasonMultipleDefaults: more than one subnet has default=true.
+	ReasonMultipleDefaults = "MultipleDefaults"
+	// ReasonVpcNotFound: spec.vpc names a Vpc that does not exist.
+	ReasonVpcNotFound = "VpcNotFound"
+	// ReasonSubnetNotFound: an IPPool or IP names a Subnet that does not exist.
+	ReasonSubnetNotFound = "SubnetNotFound"
+	// ReasonInvalidIPs: an IPPool ips entry (or IP address field) is malformed.
+	ReasonInvalidIPs = "InvalidIPs"
+	// ReasonOutsideSubnet: an IPPool entry is not inside its subnet's CIDRs.
+	ReasonOutsideSubnet = "OutsideSubnet"
+	// ReasonInvalidMAC: an IP's macAddress is malformed or not unicast.
+	ReasonInvalidMAC = "InvalidMAC"
+	// ReasonInvalidRoute: a Vpc static or policy route is malformed.
+	ReasonInvalidRoute = "InvalidRoute"
+	// ReasonMissingField: a required field is empty.
+	ReasonMissingField = "MissingField"
+)
