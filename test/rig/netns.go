@@ -57,6 +57,14 @@ func plugIntoFabric(fabric, ns, port, addr string) error {
 			return err
 		}
 	}
+	// Packets with partial (offloaded) checksums would reach a node's userspace OVS and be
+	// dropped by the kernel behind br-phy: ping works, TCP does not. Compute checksums in software.
+	for _, c := range [][]string{{"netns", "exec", ns, "ethtool", "-K", "eth0", "tx", "off"},
+		{"netns", "exec", fabric, "ethtool", "-K", port, "tx", "off"}} {
+		if out, err := exec.Command("ip", c...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %s: %v: %s", strings.Join(c, " "), err, out)
+		}
+	}
 	return nil
 }
 

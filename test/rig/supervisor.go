@@ -143,6 +143,12 @@ func (s *supervisor) start(st Step) (int, chan syscall.WaitStatus, error) {
 		return 0, nil, err
 	}
 	defer logf.Close()
+	// stdin must be open: OVS tools abort when a socket lands on fd 0.
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer devnull.Close()
 	path := st.Argv[0]
 	if !strings.Contains(path, "/") {
 		if path, err = lookPath(path); err != nil {
@@ -155,7 +161,7 @@ func (s *supervisor) start(st Step) (int, chan syscall.WaitStatus, error) {
 	defer s.mu.Unlock()
 	p, err := os.StartProcess(path, st.Argv, &os.ProcAttr{
 		Env:   append(os.Environ(), st.Env...),
-		Files: []*os.File{nil, logf, logf},
+		Files: []*os.File{devnull, logf, logf},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
 	if err != nil {
