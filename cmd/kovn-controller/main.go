@@ -1,0 +1,103 @@
+// Command kovn-controller reconciles Kubernetes and kovn objects into OVN: IPAM, VPC router,
+// subnet switches, pod and node ports, gateway policies. Leader-elected; run one per cluster
+// (more for HA).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/cluster"
+	"github.com/kovn/kovn/pkg/ovn"
+)
+
+func main() {
+	opts := cluster.DefaultOptions()
+	nbAddr := flag.String("ovn-nb-addr", os.Getenv("OVN_NB_DB"), "OVN northbound endpoints: tcp:IP:PORT, ssl:IP:PORT or unix:PATH, comma-separated")
+	leaderElect := flag.Bool("leader-elect", true, "elect one active controller among replicas")
+	leNamespace := flag.String("leader-election-namespace", "kube-system", "namespace of the leader election lease")
+	metricsAddr := flag.String("metrics-bind-address", "0", "metrics listen address (0 disables)")
+	probeAddr := flag.String("health-probe-bind-address", "0", "health probe listen address (0 disables)")
+	flag.StringVar(&opts.DefaultSubnetCIDR, "default-cidr", opts.DefaultSubnetCIDR, "CIDR of the default subnet")
+	flag.StringVar(&opts.JoinCIDR, "join-cidr", opts.JoinCIDR, "CIDR of the join subnet (node ovn0 addresses)")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if err := run(opts, *nbAddr, *leaderElect, *leNamespace, *metricsAddr, *probeAddr); err != nil {
+		fmt.Fprintln(os.Stderr, "kovn-controller:", err)
+		os.Exit(1)
+	}
+}
+
+func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, metricsAddr, probeAddr string) error {
+	if nbAddr == "" {
+		return fmt.Errorf("no OVN northbound address: set --ovn-nb-addr or OVN_NB_DB")
+	}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kovnv1.AddToScheme, apiextv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return err
+		}
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return err
+	}
+	ctx := ctrl.SetupSignalHandler()
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	setupCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := cluster.InstallCRDs(setupCtx, direct); err != nil {
+		return err
+	}
+	nb, err := ovn.ConnectNB(setupCtx, ovn.Config{Endpoints: ovn.SplitEndpoints(nbAddr), Logger: ctrl.Log.WithName("nb")})
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, LeaderElection: leaderElect,
+		LeaderElectionID: "kovn-controller", LeaderElectionNamespace: leNamespace,
+		Metrics: metricsserver.Options{BindAddress: metricsAddr}, HealthProbeBindAddress: probeAddr})
+	if err != nil {
+		return err
+	}
+	_ = mgr.AddHealthzCheck("ping", healthz.Ping)
+	st := cluster.NewState(opts)
+	// Runs once this replica leads: defaults, then the IPAM rebuilt from the API, then the gate opens.
+	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		if err := cluster.EnsureDefaults(ctx, direct, opts); err != nil {
+			return err
+		}
+		if err := cluster.Restore(ctx, direct, st); err != nil {
+			return fmt.Errorf("restore IPAM: %w", err)
+		}
+		st.MarkRestored()
+		ctrl.Log.Info("IPAM restored from the API; reconciling")
+		<-ctx.Done()
+		return nil
+	}))
+	if err != nil {
+		return err
+	}
+	if err := cluster.Setup(mgr, st, nb); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}

@@ -1,0 +1,139 @@
+// Package annotation defines the ovn.kovn.io/ annotations kovn reads and writes on pods,
+// namespaces and nodes, and converts them to and from typed values. The controller writes the
+// results (allocated addresses); users write the requests (static IP/MAC, pool, subnet); the
+// node daemon reads the results to plumb the pod.
+package annotation
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+)
+
+// Prefix of every kovn annotation.
+const Prefix = "ovn.kovn.io/"
+
+// Pod annotations. Requests (set by users): IPAddress, MACAddress, IPPool, LogicalSwitch.
+// Results (set by kovn-controller): IPAddress, MACAddress, CIDR, Gateway, LogicalSwitch,
+// Allocated, and PortName for the daemon.
+const (
+	IPAddress     = Prefix + "ip_address"     // "10.16.0.5" or "10.16.0.5,fd00::5"
+	MACAddress    = Prefix + "mac_address"    // "0a:58:0a:10:00:05"
+	CIDR          = Prefix + "cidr"           // "10.16.0.0/16" or "10.16.0.0/16,fd00::/64"
+	Gateway       = Prefix + "gateway"        // "10.16.0.1" or "10.16.0.1,fd00::1"
+	LogicalSwitch = Prefix + "logical_switch" // subnet name (request or result)
+	IPPool        = Prefix + "ip_pool"        // IPPool name (request)
+	Allocated     = Prefix + "allocated"      // "true" once the results above are final
+	PortName      = Prefix + "port_name"      // OVN logical switch port = OVS iface-id
+	MTU           = Prefix + "mtu"
+)
+
+// Node annotations written by kovn-controller for the node's ovn0 on the join subnet.
+const (
+	JoinIP      = Prefix + "join_ip"      // "100.64.0.2"
+	JoinMAC     = Prefix + "join_mac"     // "0a:58:64:40:00:02"
+	JoinCIDR    = Prefix + "join_cidr"    // "100.64.0.0/16"
+	JoinGateway = Prefix + "join_gateway" // "100.64.0.1"
+	Chassis     = Prefix + "chassis"      // OVN chassis name (system-id)
+)
+
+// ParseAddrs parses a comma-separated list of IP addresses ("10.16.0.5,fd00::5"); at most one
+// per family.
+func ParseAddrs(s string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	seen := map[bool]bool{}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an IP address", f)
+		}
+		if seen[a.Is4()] {
+			return nil, fmt.Errorf("%q: more than one address of the same family", s)
+		}
+		seen[a.Is4()] = true
+		out = append(out, a.Unmap())
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no IP address in %q", s)
+	}
+	return out, nil
+}
+
+// ParsePrefixes parses a comma-separated list of CIDRs.
+func ParsePrefixes(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a CIDR", f)
+		}
+		out = append(out, p)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no CIDR in %q", s)
+	}
+	return out, nil
+}
+
+// ParseMAC validates a unicast MAC address and returns it in canonical lower-case form.
+func ParseMAC(s string) (string, error) {
+	hw, err := net.ParseMAC(strings.TrimSpace(s))
+	if err != nil || len(hw) != 6 {
+		return "", fmt.Errorf("%q is not a MAC address", s)
+	}
+	if hw[0]&1 == 1 {
+		return "", fmt.Errorf("%q is a multicast MAC address", s)
+	}
+	return hw.String(), nil
+}
+
+// JoinAddrs formats addresses for an annotation.
+func JoinAddrs[T fmt.Stringer](xs []T) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = x.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// PodNetwork is what the controller decided for a pod, as the daemon reads it back.
+type PodNetwork struct {
+	IPs      []netip.Addr
+	CIDRs    []netip.Prefix // subnet CIDR per address, same order
+	Gateways []netip.Addr
+	MAC      string
+	Switch   string
+	PortName string
+}
+
+// PodNetworkFrom reads the controller's results; ok is false until Allocated is "true".
+func PodNetworkFrom(ann map[string]string) (pn PodNetwork, ok bool, err error) {
+	if ann[Allocated] != "true" {
+		return pn, false, nil
+	}
+	if pn.IPs, err = ParseAddrs(ann[IPAddress]); err != nil {
+		return pn, false, fmt.Errorf("%s: %w", IPAddress, err)
+	}
+	if pn.CIDRs, err = ParsePrefixes(ann[CIDR]); err != nil {
+		return pn, false, fmt.Errorf("%s: %w", CIDR, err)
+	}
+	if pn.Gateways, err = ParseAddrs(ann[Gateway]); err != nil {
+		return pn, false, fmt.Errorf("%s: %w", Gateway, err)
+	}
+	if pn.MAC, err = ParseMAC(ann[MACAddress]); err != nil {
+		return pn, false, fmt.Errorf("%s: %w", MACAddress, err)
+	}
+	if len(pn.CIDRs) != len(pn.IPs) || len(pn.Gateways) != len(pn.IPs) {
+		return pn, false, fmt.Errorf("pod network annotations disagree: %d addresses, %d CIDRs, %d gateways", len(pn.IPs), len(pn.CIDRs), len(pn.Gateways))
+	}
+	pn.Switch, pn.PortName = ann[LogicalSwitch], ann[PortName]
+	return pn, true, nil
+}

@@ -1,0 +1,104 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kovn/kovn/pkg/annotation"
+	"github.com/kovn/kovn/pkg/ipam"
+)
+
+// NodeReconciler gives every node an address on the join subnet for its ovn0 port and
+// publishes it in the node's annotations, where kovn-daemon picks it up.
+type NodeReconciler struct {
+	client.Client
+	State *State
+}
+
+func nodeOwner(name string) string { return "node/" + name }
+
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;update;patch
+
+// Reconcile implements reconcile.Reconciler.
+func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if err := r.State.WaitRestored(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	var node corev1.Node
+	if err := r.Get(ctx, req.NamespacedName, &node); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			r.State.IPAM.Release(nodeOwner(req.Name))
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	join, ok := r.State.Subnet(r.State.Opts.JoinSubnet)
+	if !ok {
+		return ctrl.Result{RequeueAfter: time.Second}, nil // join subnet not registered yet
+	}
+	want := ipam.Request{Owner: nodeOwner(node.Name), Subnet: join.Name}
+	if ips, err := annotation.ParseAddrs(node.Annotations[annotation.JoinIP]); err == nil {
+		want.IPs = ips // keep what the node already uses (its ovn0 is configured with it)
+	}
+	want.MAC = node.Annotations[annotation.JoinMAC]
+	alloc, err := r.State.IPAM.Allocate(want)
+	if err != nil && (len(want.IPs) > 0 || want.MAC != "") {
+		alloc, err = r.State.IPAM.Allocate(ipam.Request{Owner: nodeOwner(node.Name), Subnet: join.Name})
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var cidrs []string
+	var gws []string
+	for _, ip := range alloc.IPs {
+		c, gw, _ := cidrOf(join, ip)
+		cidrs, gws = append(cidrs, c.String()), append(gws, gw.String())
+	}
+	ann := map[string]string{
+		annotation.JoinIP: annotation.JoinAddrs(alloc.IPs), annotation.JoinMAC: alloc.MAC,
+		annotation.JoinCIDR: joinStrings(cidrs), annotation.JoinGateway: joinStrings(gws),
+	}
+	return ctrl.Result{}, patchAnnotations(ctx, r.Client, &node, ann)
+}
+
+// SetupWithManager registers the reconciler.
+func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).For(&corev1.Node{}).Named("node").Complete(r)
+}
+
+// patchAnnotations merge-patches obj's annotations when any of want differs.
+func patchAnnotations(ctx context.Context, c client.Client, obj client.Object, want map[string]string) error {
+	cur := obj.GetAnnotations()
+	changed := false
+	for k, v := range want {
+		if cur[k] != v {
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	before := obj.DeepCopyObject().(client.Object)
+	if cur == nil {
+		cur = map[string]string{}
+	}
+	for k, v := range want {
+		cur[k] = v
+	}
+	obj.SetAnnotations(cur)
+	return c.Patch(ctx, obj, client.MergeFrom(before))
+}
+
+func joinStrings(xs []string) string {
+	out := ""
+	for i, x := range xs {
+		if i > 0 {
+			out += ","
+		}
+		out += x
+	}
+	return out
+}

@@ -1,0 +1,229 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/annotation"
+	"github.com/kovn/kovn/pkg/cluster/topology"
+	"github.com/kovn/kovn/pkg/ipam"
+)
+
+// Labels on IP objects.
+const (
+	LabelSubnet      = "kovn.io/subnet"
+	LabelStatefulSet = "kovn.io/statefulset"
+)
+
+// PodReconciler allocates each scheduled pod's addresses, records them as an IP object (the
+// IPAM's durable record) and publishes them in the pod's annotations. Addresses are released
+// when the pod is gone, except for StatefulSet pods, which keep theirs while the StatefulSet
+// still wants that ordinal.
+type PodReconciler struct {
+	client.Client
+	State    *State
+	Recorder record.EventRecorder
+}
+
+func podOwner(ns, name string) string { return ns + "/" + name }
+
+// IPObjectName is the name of a pod's IP object.
+func IPObjectName(ns, name string) string { return topology.PodPortName(ns, name) }
+
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kovn.io,resources=ips;ippools,verbs=get;list;watch;create;update;patch;delete
+
+// Reconcile implements reconcile.Reconciler.
+func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if err := r.State.WaitRestored(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	var pod corev1.Pod
+	err := r.Get(ctx, req.NamespacedName, &pod)
+	if apierrors.IsNotFound(err) || (err == nil && podFinished(&pod)) {
+		return ctrl.Result{}, r.release(ctx, req.Namespace, req.Name)
+	}
+	if err != nil || pod.Spec.HostNetwork || pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil {
+		return ctrl.Result{}, err
+	}
+	areq, sn, err := r.request(ctx, &pod)
+	if err != nil {
+		r.Recorder.Event(&pod, corev1.EventTypeWarning, "InvalidNetworkRequest", err.Error())
+		return ctrl.Result{}, nil // the pod stays without a network until its annotations are fixed
+	}
+	alloc, err := r.State.IPAM.Allocate(areq)
+	if errors.Is(err, ipam.ErrOwnerMismatch) { // e.g. a recreated StatefulSet pod asking for another subnet
+		r.State.IPAM.Release(areq.Owner)
+		alloc, err = r.State.IPAM.Allocate(areq)
+	}
+	if err != nil {
+		reason := "AllocationFailed"
+		if errors.Is(err, ipam.ErrConflict) {
+			reason = "IPConflict"
+		}
+		r.Recorder.Event(&pod, corev1.EventTypeWarning, reason, err.Error())
+		return ctrl.Result{RequeueAfter: 15 * time.Second}, nil
+	}
+	if err := r.recordIP(ctx, &pod, sn, alloc); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, patchAnnotations(ctx, r.Client, &pod, podAnnotations(&pod, sn, alloc))
+}
+
+func podFinished(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+func podAnnotations(pod *corev1.Pod, sn topology.SubnetIn, alloc ipam.Allocation) map[string]string {
+	var cidrs, gws []string
+	for _, ip := range alloc.IPs {
+		c, gw, _ := cidrOf(sn, ip)
+		cidrs, gws = append(cidrs, c.String()), append(gws, gw.String())
+	}
+	return map[string]string{
+		annotation.IPAddress: annotation.JoinAddrs(alloc.IPs), annotation.MACAddress: alloc.MAC,
+		annotation.CIDR: strings.Join(cidrs, ","), annotation.Gateway: strings.Join(gws, ","),
+		annotation.LogicalSwitch: sn.Name, annotation.PortName: topology.PodPortName(pod.Namespace, pod.Name),
+		annotation.Allocated: "true",
+	}
+}
+
+// request turns the pod's annotations and namespace into an IPAM request.
+func (r *PodReconciler) request(ctx context.Context, pod *corev1.Pod) (ipam.Request, topology.SubnetIn, error) {
+	req := ipam.Request{Owner: podOwner(pod.Namespace, pod.Name)}
+	ann := pod.Annotations
+	allocated := ann[annotation.Allocated] == "true"
+	if v, ok := ann[annotation.IPAddress]; ok && v != "" {
+		ips, err := annotation.ParseAddrs(v)
+		if err != nil {
+			return req, topology.SubnetIn{}, fmt.Errorf("annotation %s: %w", annotation.IPAddress, err)
+		}
+		req.IPs = ips
+	}
+	if v, ok := ann[annotation.MACAddress]; ok && v != "" {
+		mac, err := annotation.ParseMAC(v)
+		if err != nil {
+			return req, topology.SubnetIn{}, fmt.Errorf("annotation %s: %w", annotation.MACAddress, err)
+		}
+		req.MAC = mac
+	}
+	name, err := r.subnetFor(ctx, pod)
+	if err != nil {
+		return req, topology.SubnetIn{}, err
+	}
+	if allocated && ann[annotation.LogicalSwitch] != "" {
+		name = ann[annotation.LogicalSwitch] // results are sticky: never renumber a running pod
+	}
+	sn, ok := r.State.Subnet(name)
+	if !ok {
+		return req, sn, fmt.Errorf("subnet %q does not exist or is not valid", name)
+	}
+	req.Subnet, req.Pool = sn.Name, ann[annotation.IPPool]
+	return req, sn, nil
+}
+
+// subnetFor picks the pod's subnet: its logical_switch or ip_pool annotation, else its
+// namespace's subnet, else the default subnet.
+func (r *PodReconciler) subnetFor(ctx context.Context, pod *corev1.Pod) (string, error) {
+	if pool := pod.Annotations[annotation.IPPool]; pool != "" {
+		var p kovnv1.IPPool
+		if err := r.Get(ctx, types.NamespacedName{Name: pool}, &p); err != nil {
+			return "", fmt.Errorf("annotation %s: IPPool %q: %w", annotation.IPPool, pool, err)
+		}
+		return p.Spec.Subnet, nil
+	}
+	if s := pod.Annotations[annotation.LogicalSwitch]; s != "" && pod.Annotations[annotation.Allocated] != "true" {
+		return s, nil
+	}
+	var ns corev1.Namespace
+	if err := r.Get(ctx, types.NamespacedName{Name: pod.Namespace}, &ns); err == nil && ns.Annotations[annotation.LogicalSwitch] != "" {
+		return ns.Annotations[annotation.LogicalSwitch], nil
+	}
+	var subnets kovnv1.SubnetList
+	if err := r.List(ctx, &subnets); err != nil {
+		return "", err
+	}
+	for _, s := range subnets.Items {
+		for _, n := range s.Spec.Namespaces {
+			if n == pod.Namespace {
+				return s.Name, nil
+			}
+		}
+	}
+	return r.State.Opts.DefaultSubnet, nil
+}
+
+// statefulSetOf returns the owning StatefulSet's name and the pod's ordinal.
+func statefulSetOf(meta metav1.Object) (string, int, bool) {
+	for _, o := range meta.GetOwnerReferences() {
+		if o.Kind == "StatefulSet" && o.Controller != nil && *o.Controller {
+			i := strings.LastIndexByte(meta.GetName(), '-')
+			ord, err := strconv.Atoi(meta.GetName()[i+1:])
+			return o.Name, ord, err == nil
+		}
+	}
+	return "", 0, false
+}
+
+func (r *PodReconciler) recordIP(ctx context.Context, pod *corev1.Pod, sn topology.SubnetIn, alloc ipam.Allocation) error {
+	ip := kovnv1.IP{ObjectMeta: metav1.ObjectMeta{Name: IPObjectName(pod.Namespace, pod.Name), Labels: map[string]string{LabelSubnet: sn.Name}}}
+	if sts, _, ok := statefulSetOf(pod); ok {
+		ip.Labels[LabelStatefulSet] = sts
+	}
+	spec := kovnv1.IPSpec{PodName: pod.Name, Namespace: pod.Namespace, Subnet: sn.Name, NodeName: pod.Spec.NodeName, MACAddress: alloc.MAC}
+	for _, a := range alloc.IPs {
+		if a.Is4() {
+			spec.V4IP = a.String()
+		} else {
+			spec.V6IP = a.String()
+		}
+	}
+	_, err := ctrl.CreateOrUpdate(ctx, r.Client, &ip, func() error { ip.Spec = spec; return nil })
+	return err
+}
+
+// release frees a gone pod's addresses unless a StatefulSet still wants that pod back.
+func (r *PodReconciler) release(ctx context.Context, ns, name string) error {
+	var ip kovnv1.IP
+	err := r.Get(ctx, types.NamespacedName{Name: IPObjectName(ns, name)}, &ip)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err == nil && ip.Labels[LabelStatefulSet] != "" {
+		var sts appsv1.StatefulSet
+		serr := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: ip.Labels[LabelStatefulSet]}, &sts)
+		_, ord, _ := statefulSetOf(&metav1.ObjectMeta{Name: name, OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Controller: ptrTrue()}}})
+		if serr == nil && sts.DeletionTimestamp == nil && (sts.Spec.Replicas == nil || int32(ord) < *sts.Spec.Replicas) {
+			return nil // the StatefulSet will recreate this pod: keep its address
+		}
+	}
+	r.State.IPAM.Release(podOwner(ns, name))
+	if err == nil {
+		return client.IgnoreNotFound(r.Delete(ctx, &ip))
+	}
+	return nil
+}
+
+func ptrTrue() *bool { t := true; return &t }
+
+// SetupWithManager registers the reconciler.
+func (r *PodReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).For(&corev1.Pod{}).Named("pod").Complete(r)
+}

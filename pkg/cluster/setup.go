@@ -1,0 +1,174 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"sort"
+	"time"
+
+	libovsdb "github.com/ovn-org/libovsdb/client"
+	corev1 "k8s.io/api/core/v1"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/deploy/crds"
+	"github.com/kovn/kovn/pkg/annotation"
+	"github.com/kovn/kovn/pkg/ipam"
+)
+
+// InstallCRDs creates or updates kovn's CRDs from the embedded manifests and waits until the
+// API serves them.
+func InstallCRDs(ctx context.Context, c client.Client) error {
+	files, err := fs.Glob(crds.FS, "*.yaml")
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		b, _ := crds.FS.ReadFile(f)
+		var want apiextv1.CustomResourceDefinition
+		if err := yaml.Unmarshal(b, &want); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		var cur apiextv1.CustomResourceDefinition
+		err := c.Get(ctx, types.NamespacedName{Name: want.Name}, &cur)
+		switch {
+		case apierrors.IsNotFound(err):
+			err = c.Create(ctx, &want)
+		case err == nil:
+			cur.Spec = want.Spec
+			err = c.Update(ctx, &cur)
+		}
+		if err != nil {
+			return fmt.Errorf("install CRD %s: %w", want.Name, err)
+		}
+		if err := waitEstablished(ctx, c, want.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func waitEstablished(ctx context.Context, c client.Client, name string) error {
+	for {
+		var crd apiextv1.CustomResourceDefinition
+		if err := c.Get(ctx, types.NamespacedName{Name: name}, &crd); err == nil {
+			for _, cond := range crd.Status.Conditions {
+				if cond.Type == apiextv1.Established && cond.Status == apiextv1.ConditionTrue {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("CRD %s not established: %w", name, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// EnsureDefaults creates the default VPC, the default subnet and the join subnet if missing.
+// Existing objects are left alone: an operator's edits win.
+func EnsureDefaults(ctx context.Context, c client.Client, o Options) error {
+	objs := []client.Object{
+		&kovnv1.Vpc{ObjectMeta: metav1.ObjectMeta{Name: o.DefaultVpc}},
+		&kovnv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: o.DefaultSubnet},
+			Spec: kovnv1.SubnetSpec{Vpc: o.DefaultVpc, CIDRBlock: o.DefaultSubnetCIDR, Default: true, NATOutgoing: o.NodeNATOutgoing}},
+		&kovnv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: o.JoinSubnet},
+			Spec: kovnv1.SubnetSpec{Vpc: o.DefaultVpc, CIDRBlock: o.JoinCIDR}},
+	}
+	for _, obj := range objs {
+		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create default %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// Restore rebuilds the IPAM from the API before any reconciler runs, so a restarted controller
+// never hands out an address that is in use: valid subnets first (oldest first, as overlap
+// resolution does), then pools, then every IP object and node join address.
+func Restore(ctx context.Context, c client.Client, st *State) error {
+	var subnets kovnv1.SubnetList
+	if err := c.List(ctx, &subnets); err != nil {
+		return err
+	}
+	sort.Slice(subnets.Items, func(i, j int) bool { return older(&subnets.Items[i], &subnets.Items[j]) })
+	sr := &SubnetReconciler{State: st}
+	for i := range subnets.Items {
+		sn := &subnets.Items[i]
+		in, err := sr.resolve(sn, subnets.Items)
+		if err != nil {
+			continue // reported by the Subnet reconciler
+		}
+		if err := st.IPAM.AddOrUpdateSubnet(in.Name, in.CIDRs, in.Gateways, mustExcludes(sn)); err == nil {
+			st.setSubnet(in)
+		}
+	}
+	var pools kovnv1.IPPoolList
+	if err := c.List(ctx, &pools); err != nil {
+		return err
+	}
+	for _, p := range pools.Items {
+		if rs, err := p.Spec.Ranges(); err == nil {
+			_ = st.IPAM.AddOrUpdatePool(p.Spec.Subnet, p.Name, rs)
+		}
+	}
+	var ips kovnv1.IPList
+	if err := c.List(ctx, &ips); err != nil {
+		return err
+	}
+	for _, ip := range ips.Items {
+		a := ipam.Allocation{Subnet: ip.Spec.Subnet, MAC: ip.Spec.MACAddress}
+		for _, s := range []string{ip.Spec.V4IP, ip.Spec.V6IP} {
+			if addrs, err := annotation.ParseAddrs(s); err == nil {
+				a.IPs = append(a.IPs, addrs...)
+			}
+		}
+		if err := st.IPAM.Restore(podOwner(ip.Spec.Namespace, ip.Spec.PodName), a); err != nil {
+			ctrl.Log.Info("IP object conflicts with another allocation; not restored", "ip", ip.Name, "err", err)
+		}
+	}
+	return restoreNodes(ctx, c, st)
+}
+
+func restoreNodes(ctx context.Context, c client.Client, st *State) error {
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes); err != nil {
+		return err
+	}
+	for _, n := range nodes.Items {
+		ips, err := annotation.ParseAddrs(n.Annotations[annotation.JoinIP])
+		if err != nil {
+			continue
+		}
+		a := ipam.Allocation{Subnet: st.Opts.JoinSubnet, IPs: ips, MAC: n.Annotations[annotation.JoinMAC]}
+		if err := st.IPAM.Restore(nodeOwner(n.Name), a); err != nil {
+			ctrl.Log.Info("node join address conflicts; it will be reallocated", "node", n.Name, "err", err)
+		}
+	}
+	return nil
+}
+
+// Setup registers every single-cluster reconciler with the manager.
+func Setup(mgr ctrl.Manager, st *State, nb libovsdb.Client) error {
+	rec := mgr.GetEventRecorderFor("kovn-controller")
+	for _, r := range []interface{ SetupWithManager(ctrl.Manager) error }{
+		&SubnetReconciler{Client: mgr.GetClient(), State: st, Recorder: rec},
+		&IPPoolReconciler{Client: mgr.GetClient(), State: st},
+		&NodeReconciler{Client: mgr.GetClient(), State: st},
+		&PodReconciler{Client: mgr.GetClient(), State: st, Recorder: rec},
+		&TopologyReconciler{Client: mgr.GetClient(), State: st, NB: nb, Resync: 5 * time.Minute},
+	} {
+		if err := r.SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+// Package cluster holds kovn-controller's single-cluster reconcilers: one per resource
+// (Subnet, Node, Pod) plus the topology reconciler that turns all of them into the OVN
+// northbound database through the pure topology.For and one nbsync transaction.
+package cluster
+
+import (
+	"context"
+	"net/netip"
+	"sort"
+	"sync"
+
+	"github.com/kovn/kovn/pkg/cluster/topology"
+	"github.com/kovn/kovn/pkg/ipam"
+)
+
+// Options configure the controller.
+type Options struct {
+	DefaultVpc        string // "ovn-cluster"
+	DefaultSubnet     string // "ovn-default"
+	DefaultSubnetCIDR string // "10.16.0.0/16"
+	JoinSubnet        string // "join"
+	JoinCIDR          string // "100.64.0.0/16"
+	NodeNATOutgoing   bool   // default subnet natOutgoing
+}
+
+// DefaultOptions match Kube-OVN's defaults, so users moving over keep their addressing.
+func DefaultOptions() Options {
+	return Options{DefaultVpc: "ovn-cluster", DefaultSubnet: "ovn-default", DefaultSubnetCIDR: "10.16.0.0/16",
+		JoinSubnet: "join", JoinCIDR: "100.64.0.0/16", NodeNATOutgoing: true}
+}
+
+// State is what the reconcilers share: the IPAM and the last valid form of every Subnet (an
+// update that turns a Subnet invalid keeps the last good one programmed).
+type State struct {
+	Opts Options
+	IPAM *ipam.IPAM
+
+	mu       sync.Mutex
+	subnets  map[string]topology.SubnetIn
+	restored chan struct{}
+}
+
+// MarkRestored opens the gate the reconcilers wait on (see WaitRestored).
+func (s *State) MarkRestored() { close(s.restored) }
+
+// WaitRestored blocks until the IPAM was rebuilt from the API by the elected leader: no
+// reconciler may allocate before that, or it could hand out an address already in use.
+func (s *State) WaitRestored(ctx context.Context) error {
+	select {
+	case <-s.restored:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// NewState returns an empty state.
+func NewState(opts Options) *State {
+	return &State{Opts: opts, IPAM: ipam.New(), subnets: map[string]topology.SubnetIn{}, restored: make(chan struct{})}
+}
+
+func (s *State) setSubnet(sn topology.SubnetIn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.subnets[sn.Name] = sn
+}
+
+func (s *State) deleteSubnet(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.subnets, name)
+}
+
+// Subnet returns the last valid form of a subnet.
+func (s *State) Subnet(name string) (topology.SubnetIn, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn, ok := s.subnets[name]
+	return sn, ok
+}
+
+// Subnets returns every valid subnet, sorted by name.
+func (s *State) Subnets() []topology.SubnetIn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]topology.SubnetIn, 0, len(s.subnets))
+	for _, sn := range s.subnets {
+		out = append(out, sn)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// cidrOf returns the subnet CIDR holding ip.
+func cidrOf(sn topology.SubnetIn, ip netip.Addr) (netip.Prefix, netip.Addr, bool) {
+	for i, c := range sn.CIDRs {
+		if c.Contains(ip) {
+			return c, sn.Gateways[i], true
+		}
+	}
+	return netip.Prefix{}, netip.Addr{}, false
+}
