@@ -21,7 +21,7 @@ declare -A APT_CMDS=(
   [ovn-northd]=ovn-central [ovn-controller]=ovn-host [ovn-nbctl]=ovn-common [ovn-ic]=ovn-ic
   [etcd]=etcd-server [containerd]=containerd [ctr]=containerd [runc]=runc
   [ip]=iproute2 [ethtool]=ethtool [iperf3]=iperf3 [tcpdump]=tcpdump [ping]=iputils-ping
-  [openssl]=openssl [vtysh]=frr [nsenter]=util-linux
+  [openssl]=openssl [vtysh]=frr [nsenter]=util-linux [iptables]=iptables [iptables-restore]=iptables
 )
 # packages that ship no command we probe but are needed (schemas, plugins)
 APT_EXTRA=(ovn-ic-db containernetworking-plugins)

@@ -75,13 +75,14 @@ func up(args []string) error {
 	dir := dirFlag(fs)
 	clusters := fs.Int("clusters", 1, "number of clusters")
 	nodes := fs.Int("nodes", 2, "nodes per cluster")
+	kovn := fs.Bool("kovn", true, "install kovn (controller, daemon, CNI); false gives bare clusters whose nodes stay NotReady")
 	keep := fs.Bool("keep-on-failure", false, "leave a rig that failed to come up in place for inspection")
 	timeout := fs.Duration("timeout", 3*time.Minute, "give up if the rig is not up within this time")
 	_ = fs.Parse(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
-	r, err := rig.Up(ctx, rig.Config{Dir: *dir, Clusters: *clusters, Nodes: *nodes, ReadyTimeout: *timeout})
+	r, err := rig.Up(ctx, rig.Config{Dir: *dir, Clusters: *clusters, Nodes: *nodes, ReadyTimeout: *timeout, Kovn: *kovn})
 	if err != nil {
 		if r != nil && !*keep && !errors.Is(err, rig.ErrAlreadyUp) {
 			fmt.Fprintf(os.Stderr, "kovn-rig up: %v\nkovn-rig up: tearing the partial rig down (use --keep-on-failure to inspect it)\n", err)

@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -58,7 +60,10 @@ func (r *IPPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			p.Status.V6UsedIPs, p.Status.V6AvailableIPs = u.V6Used, u.V6Available
 		}
 	}
-	return ctrl.Result{}, r.Status().Patch(ctx, &p, client.MergeFrom(before))
+	if equality.Semantic.DeepEqual(before.Status, p.Status) {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, r.Status().Update(ctx, &p)
 }
 
 // SetupWithManager registers the reconciler.

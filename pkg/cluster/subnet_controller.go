@@ -2,8 +2,10 @@ package cluster
 
 import (
 	"context"
+
 	"errors"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,7 +67,12 @@ func (r *SubnetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		sn.Status.ObservedGeneration = sn.Generation
 	}
 	r.fillUsage(&sn)
-	return ctrl.Result{}, r.Status().Patch(ctx, &sn, client.MergeFrom(before))
+	if equality.Semantic.DeepEqual(before.Status, sn.Status) {
+		return ctrl.Result{}, nil
+	}
+	// Update, not a merge patch: the status counts are required fields, and a patch from an empty
+	// status would leave the zero ones out.
+	return ctrl.Result{}, r.Status().Update(ctx, &sn)
 }
 
 // resolve validates sn on its own and against every other Subnet, and turns it into the

@@ -89,7 +89,9 @@ func (r *TopologyReconciler) input(ctx context.Context) (topology.Input, error) 
 			in.Pods = append(in.Pods, p)
 		}
 	}
-	sort.Slice(in.Pods, func(i, j int) bool { return in.Pods[i].Namespace+"/"+in.Pods[i].Name < in.Pods[j].Namespace+"/"+in.Pods[j].Name })
+	sort.Slice(in.Pods, func(i, j int) bool {
+		return in.Pods[i].Namespace+"/"+in.Pods[i].Name < in.Pods[j].Namespace+"/"+in.Pods[j].Name
+	})
 	return in, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -107,6 +108,21 @@ func (s *State) Kube(cluster string) (kubernetes.Interface, error) {
 	return nil, fmt.Errorf("no cluster %q in this rig", cluster)
 }
 
+func allReady(nodes []corev1.Node) bool {
+	for _, n := range nodes {
+		ready := false
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				ready = true
+			}
+		}
+		if !ready {
+			return false
+		}
+	}
+	return true
+}
+
 // waitNodesRegistered waits until every kubelet has created its Node object.
 func (r *Rig) waitNodesRegistered(ctx context.Context) error {
 	for _, ci := range r.State.Clusters {
@@ -116,7 +132,7 @@ func (r *Rig) waitNodesRegistered(ctx context.Context) error {
 		}
 		for {
 			nodes, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-			if err == nil && len(nodes.Items) == len(ci.Nodes) {
+			if err == nil && len(nodes.Items) == len(ci.Nodes) && (!r.State.Config.Kovn || allReady(nodes.Items)) {
 				break
 			}
 			select {
@@ -125,7 +141,7 @@ func (r *Rig) waitNodesRegistered(ctx context.Context) error {
 				if nodes != nil {
 					n = len(nodes.Items)
 				}
-				return fmt.Errorf("cluster %s: %d of %d nodes registered: %w (last error: %v)", ci.Name, n, len(ci.Nodes), ctx.Err(), err)
+				return fmt.Errorf("cluster %s: %d of %d nodes registered (Ready required: %v): %w (last error: %v)", ci.Name, n, len(ci.Nodes), r.State.Config.Kovn, ctx.Err(), err)
 			case <-time.After(200 * time.Millisecond):
 			}
 		}

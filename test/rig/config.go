@@ -30,6 +30,9 @@ type Config struct {
 	Prefix string
 	// ReadyTimeout bounds the whole bring-up.
 	ReadyTimeout time.Duration
+	// Kovn installs kovn: kovn-controller beside each control plane, kovn-daemon on each node
+	// (restarted if it exits, like a Deployment/DaemonSet), kovn-cni as the nodes' CNI plugin.
+	Kovn bool
 }
 
 // K8sVersion is the pinned Kubernetes version (hack/install-deps.sh builds it).
@@ -106,6 +109,9 @@ func NodeIP(c, n int) netip.Addr { return netip.AddrFrom4([4]byte{172, 30, byte(
 // ICDBIP is the address of the interconnect databases.
 func ICDBIP() netip.Addr { return netip.AddrFrom4([4]byte{172, 30, 0, 2}) }
 
+// ExternalHostIP is a host outside every cluster, on the fabric: the target of egress tests.
+func ExternalHostIP() netip.Addr { return netip.AddrFrom4([4]byte{172, 30, 0, 100}) }
+
 // ServiceCIDR is cluster c's service range; its first address is the apiserver's ClusterIP.
 func ServiceCIDR(c int) netip.Prefix {
 	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(95 + c), 0, 0}), 16)
@@ -116,12 +122,16 @@ func PodCIDR(c int) netip.Prefix {
 	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(15 + c), 0, 0}), 16)
 }
 
+// JoinCIDR is the join subnet of every cluster (node ovn0 addresses; never leaves a cluster).
+var JoinCIDR = netip.MustParsePrefix("100.64.0.0/16")
+
 // ClusterName is cluster c's name ("c1"); NodeName its node n ("c1-n1"). Node names are unique
 // across the rig because OVN chassis names must be unique across availability zones.
 func ClusterName(c int) string    { return fmt.Sprintf("c%d", c) }
 func NodeName(c, n int) string    { return fmt.Sprintf("c%d-n%d", c, n) }
 func (c Config) FabricNS() string { return c.Prefix + "-fab" }
 func (c Config) ICNS() string     { return c.Prefix + "-ic" }
+func (c Config) ExtNS() string    { return c.Prefix + "-ext" }
 
 // ControlPlaneNS is cluster cl's control-plane namespace.
 func (c Config) ControlPlaneNS(cl int) string { return fmt.Sprintf("%s-c%d", c.Prefix, cl) }

@@ -91,7 +91,7 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 		step("kube-controller-manager", Ready{}, c.k8sBin("kube-controller-manager"), "--kubeconfig="+admin,
 			"--bind-address=127.0.0.1", "--leader-elect=false", "--cluster-name="+ClusterName(cl),
 			"--service-account-private-key-file="+pki.path("sa.key"), "--root-ca-file="+pki.path("ca.crt"),
-			"--use-service-account-credentials=false", "--controllers=*,-nodeipam",
+			"--use-service-account-credentials=false", "--controllers=*,-nodeipam", "--node-monitor-grace-period=20s",
 			"--flex-volume-plugin-dir="+filepath.Join(dir, "kcm-flex")),
 		step("kube-scheduler", Ready{}, c.k8sBin("kube-scheduler"), "--kubeconfig="+admin,
 			"--bind-address=127.0.0.1", "--leader-elect=false"),
@@ -101,6 +101,12 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 			Env: []string{"OVN_RUNDIR=" + run},
 			Argv: []string{"ovn-northd", "--ovnnb-db=unix:" + filepath.Join(run, "nb.sock"),
 				"--ovnsb-db=unix:" + filepath.Join(run, "sb.sock"), "--pidfile=" + filepath.Join(run, "northd.pid")}},
+	}
+	if c.Kovn {
+		steps = append(steps, Step{Name: "kovn-controller", Daemon: true, Restart: true, Log: filepath.Join(logs, "kovn-controller.log"),
+			Argv: []string{filepath.Join(c.KovnBinDir, "kovn-controller"), "--kubeconfig=" + admin,
+				"--ovn-nb-addr=unix:" + filepath.Join(run, "nb.sock"), "--default-cidr=" + PodCIDR(cl).String(),
+				"--join-cidr=" + JoinCIDR.String(), "--leader-elect=true"}})
 	}
 	return SupervisorSpec{Name: ClusterName(cl), Dir: dir, Steps: steps}, nil
 }
@@ -124,4 +130,14 @@ func (c Config) interconnectSpec() (SupervisorSpec, error) {
 		ovsdbServerStep("icnb", filepath.Join(dir, "icnb.db"), run, PortICNB, logs),
 		ovsdbServerStep("icsb", filepath.Join(dir, "icsb.db"), run, PortICSB, logs),
 	}}, nil
+}
+
+// externalHostSpec is a host outside the clusters serving HTTP on 8080 and TCP echo on 9000;
+// its HTTP answer names the client address it saw, which shows whether traffic was SNATed.
+func (c Config) externalHostSpec() SupervisorSpec {
+	dir := filepath.Join(c.Dir, "ext")
+	_ = os.MkdirAll(dir, 0o755)
+	return SupervisorSpec{Name: "ext", Dir: dir, Steps: []Step{{Name: "testbox", Daemon: true,
+		Log: filepath.Join(dir, "testbox.log"), Ready: Ready{TCP: ExternalHostIP().String() + ":8080"},
+		Argv: []string{filepath.Join(c.KovnBinDir, "kovn-testbox"), "serve", "-http", ":8080", "-tcp", ":9000"}}}}
 }

@@ -85,9 +85,9 @@ func (c Config) nodeSpec(cl, n int, pki clusterPKI, images []string) (Supervisor
 	}
 	ip := NodeIP(cl, n).String()
 	files := map[string]string{
-		"containerd.toml":   fmt.Sprintf(containerdTOML, PauseImage, c.cniBinDir()),
-		"kubelet.yaml":      fmt.Sprintf(kubeletYAML, c.CgroupRoot(cl, n), ip, clusterDNSIP(cl), filepath.Join(dir, "resolv.conf")),
-		"resolv.conf":       "nameserver " + clusterDNSIP(cl) + "\nsearch default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n",
+		"containerd.toml": fmt.Sprintf(containerdTOML, PauseImage, c.cniBinDir()),
+		"kubelet.yaml":    fmt.Sprintf(kubeletYAML, c.CgroupRoot(cl, n), ip, clusterDNSIP(cl), filepath.Join(dir, "resolv.conf")),
+		"resolv.conf":     "nameserver " + clusterDNSIP(cl) + "\nsearch default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n",
 	}
 	for f, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, f), []byte(content), 0o644); err != nil {
@@ -150,9 +150,18 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 		steps = append(steps, Step{Name: fmt.Sprintf("import-image-%d", i), Log: filepath.Join(logs, "images.log"),
 			Argv: []string{"ctr", "-n", "k8s.io", "images", "import", "--snapshotter", "overlayfs", img}})
 	}
-	return append(steps, daemon("kubelet", Ready{TCP: ip + ":10250"}, c.k8sBin("kubelet"),
+	steps = append(steps, daemon("kubelet", Ready{TCP: ip + ":10250"}, c.k8sBin("kubelet"),
 		"--config="+filepath.Join(c.NodeDir(cl, n), "kubelet.yaml"), "--kubeconfig="+kubeconfig,
 		"--hostname-override="+name, "--node-ip="+ip, "--v=2"))
+	if c.Kovn {
+		d := daemon("kovn-daemon", Ready{}, filepath.Join(c.KovnBinDir, "kovn-daemon"),
+			"--kubeconfig="+filepath.Join(c.ClusterDir(cl), "admin-internal.kubeconfig"), "--node-name="+name,
+			"--ovs-db=unix:"+dbSock, "--cni-socket="+filepath.Join(filepath.Dir(ovsRun), "cni.sock"),
+			"--cni-conf-dir=/etc/cni/net.d", "--mtu=1400")
+		d.Restart = true
+		steps = append(steps, d)
+	}
+	return steps
 }
 
 func (c Config) cniBinDir() string { return filepath.Join(c.Dir, "cni-bin") }

@@ -15,14 +15,14 @@ import (
 // State is what a running rig records in <Dir>/state.json: enough for `status`, `env` and `down`
 // to work from another process, and for `down` to clean up after a rig whose processes died.
 type State struct {
-	Config    Config            `json:"config"`
-	StartedAt time.Time         `json:"startedAt"`
-	UpSeconds float64           `json:"upSeconds,omitempty"`
-	Namespaces []string         `json:"namespaces"`
-	Cgroups   []string          `json:"cgroups"` // kubelet cgroupRoots, removed from every hierarchy on down
-	Procs     []Proc            `json:"procs"`   // long-running processes started directly by the rig
-	Forwards  map[string]string `json:"forwards"` // "c1/apiserver" -> "127.0.0.1:PORT"
-	Clusters  []ClusterInfo     `json:"clusters"`
+	Config     Config            `json:"config"`
+	StartedAt  time.Time         `json:"startedAt"`
+	UpSeconds  float64           `json:"upSeconds,omitempty"`
+	Namespaces []string          `json:"namespaces"`
+	Cgroups    []string          `json:"cgroups"`  // kubelet cgroupRoots, removed from every hierarchy on down
+	Procs      []Proc            `json:"procs"`    // long-running processes started directly by the rig
+	Forwards   map[string]string `json:"forwards"` // "c1/apiserver" -> "127.0.0.1:PORT"
+	Clusters   []ClusterInfo     `json:"clusters"`
 }
 
 // Proc is one process the rig started, stopped by pid on Down.

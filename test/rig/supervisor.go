@@ -54,6 +54,9 @@ type Step struct {
 	Log     string        `json:"log"`
 	Ready   Ready         `json:"ready,omitempty"`
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// Restart makes the supervisor start the daemon again whenever it exits, as a Deployment or
+	// DaemonSet would: tests kill such a process by pid to exercise restarts.
+	Restart bool `json:"restart,omitempty"`
 }
 
 // Ready says how to tell that a daemon is serving.
@@ -71,6 +74,7 @@ const (
 )
 
 type supervisor struct {
+	ctx     context.Context // the supervisor's lifetime (runStep contexts end with each step)
 	spec    SupervisorSpec
 	mu      sync.Mutex
 	exits   map[int]chan syscall.WaitStatus
@@ -90,9 +94,9 @@ func Supervise(specFile string) error {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("set child subreaper: %w", err)
 	}
-	s := &supervisor{spec: spec, exits: map[int]chan syscall.WaitStatus{}}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	s := &supervisor{ctx: ctx, spec: spec, exits: map[int]chan syscall.WaitStatus{}}
 	go s.reap()
 	err = s.run(ctx)
 	if err != nil {
@@ -194,12 +198,14 @@ func (s *supervisor) runStep(ctx context.Context, st Step) error {
 			return fmt.Errorf("%s did not finish in %s (log: %s)", st.Argv[0], timeout, st.Log)
 		}
 	}
-	s.started = append(s.started, Proc{Name: st.Name, Pid: pid, Log: st.Log})
-	if err := writePids(filepath.Join(s.spec.Dir, pidsFile), s.started); err != nil {
+	if err := s.record(Proc{Name: st.Name, Pid: pid, Log: st.Log}); err != nil {
 		return err
 	}
 	for {
 		if ok := probe(st.Ready); ok {
+			if st.Restart {
+				go s.keepRunning(ctx, st, exit)
+			}
 			return nil
 		}
 		select {
@@ -209,6 +215,47 @@ func (s *supervisor) runStep(ctx context.Context, st Step) error {
 			return fmt.Errorf("%s not ready after %s (log: %s)", st.Argv[0], timeout, st.Log)
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// record adds or replaces (by name) a started daemon and rewrites pids.json.
+func (s *supervisor) record(p Proc) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	replaced := false
+	for i := range s.started {
+		if s.started[i].Name == p.Name {
+			s.started[i], replaced = p, true
+		}
+	}
+	if !replaced {
+		s.started = append(s.started, p)
+	}
+	return writePids(filepath.Join(s.spec.Dir, pidsFile), s.started)
+}
+
+// keepRunning restarts a Restart daemon each time it exits, until the supervisor stops.
+func (s *supervisor) keepRunning(ctx context.Context, st Step, exit chan syscall.WaitStatus) {
+	runCtx := s.ctx
+	for {
+		select {
+		case <-runCtx.Done():
+			return
+		case ws := <-exit:
+			log.Printf("%s exited (%v); restarting in 1s", st.Name, ws.ExitStatus())
+		}
+		select {
+		case <-runCtx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		pid, ch, err := s.start(st)
+		if err != nil {
+			log.Printf("restart %s: %v", st.Name, err)
+			return
+		}
+		exit = ch
+		_ = s.record(Proc{Name: st.Name, Pid: pid, Log: st.Log})
 	}
 }
 
@@ -252,8 +299,11 @@ func httpsOK(url, token string) bool {
 // shutdown stops daemons in reverse start order, then kills whatever was adopted (shims,
 // container processes) until no child is left.
 func (s *supervisor) shutdown() {
-	for i := len(s.started) - 1; i >= 0; i-- {
-		stopPid(s.started[i].Pid, 10*time.Second)
+	s.mu.Lock()
+	started := append([]Proc(nil), s.started...)
+	s.mu.Unlock()
+	for i := len(started) - 1; i >= 0; i-- {
+		stopPid(started[i].Pid, 10*time.Second)
 	}
 	for round := 0; round < 50; round++ {
 		kids := childrenOf(os.Getpid())

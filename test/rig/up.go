@@ -41,6 +41,16 @@ func CheckDeps(cfg Config) error {
 			missing = append(missing, f)
 		}
 	}
+	if cfg.Kovn {
+		for _, b := range []string{"kovn-controller", "kovn-daemon", "kovn-cni"} {
+			if _, err := os.Stat(filepath.Join(cfg.KovnBinDir, b)); err != nil {
+				missing = append(missing, filepath.Join(cfg.KovnBinDir, b)+" (make build)")
+			}
+		}
+		if _, err := lookPath("iptables-restore"); err != nil {
+			missing = append(missing, "iptables-restore")
+		}
+	}
 	for _, im := range podImages {
 		if _, err := os.Stat(filepath.Join(cfg.KovnBinDir, im.Binary)); err != nil {
 			missing = append(missing, filepath.Join(cfg.KovnBinDir, im.Binary)+" (make build)")
@@ -127,6 +137,9 @@ func (r *Rig) network(context.Context) error {
 		if err := plug(cfg.ICNS(), "ic", ICDBIP().String()); err != nil {
 			return err
 		}
+	}
+	if err := plug(cfg.ExtNS(), "ext", ExternalHostIP().String()); err != nil {
+		return err
 	}
 	for cl := 1; cl <= cfg.Clusters; cl++ {
 		if err := plug(cfg.ControlPlaneNS(cl), fmt.Sprintf("c%dcp", cl), ControlPlaneIP(cl).String()); err != nil {
@@ -215,6 +228,11 @@ func (r *Rig) startControlPlanes(ctx context.Context) error {
 		}
 		procs, dirs = append(procs, r.State.Procs[len(r.State.Procs)-1]), append(dirs, spec.Dir)
 	}
+	ext := cfg.externalHostSpec()
+	if err := r.launch(cfg.ExtNS(), ext); err != nil {
+		return err
+	}
+	procs, dirs = append(procs, r.State.Procs[len(r.State.Procs)-1]), append(dirs, ext.Dir)
 	for cl := 1; cl <= cfg.Clusters; cl++ {
 		var nodes []string
 		for n := 1; n <= cfg.Nodes; n++ {
@@ -253,6 +271,9 @@ func (r *Rig) startNodes(ctx context.Context) error {
 		return err
 	}
 	_ = os.Symlink("/usr/lib/cni/loopback", filepath.Join(cfg.cniBinDir(), "loopback"))
+	if cfg.Kovn {
+		_ = os.Symlink(filepath.Join(cfg.KovnBinDir, "kovn-cni"), filepath.Join(cfg.cniBinDir(), "kovn-cni"))
+	}
 	var procs []Proc
 	var dirs []string
 	for cl := 1; cl <= cfg.Clusters; cl++ {

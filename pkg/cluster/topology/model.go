@@ -97,14 +97,14 @@ type VpcIn struct{ Name string }
 
 // SubnetIn is a valid Subnet with its addressing resolved.
 type SubnetIn struct {
-	Name          string
-	Vpc           string
-	Switch        string // logical switch name
-	CIDRs         []netip.Prefix
-	Gateways      []netip.Addr // one per CIDR, same order
-	ExcludeIPs    []string     // as in the spec, for other_config
-	Centralized   bool
-	GatewayNodes  []string // in preference order
+	Name         string
+	Vpc          string
+	Switch       string // logical switch name
+	CIDRs        []netip.Prefix
+	Gateways     []netip.Addr // one per CIDR, same order
+	ExcludeIPs   []string     // as in the spec, for other_config
+	Centralized  bool
+	GatewayNodes []string // in preference order
 }
 
 // NodeIn is a node with its ovn0 addressing.

@@ -108,7 +108,9 @@ func nodePorts(nodes []NodeIn) []SwitchPort {
 			continue
 		}
 		addr := addressesOf(n.JoinMAC, n.JoinIPs)
-		ports = append(ports, SwitchPort{Name: NodePortName(n.Name), Addresses: []string{addr}, PortSecurity: []string{addr},
+		// No port security: ovn0 receives traffic for addresses that are not its own (pods
+		// egressing through the node, replies to SNATed flows).
+		ports = append(ports, SwitchPort{Name: NodePortName(n.Name), Addresses: []string{addr},
 			ExternalIDs: map[string]string{"node": n.Name}})
 	}
 	return ports
@@ -122,7 +124,9 @@ func addressesOf(mac string, ips []netip.Addr) string {
 	return strings.Join(parts, " ")
 }
 
-func sortPorts(ps []SwitchPort) { sort.Slice(ps, func(i, j int) bool { return ps[i].Name < ps[j].Name }) }
+func sortPorts(ps []SwitchPort) {
+	sort.Slice(ps, func(i, j int) bool { return ps[i].Name < ps[j].Name })
+}
 
 func router(v VpcIn, subnets []SubnetIn, in Input, join *SubnetIn) Router {
 	r := Router{Name: v.Name, Owner: v.Name}

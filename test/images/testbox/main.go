@@ -6,6 +6,8 @@
 //	testbox ping [-c N] [-W secs] IP  ICMP echo (needs CAP_NET_RAW, pods run as root)
 //	testbox get URL                  HTTP GET, prints the body
 //	testbox tcp ADDR MSG             connect, send MSG, print the echo
+//	testbox connect ADDR             open a TCP connection and close it (any listener will do)
+//	testbox ip                       print each interface with its MAC, MTU and addresses
 package main
 
 import (
@@ -41,6 +43,10 @@ func main() {
 		err = get(args)
 	case "tcp":
 		err = tcpSend(args)
+	case "connect":
+		err = connect(args)
+	case "ip":
+		err = showIP()
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -166,4 +172,32 @@ func tcpSend(args []string) error {
 	line, err := bufio.NewReader(c).ReadString('\n')
 	fmt.Print(line)
 	return err
+}
+
+func connect(args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("connect: want ADDR")
+	}
+	c, err := net.DialTimeout("tcp", args[0], 5*time.Second)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("connected %s -> %s\n", c.LocalAddr(), c.RemoteAddr())
+	return c.Close()
+}
+
+func showIP() error {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return err
+	}
+	for _, i := range ifs {
+		addrs, _ := i.Addrs()
+		fmt.Printf("%s mac=%s mtu=%d", i.Name, i.HardwareAddr, i.MTU)
+		for _, a := range addrs {
+			fmt.Printf(" %s", a)
+		}
+		fmt.Println()
+	}
+	return nil
 }

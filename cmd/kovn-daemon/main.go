@@ -1,0 +1,91 @@
+// Command kovn-daemon runs on every node: it plumbs the node (ovn0 on the join subnet, routes
+// to pod subnets, SNAT, CNI config) and serves the kovn-cni shim on a unix socket, creating
+// each pod's veth, attaching it to br-int and waiting until OVN has installed its flows.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/cni"
+	"github.com/kovn/kovn/pkg/node"
+	"github.com/kovn/kovn/pkg/ovn"
+)
+
+func main() {
+	cfg := node.Config{Bridge: "br-int", JoinSubnet: "join"}
+	flag.StringVar(&cfg.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (env NODE_NAME)")
+	ovsDB := flag.String("ovs-db", "unix:/var/run/openvswitch/db.sock", "the node's Open_vSwitch database")
+	flag.StringVar(&cfg.CNISocket, "cni-socket", "/run/kovn/cni.sock", "unix socket the kovn-cni shim talks to")
+	flag.StringVar(&cfg.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", "where to write the CNI network config")
+	flag.IntVar(&cfg.MTU, "mtu", 1400, "pod and ovn0 MTU (fabric MTU minus geneve overhead)")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if err := run(cfg, *ovsDB); err != nil {
+		fmt.Fprintln(os.Stderr, "kovn-daemon:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg node.Config, ovsDB string) error {
+	if cfg.NodeName == "" {
+		return errors.New("no node name: set --node-name or NODE_NAME")
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := kovnv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	restCfg, err := ctrl.GetConfig()
+	if err != nil {
+		return err
+	}
+	ctx := ctrl.SetupSignalHandler()
+	connectCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	ovs, err := ovn.ConnectOVS(connectCtx, ovn.Config{Endpoints: []string{ovsDB}, Logger: ctrl.Log.WithName("ovs")})
+	if err != nil {
+		return err
+	}
+	// Only this node's pods and Node object are cached: memory stays flat as the cluster grows.
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:  {Field: fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName)},
+			&corev1.Node{}: {Field: fields.OneTermEqualSelector("metadata.name", cfg.NodeName)},
+		}}})
+	if err != nil {
+		return err
+	}
+	nr := &node.Reconciler{Client: mgr.GetClient(), OVS: ovs, Cfg: cfg}
+	if err := nr.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	handler := cni.NewPodHandler(&node.PodNetworks{Client: mgr.GetClient(), MTU: cfg.MTU}, cni.NewOVSAttacher(ovs, cfg.Bridge))
+	handler.Log = ctrl.Log.WithName("cni")
+	srv := cni.NewServer(cfg.CNISocket, handler)
+	srv.Log = ctrl.Log.WithName("cni-server")
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return srv.Serve(ctx) })); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}

@@ -1,0 +1,125 @@
+// Package node is kovn-daemon's node bootstrap: the node's ovn0 port on the join subnet,
+// routes from the node to every pod subnet through it, SNAT for subnets with natOutgoing,
+// the node's chassis identity in Open_vSwitch, and the CNI config file that turns the node
+// Ready once all of that is in place.
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	libovsdb "github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/ovsdb"
+	"github.com/vishvananda/netlink"
+
+	"github.com/kovn/kovn/pkg/cni"
+	"github.com/kovn/kovn/pkg/ovn"
+	"github.com/kovn/kovn/pkg/ovn/model/vswitch"
+)
+
+// Ovn0 is the node's port on the join subnet.
+const Ovn0 = "ovn0"
+
+// JoinConfig is the node's join addressing, from the annotations kovn-controller wrote.
+type JoinConfig struct {
+	IPs      []netip.Prefix // 100.64.0.2/16
+	Gateways []netip.Addr   // 100.64.0.1
+	MAC      string
+	IfaceID  string // logical switch port name: node-<name>
+	MTU      int
+}
+
+// EnsureOvn0 creates ovn0 as an OVS internal port on br-int bound to the node's join switch
+// port, then configures its MAC, MTU and addresses. Idempotent.
+func EnsureOvn0(ctx context.Context, ovs libovsdb.Client, bridge string, jc JoinConfig) (netlink.Link, error) {
+	if err := ensureInternalPort(ctx, ovs, bridge, Ovn0, jc.IfaceID, jc.MAC); err != nil {
+		return nil, err
+	}
+	link, err := waitLink(ctx, Ovn0)
+	if err != nil {
+		return nil, err
+	}
+	hw, err := net.ParseMAC(jc.MAC)
+	if err != nil {
+		return nil, err
+	}
+	if link.Attrs().HardwareAddr.String() != hw.String() {
+		if err := netlink.LinkSetHardwareAddr(link, hw); err != nil {
+			return nil, fmt.Errorf("set %s MAC: %w", Ovn0, err)
+		}
+	}
+	if jc.MTU > 0 && link.Attrs().MTU != jc.MTU {
+		if err := netlink.LinkSetMTU(link, jc.MTU); err != nil {
+			return nil, fmt.Errorf("set %s MTU: %w", Ovn0, err)
+		}
+	}
+	for _, p := range jc.IPs {
+		addr := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
+		if err := netlink.AddrReplace(link, addr); err != nil {
+			return nil, fmt.Errorf("address %s on %s: %w", p, Ovn0, err)
+		}
+	}
+	if err := netlink.LinkSetUp(link); err != nil {
+		return nil, err
+	}
+	// Packets ovn0 sends enter the userspace datapath, which does not fill offloaded checksums.
+	if err := cni.SetTxChecksum(Ovn0, false); err != nil {
+		return nil, fmt.Errorf("disable tx checksum offload on %s: %w", Ovn0, err)
+	}
+	return link, nil
+}
+
+func waitLink(ctx context.Context, name string) (netlink.Link, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		link, err := netlink.LinkByName(name)
+		if err == nil {
+			return link, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s did not appear (is ovs-vswitchd running?): %w", name, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// ensureInternalPort adds (or fixes) an internal Port+Interface on bridge with iface-id set.
+func ensureInternalPort(ctx context.Context, c libovsdb.Client, bridge, name, ifaceID, mac string) error {
+	br := &vswitch.Bridge{Name: bridge}
+	if err := c.Get(ctx, br); err != nil {
+		return fmt.Errorf("bridge %s not found in Open_vSwitch (ovn-controller creates it): %w", bridge, err)
+	}
+	iface := &vswitch.Interface{Name: name}
+	ids := map[string]string{"iface-id": ifaceID}
+	var ops []ovsdb.Operation
+	if err := c.Get(ctx, iface); err == nil {
+		if iface.Type == "internal" && iface.ExternalIDs["iface-id"] == ifaceID && iface.MAC != nil && *iface.MAC == mac {
+			return nil
+		}
+		iface.Type, iface.ExternalIDs, iface.MAC = "internal", ids, &mac
+		o, err := c.Where(iface).Update(iface, &iface.Type, &iface.ExternalIDs, &iface.MAC)
+		if err != nil {
+			return err
+		}
+		ops = o
+	} else {
+		iface = &vswitch.Interface{UUID: ovn.NewNamedUUID(), Name: name, Type: "internal", ExternalIDs: ids, MAC: &mac}
+		port := &vswitch.Port{UUID: ovn.NewNamedUUID(), Name: name, Interfaces: []string{iface.UUID}}
+		o1, err := c.Create(iface, port)
+		if err != nil {
+			return err
+		}
+		o2, err := ovn.MutateOps(c, nil, br, mutationInsert(&br.Ports, port.UUID))
+		if err != nil {
+			return err
+		}
+		ops = append(o1, o2...)
+	}
+	_, err := ovn.Transact(ctx, c, ops)
+	return err
+}

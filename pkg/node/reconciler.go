@@ -1,0 +1,153 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	libovsdb "github.com/ovn-org/libovsdb/client"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/annotation"
+	"github.com/kovn/kovn/pkg/cluster/topology"
+)
+
+// Config is kovn-daemon's node configuration.
+type Config struct {
+	NodeName   string
+	Bridge     string // br-int
+	MTU        int
+	CNIConfDir string
+	CNISocket  string
+	JoinSubnet string
+}
+
+// Reconciler keeps the node plumbed: ovn0, routes to every valid subnet, SNAT for natOutgoing
+// subnets, and the CNI config (written last, so the node turns Ready only when pods can work).
+type Reconciler struct {
+	client.Client
+	OVS libovsdb.Client
+	Cfg Config
+
+	mu    sync.Mutex
+	ready bool
+}
+
+// Ready reports whether the node finished its first successful bootstrap.
+func (r *Reconciler) Ready() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.ready }
+
+// Reconcile implements reconcile.Reconciler; every request means "sync this node".
+func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	var node corev1.Node
+	if err := r.Get(ctx, types.NamespacedName{Name: r.Cfg.NodeName}, &node); err != nil {
+		return ctrl.Result{}, err
+	}
+	jc, ok, err := joinConfig(&node, r.Cfg.MTU)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !ok {
+		log.FromContext(ctx).Info("waiting for kovn-controller to assign the join address", "node", node.Name)
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	link, err := EnsureOvn0(ctx, r.OVS, r.Cfg.Bridge, jc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	routed, nat, all, err := r.subnetCIDRs(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := SyncRoutes(link, routed, jc.Gateways); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := SyncNAT(nat, all); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := EnableForwarding(); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := WriteCNIConfig(r.Cfg.CNIConfDir, r.Cfg.CNISocket, r.Cfg.MTU); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.mu.Lock()
+	r.ready = true
+	r.mu.Unlock()
+	return ctrl.Result{RequeueAfter: time.Minute}, nil
+}
+
+// subnetCIDRs returns the CIDRs to route via ovn0 (every Ready subnet but join), those to
+// masquerade (natOutgoing) and every cluster CIDR (not masqueraded as destinations).
+func (r *Reconciler) subnetCIDRs(ctx context.Context) (routed, nat, all []netip.Prefix, err error) {
+	var subnets kovnv1.SubnetList
+	if err := r.List(ctx, &subnets); err != nil {
+		return nil, nil, nil, err
+	}
+	for _, s := range subnets.Items {
+		cidrs, err := s.Spec.CIDRs()
+		if err != nil || !isReady(&s) {
+			continue
+		}
+		all = append(all, cidrs...)
+		if s.Name == r.Cfg.JoinSubnet {
+			continue
+		}
+		routed = append(routed, cidrs...)
+		if s.Spec.NATOutgoing {
+			nat = append(nat, cidrs...)
+		}
+	}
+	return routed, nat, all, nil
+}
+
+func isReady(s *kovnv1.Subnet) bool {
+	for _, c := range s.Status.Conditions {
+		if c.Type == kovnv1.ConditionReady {
+			return c.Status == "True"
+		}
+	}
+	return false
+}
+
+func joinConfig(n *corev1.Node, mtu int) (JoinConfig, bool, error) {
+	a := n.Annotations
+	if a[annotation.JoinIP] == "" || a[annotation.JoinMAC] == "" || a[annotation.JoinCIDR] == "" || a[annotation.JoinGateway] == "" {
+		return JoinConfig{}, false, nil
+	}
+	ips, err := annotation.ParseAddrs(a[annotation.JoinIP])
+	if err != nil {
+		return JoinConfig{}, false, fmt.Errorf("node annotation %s: %w", annotation.JoinIP, err)
+	}
+	cidrs, err := annotation.ParsePrefixes(a[annotation.JoinCIDR])
+	if err != nil || len(cidrs) != len(ips) {
+		return JoinConfig{}, false, fmt.Errorf("node annotation %s: %q does not match %s", annotation.JoinCIDR, a[annotation.JoinCIDR], a[annotation.JoinIP])
+	}
+	gws, err := annotation.ParseAddrs(a[annotation.JoinGateway])
+	if err != nil {
+		return JoinConfig{}, false, fmt.Errorf("node annotation %s: %w", annotation.JoinGateway, err)
+	}
+	jc := JoinConfig{Gateways: gws, MAC: a[annotation.JoinMAC], IfaceID: topology.NodePortName(n.Name), MTU: mtu}
+	for i, ip := range ips {
+		jc.IPs = append(jc.IPs, netip.PrefixFrom(ip, cidrs[i].Bits()))
+	}
+	return jc, true, nil
+}
+
+// SetupWithManager syncs on changes to this node or any Subnet.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	key := reconcile.Request{NamespacedName: types.NamespacedName{Name: r.Cfg.NodeName}}
+	toKey := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{key}
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("node-network").
+		Watches(&corev1.Node{}, toKey).Watches(&kovnv1.Subnet{}, toKey).Complete(r)
+}
