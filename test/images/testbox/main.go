@@ -199,5 +199,9 @@ func showIP() error {
 		}
 		fmt.Println()
 	}
+	routes, err := os.ReadFile("/proc/net/route")
+	if err == nil {
+		fmt.Print(string(routes))
+	}
 	return nil
 }

@@ -1,0 +1,300 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kovn/kovn/pkg/annotation"
+	"github.com/kovn/kovn/test/rig"
+)
+
+// TestPodNetwork runs kovn in a 1-cluster x 2-node rig and checks single-cluster pod
+// networking with real kubelets creating real pods through kovn-cni. The subtests share the
+// rig and run in order; later ones rely on the pods the earlier ones made.
+func TestPodNetwork(t *testing.T) {
+	cfg := rigConfig(t, 1, 2)
+	cfg.Kovn = true
+	r := upRig(t, cfg)
+	c := newCluster(t, r, "c1")
+	ext := rig.ExternalHostIP().String()
+	n1, n2 := rig.NodeIP(1, 1).String(), rig.NodeIP(1, 2).String()
+
+	c.createPod(testboxPod("default", "a", onNode("c1-n1")))
+	c.createPod(testboxPod("default", "b", onNode("c1-n2")))
+	start := time.Now()
+	a := c.waitRunning("default", "a", 90*time.Second)
+	b := c.waitRunning("default", "b", 90*time.Second)
+	t.Logf("two pods Running in %.1fs: a=%s (c1-n1) b=%s (c1-n2)", time.Since(start).Seconds(), a.Status.PodIP, b.Status.PodIP)
+	if !rig.PodCIDR(1).Contains(netip.MustParseAddr(a.Status.PodIP)) {
+		t.Fatalf("pod a got %s, outside the default subnet %s", a.Status.PodIP, rig.PodCIDR(1))
+	}
+
+	t.Run("pod-to-pod across nodes, ping and TCP both ways", func(t *testing.T) {
+		c.t = t
+		c.ping("default", "a", b.Status.PodIP)
+		c.ping("default", "b", a.Status.PodIP)
+		if out := c.mustExec("default", "a", "tcp", b.Status.PodIP+":9000", "from-a"); !strings.Contains(out, "from-a") {
+			t.Fatalf("TCP echo a->b: %q", out)
+		}
+		if out := c.mustExec("default", "b", "tcp", a.Status.PodIP+":9000", "from-b"); !strings.Contains(out, "from-b") {
+			t.Fatalf("TCP echo b->a: %q", out)
+		}
+	})
+
+	t.Run("pod to its node and the other node via ovn0", func(t *testing.T) {
+		c.t = t
+		for _, ip := range []string{n1, n2} {
+			c.ping("default", "a", ip)
+			c.mustExec("default", "a", "connect", ip+":10250") // kubelet's port
+		}
+	})
+
+	t.Run("pod to external host via distributed gateway with SNAT", func(t *testing.T) {
+		c.t = t
+		c.ping("default", "b", ext)
+		out := c.mustExec("default", "b", "get", "http://"+ext+":8080/")
+		if !strings.Contains(out, " "+n2+":") {
+			t.Fatalf("external host saw %q, want the address of b's node %s (SNAT on c1-n2)", out, n2)
+		}
+	})
+
+	t.Run("static IP and MAC honoured", func(t *testing.T) {
+		c.t = t
+		c.createPod(testboxPod("default", "static", onNode("c1-n2"),
+			withAnnotations(annotation.IPAddress, "10.16.100.100", annotation.MACAddress, "0a:00:00:10:01:00")))
+		p := c.waitRunning("default", "static", 90*time.Second)
+		if p.Status.PodIP != "10.16.100.100" {
+			t.Fatalf("static pod IP %s, want 10.16.100.100", p.Status.PodIP)
+		}
+		if out := c.mustExec("default", "static", "ip"); !strings.Contains(out, "mac=0a:00:00:10:01:00") || !strings.Contains(out, "10.16.100.100/16") {
+			t.Fatalf("inside the pod: %s", out)
+		}
+		c.ping("default", "a", "10.16.100.100")
+	})
+
+	t.Run("IPPool honoured", func(t *testing.T) {
+		c.t = t
+		if out, err := c.apply(`apiVersion: kovn.io/v1alpha1
+kind: IPPool
+metadata: {name: pool1}
+spec: {subnet: ovn-default, ips: ["10.16.200.10..10.16.200.12"]}
+`); err != nil {
+			t.Fatalf("create IPPool: %v %s", err, out)
+		}
+		time.Sleep(time.Second) // let the controller register the pool
+		c.createPod(testboxPod("default", "pooled", onNode("c1-n1"), withAnnotations(annotation.IPPool, "pool1")))
+		p := c.waitRunning("default", "pooled", 90*time.Second)
+		ip := netip.MustParseAddr(p.Status.PodIP)
+		if ip.Compare(netip.MustParseAddr("10.16.200.10")) < 0 || ip.Compare(netip.MustParseAddr("10.16.200.12")) > 0 {
+			t.Fatalf("pooled pod got %s, outside pool1 10.16.200.10..12", ip)
+		}
+		c.ping("default", "pooled", b.Status.PodIP)
+	})
+
+	t.Run("StatefulSet pod keeps its IP after delete", func(t *testing.T) {
+		c.t = t
+		if out, err := c.apply(statefulSetYAML); err != nil {
+			t.Fatalf("create StatefulSet: %v %s", err, out)
+		}
+		p := c.waitRunning("default", "web-0", 90*time.Second)
+		before := p.Status.PodIP
+		c.deletePod("default", "web-0")
+		err := eventually(90*time.Second, func() error {
+			q, err := c.kc.CoreV1().Pods("default").Get(context.Background(), "web-0", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if q.UID == p.UID || q.Status.PodIP == "" {
+				return fmt.Errorf("not recreated yet")
+			}
+			if q.Status.PodIP != before {
+				return fmt.Errorf("recreated web-0 has %s, had %s", q.Status.PodIP, before)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.ping("default", "a", before)
+	})
+
+	t.Run("bad input is rejected and disturbs nothing", func(t *testing.T) { badInput(t, c, a.Status.PodIP, b.Status.PodIP) })
+
+	t.Run("controller restart keeps connectivity, no duplicate IP, no stale rows", func(t *testing.T) {
+		controllerRestart(t, c, r.State, a.Status.PodIP)
+	})
+
+	t.Run("centralized gateway and failover", func(t *testing.T) { centralizedGateway(t, c, r.State) })
+}
+
+const statefulSetYAML = `apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec: {clusterIP: None, selector: {app: web}, ports: [{port: 8080}]}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: web}
+spec:
+  serviceName: web
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers: [{name: testbox, image: kovn.io/testbox:latest, imagePullPolicy: Never, args: [serve]}]
+`
+
+func badInput(t *testing.T, c *cluster, aIP, bIP string) {
+	c.t = t
+	// The same static IP twice: the second pod gets an event and never runs with a wrong address.
+	c.createPod(testboxPod("default", "dup", onNode("c1-n1"), withAnnotations(annotation.IPAddress, "10.16.100.100")))
+	msg := c.waitEvent("default", "dup", "IPConflict", 30*time.Second)
+	t.Logf("duplicate static IP: %s", msg)
+	// Malformed annotations.
+	c.createPod(testboxPod("default", "badann", onNode("c1-n1"), withAnnotations(annotation.IPAddress, "10.16.300.1")))
+	msg = c.waitEvent("default", "badann", "InvalidNetworkRequest", 30*time.Second)
+	t.Logf("malformed annotation: %s", msg)
+	// A subnet overlapping the default one: condition False with a clear message.
+	if out, err := c.apply("apiVersion: kovn.io/v1alpha1\nkind: Subnet\nmetadata: {name: overlap}\nspec: {cidrBlock: 10.16.5.0/24}\n"); err != nil {
+		t.Fatalf("create overlapping subnet: %v %s", err, out)
+	}
+	err := eventually(30*time.Second, func() error {
+		out, _ := c.kubectl("get", "subnet", "overlap", "-o", "jsonpath={.status.conditions[?(@.type==\"Validated\")].reason}")
+		if out != "Overlap" {
+			return fmt.Errorf("Validated reason %q", out)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("overlapping subnet: %v", err)
+	}
+	// A gateway outside the CIDR is rejected by the API server.
+	out, err := c.apply("apiVersion: kovn.io/v1alpha1\nkind: Subnet\nmetadata: {name: badgw}\nspec: {cidrBlock: 10.30.0.0/24, gateway: 10.31.0.1}\n")
+	if err == nil || !strings.Contains(out, "gateway") {
+		t.Fatalf("subnet with gateway outside its CIDR was accepted: %v %s", err, out)
+	}
+	time.Sleep(3 * time.Second)
+	for _, name := range []string{"dup", "badann"} {
+		p, err := c.kc.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil || p.Status.PodIP != "" {
+			t.Fatalf("pod %s started with address %q (err %v)", name, p.Status.PodIP, err)
+		}
+	}
+	c.ping("default", "a", bIP)
+	c.ping("default", "static", aIP)
+	c.deletePod("default", "dup")
+	c.deletePod("default", "badann")
+	if out, err := c.kubectl("delete", "subnet", "overlap"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+}
+
+func controllerRestart(t *testing.T, c *cluster, st *rig.State, aIP string) {
+	c.t = t
+	old := procPid(t, st, "c1", "kovn-controller")
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() { // ~12 s of pings from b to a across the restart
+		out, err := c.exec("default", "b", "ping", "-c", "40", "-W", "1s", aIP)
+		done <- result{out, err}
+	}()
+	time.Sleep(time.Second)
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := eventually(30*time.Second, func() error {
+		if p := procPid(t, st, "c1", "kovn-controller"); p == old || !rig.Alive(p) {
+			return fmt.Errorf("kovn-controller not restarted yet")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.createPod(testboxPod("default", "after", onNode("c1-n2")))
+	p := c.waitRunning("default", "after", 90*time.Second)
+	res := <-done
+	if res.err != nil || !strings.Contains(res.out, "40 packets transmitted, 40 received") {
+		t.Fatalf("pings across the controller restart: %v\n%s", res.err, res.out)
+	}
+	pods, _ := c.kc.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
+	seen := map[string]string{}
+	for _, q := range pods.Items {
+		if q.Status.PodIP == "" || q.Spec.HostNetwork {
+			continue
+		}
+		if other, dup := seen[q.Status.PodIP]; dup {
+			t.Fatalf("pods %s and %s share %s", other, q.Name, q.Status.PodIP)
+		}
+		seen[q.Status.PodIP] = q.Name
+	}
+	t.Logf("after restart: new pod got %s; %d pods, no duplicate address; 40/40 pings", p.Status.PodIP, len(seen))
+	for _, name := range []string{"after", "pooled"} {
+		c.deletePod("default", name)
+	}
+	if err := eventually(60*time.Second, func() error {
+		out := c.nbctl("--bare", "--columns=name", "find", "Logical_Switch_Port", "external_ids:pod=default/after")
+		out += c.nbctl("--bare", "--columns=name", "find", "Logical_Switch_Port", "external_ids:pod=default/pooled")
+		if strings.TrimSpace(out) != "" {
+			return fmt.Errorf("stale ports: %s", out)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func centralizedGateway(t *testing.T, c *cluster, st *rig.State) {
+	c.t = t
+	c.createNamespace("central")
+	if out, err := c.apply(`apiVersion: kovn.io/v1alpha1
+kind: Subnet
+metadata: {name: central}
+spec:
+  cidrBlock: 10.200.0.0/24
+  gatewayType: centralized
+  gatewayNodes: [c1-n2, c1-n1]
+  natOutgoing: true
+  namespaces: [central]
+`); err != nil {
+		t.Fatalf("create centralized subnet: %v %s", err, out)
+	}
+	time.Sleep(2 * time.Second)
+	c.createPod(testboxPod("central", "c", onNode("c1-n1")))
+	p := c.waitRunning("central", "c", 90*time.Second)
+	if !strings.HasPrefix(p.Status.PodIP, "10.200.0.") {
+		t.Fatalf("pod in namespace central got %s, want 10.200.0.x", p.Status.PodIP)
+	}
+	ext := "http://" + rig.ExternalHostIP().String() + ":8080/"
+	n1, n2 := rig.NodeIP(1, 1).String(), rig.NodeIP(1, 2).String()
+	if out := c.mustExec("central", "c", "get", ext); !strings.Contains(out, " "+n2+":") {
+		t.Fatalf("centralized egress seen from %q, want gateway c1-n2 (%s)", out, n2)
+	}
+	// Take c1-n2 away: its kubelet stops, the node goes NotReady, egress moves to c1-n1.
+	kill := time.Now()
+	if err := syscall.Kill(procPid(t, st, "c1-n2", "kubelet"), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	err := eventually(90*time.Second, func() error {
+		out, err := c.exec("central", "c", "get", ext)
+		if err != nil || !strings.Contains(out, " "+n1+":") {
+			return fmt.Errorf("egress still via %q (%v)", strings.TrimSpace(out), err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("centralized gateway did not fail over to c1-n1: %v", err)
+	}
+	t.Logf("gateway c1-n2 removed: egress moved to c1-n1 after %.1fs (node-monitor-grace-period 20s)", time.Since(kill).Seconds())
+}
