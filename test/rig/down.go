@@ -3,6 +3,8 @@ package rig
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -51,7 +53,9 @@ func Down(dir string, keepLogs bool) error {
 		}
 	}
 	for _, cg := range st.Cgroups {
-		removeCgroupRoot(cg)
+		if err := removeCgroupRoot(cg); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	_ = os.RemoveAll(cfg.runDir())
 	releaseHostUse(cfg.Prefix)
@@ -64,10 +68,16 @@ func Down(dir string, keepLogs bool) error {
 	return nil
 }
 
-// removeState deletes the state dir; with keepLogs only state.json and the bulky data go.
+// removeState deletes the state dir; with keepLogs every file but the logs goes, so a later
+// Up in the same dir starts from fresh databases.
 func removeState(dir string, keepLogs bool) error {
 	if !keepLogs {
 		return os.RemoveAll(dir)
 	}
-	return os.Remove(statePath(dir))
+	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(p, ".log") || d.Name() == errorMarker || d.Name() == ".lock" {
+			return nil
+		}
+		return os.Remove(p)
+	})
 }

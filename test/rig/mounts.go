@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -123,8 +124,21 @@ func mountCgroups(roots []string) error {
 	return nil
 }
 
-// removeCgroupRoot deletes a cgroup root depth-first in every host hierarchy (Down).
-func removeCgroupRoot(root string) {
+// removeCgroupRoot deletes a cgroup root depth-first in every host hierarchy (Down). A
+// directory that cannot go still holds a process the rig failed to stop: that is an error.
+func removeCgroupRoot(root string) error {
+	var err error
+	for try := 0; try < 20; try++ {
+		if err = removeCgroupRootOnce(root); err == nil {
+			return nil
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return err
+}
+
+func removeCgroupRootOnce(root string) error {
+	var left []string
 	const base = "/sys/fs/cgroup"
 	ents, _ := os.ReadDir(base)
 	for _, e := range ents {
@@ -142,5 +156,12 @@ func removeCgroupRoot(root string) {
 		for i := len(dirs) - 1; i >= 0; i-- {
 			_ = unix.Rmdir(dirs[i])
 		}
+		if _, err := os.Stat(top); err == nil {
+			left = append(left, top)
+		}
 	}
+	if len(left) > 0 {
+		return fmt.Errorf("cgroups still in use (a process of the rig survived): %v", left)
+	}
+	return nil
 }

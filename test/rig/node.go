@@ -137,6 +137,7 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 		// checksum offload must be off on kernel interfaces feeding OVS or TCP breaks.
 		sh("br-phy",
 			vsctl+"-- --may-exist add-br br-phy -- set bridge br-phy datapath_type=netdev -- --may-exist add-port br-phy eth0",
+			"for i in $(seq 100); do ip link show br-phy >/dev/null 2>&1 && break; sleep 0.1; done",
 			"ip addr flush dev eth0",
 			fmt.Sprintf("ip addr add %s/%d dev br-phy", ip, FabricBits),
 			"ip link set br-phy up",

@@ -349,7 +349,7 @@ func childrenOf(pid int) []int {
 		st := string(b)
 		i := strings.LastIndexByte(st, ')')
 		f := strings.Fields(st[i+1:])
-		if len(f) > 2 && f[2] == strconv.Itoa(pid) && f[0] != "Z" {
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) && f[0] != "Z" {
 			kids = append(kids, p)
 		}
 	}
