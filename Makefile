@@ -8,7 +8,7 @@ IMAGES := kovn-pause:./test/images/pause kovn-testbox:./test/images/testbox
 RIG_DIR ?= $(CURDIR)/_output/rig
 export KOVN_RIG_DIR := $(RIG_DIR)
 
-.PHONY: all deps build generate verify-generate vet unit e2e test demo demo-down rig-up rig-down rig-status clean
+.PHONY: all deps build generate vet unit e2e test bench demo demo-down rig-up rig-down rig-status clean
 
 all: build
 
@@ -40,6 +40,10 @@ e2e: build
 
 ## test: what CI runs — install deps, unit tests, then e2e on the rig
 test: deps build vet unit e2e
+
+## bench: benchmarks on a real rig; they print figures and assert nothing about speed
+bench: deps build
+	KOVN_BIN_DIR=$(BIN) $(GO) test -tags bench -count=1 -timeout 30m -v ./test/bench/...
 
 ## demo: bring up a rig and show it working; leaves it up for kubectl
 demo: deps build
