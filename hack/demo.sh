@@ -1,34 +1,60 @@
 #!/usr/bin/env bash
-# demo.sh — `make demo`: bring up a 2-cluster x 2-node rig, show it healthy, leave it up.
+# demo.sh — `make demo`: bring up a 2-cluster x 2-node rig with kovn, show pods on two nodes
+# talking to each other and to a host outside the cluster, and leave it up for kubectl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$PWD/_output/bin
 DIR=${KOVN_RIG_DIR:-$PWD/_output/rig}
 RIG="$BIN/kovn-rig"
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 if [ -f "$DIR/state.json" ]; then
-  echo "demo: a rig is already up in $DIR — showing it (make demo-down removes it)"
+  echo "demo: a rig is already up in $DIR — using it (make demo-down removes it)"
 else
   "$RIG" up --dir "$DIR" --clusters 2 --nodes 2
 fi
-echo
 "$RIG" status --dir "$DIR"
-for c in c1 c2; do
-  echo; echo "== cluster $c =="
-  (
-    eval "$("$RIG" env "$c" --dir "$DIR")"
-    kubectl get nodes -o wide
-    echo "-- OVN chassis registered in $c's southbound DB:"
-    ovn-sbctl --db="$OVN_SB_DB" --format=table --columns=name,hostname list Chassis
-    echo "-- encapsulations:"
-    ovn-sbctl --db="$OVN_SB_DB" --format=table --columns=chassis_name,type,ip list Encap
-  )
+eval "$("$RIG" env c1 --dir "$DIR")"
+
+step "cluster c1: nodes (Ready once kovn-daemon has plumbed ovn0 and written the CNI config)"
+kubectl get nodes -o wide
+step "kovn's subnets"
+kubectl get subnets
+
+step "two pods, one per node"
+for n in 1 2; do
+  kubectl apply -f - >/dev/null <<POD
+apiVersion: v1
+kind: Pod
+metadata: {name: demo-$n}
+spec:
+  nodeName: c1-n$n
+  terminationGracePeriodSeconds: 1
+  containers: [{name: testbox, image: kovn.io/testbox:latest, imagePullPolicy: Never, args: [serve]}]
+POD
 done
+kubectl wait --for=condition=Ready pod/demo-1 pod/demo-2 --timeout=120s >/dev/null
+kubectl get pods -o wide
+IP1=$(kubectl get pod demo-1 -o jsonpath='{.status.podIP}')
+IP2=$(kubectl get pod demo-2 -o jsonpath='{.status.podIP}')
+
+step "demo-1 ($IP1, on c1-n1) pings demo-2 ($IP2, on c1-n2) through a geneve tunnel"
+kubectl exec demo-1 -- /testbox ping -c 3 "$IP2" || kubectl exec demo-1 -- /testbox ping -c 3 "$IP2"
+step "TCP echo from demo-2 to demo-1"
+kubectl exec demo-2 -- /testbox tcp "$IP1:9000" "hello from demo-2"
+step "demo-2 reaches the external host 172.30.0.100 (it sees the node's address: SNAT on c1-n2)"
+kubectl exec demo-2 -- /testbox get http://172.30.0.100:8080/
+step "the OVN view: logical switches, ports and the gateway policies kovn programmed"
+ovn-nbctl --db="$OVN_NB_DB" show
+ovn-nbctl --db="$OVN_NB_DB" lr-policy-list ovn-cluster
+
 cat <<MSG
 
-The rig is up. Use it from this shell:
-  eval "\$($RIG env c1 --dir $DIR)"   # KUBECONFIG, OVN_NB_DB, OVN_SB_DB (and OVN_IC_* with 2 clusters)
-  kubectl get nodes
+The rig is up (2 clusters; cross-cluster networking arrives with the interconnect work).
+Use it from this shell:
+  eval "\$($RIG env c1 --dir $DIR)"   # KUBECONFIG, OVN_NB_DB, OVN_SB_DB, OVN_IC_* and PATH with kubectl
+  kubectl get pods -o wide
+  kubectl exec demo-1 -- /testbox ping -c 3 $IP2
   ovn-nbctl show
 Tear it down with:  make demo-down
 MSG
