@@ -23,6 +23,10 @@ import (
 	"github.com/kovn/kovn/pkg/ipam"
 )
 
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=kovn.io,resources=vpcs;subnets,verbs=get;list;watch;create
+
 // InstallCRDs creates or updates kovn's CRDs from the embedded manifests and waits until the
 // API serves them.
 func InstallCRDs(ctx context.Context, c client.Client) error {

@@ -45,6 +45,9 @@ type Reconciler struct {
 // Ready reports whether the node finished its first successful bootstrap.
 func (r *Reconciler) Ready() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.ready }
 
+// +kubebuilder:rbac:groups="",resources=nodes;pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kovn.io,resources=subnets,verbs=get;list;watch
+
 // Reconcile implements reconcile.Reconciler; every request means "sync this node".
 func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	var node corev1.Node
