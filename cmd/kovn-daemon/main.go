@@ -34,6 +34,8 @@ func main() {
 	ovsDB := flag.String("ovs-db", "unix:/var/run/openvswitch/db.sock", "the node's Open_vSwitch database")
 	flag.StringVar(&cfg.CNISocket, "cni-socket", "/run/kovn/cni.sock", "unix socket the kovn-cni shim talks to")
 	flag.StringVar(&cfg.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", "where to write the CNI network config")
+	flag.StringVar(&cfg.OVNRemote, "ovn-remote", os.Getenv("OVN_SB_DB"), "OVN southbound endpoints for ovn-controller (env OVN_SB_DB; empty keeps the configured one)")
+	flag.BoolVar(&cfg.Netdev, "netdev", false, "the node runs OVS's userspace datapath (br-int datapath_type=netdev)")
 	flag.IntVar(&cfg.MTU, "mtu", 1400, "pod and ovn0 MTU (fabric MTU minus geneve overhead)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)

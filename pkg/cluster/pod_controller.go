@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -174,9 +173,8 @@ func (r *PodReconciler) subnetFor(ctx context.Context, pod *corev1.Pod) (string,
 func statefulSetOf(meta metav1.Object) (string, int, bool) {
 	for _, o := range meta.GetOwnerReferences() {
 		if o.Kind == "StatefulSet" && o.Controller != nil && *o.Controller {
-			i := strings.LastIndexByte(meta.GetName(), '-')
-			ord, err := strconv.Atoi(meta.GetName()[i+1:])
-			return o.Name, ord, err == nil
+			ord, ok := ordinalOf(meta.GetName())
+			return o.Name, ord, ok
 		}
 	}
 	return "", 0, false
@@ -209,7 +207,7 @@ func (r *PodReconciler) release(ctx context.Context, ns, name string) error {
 	if err == nil && ip.Labels[LabelStatefulSet] != "" {
 		var sts appsv1.StatefulSet
 		serr := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: ip.Labels[LabelStatefulSet]}, &sts)
-		_, ord, _ := statefulSetOf(&metav1.ObjectMeta{Name: name, OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Controller: ptrTrue()}}})
+		ord, _ := ordinalOf(name)
 		if serr == nil && sts.DeletionTimestamp == nil && (sts.Spec.Replicas == nil || int32(ord) < *sts.Spec.Replicas) {
 			return nil // the StatefulSet will recreate this pod: keep its address
 		}
@@ -220,8 +218,6 @@ func (r *PodReconciler) release(ctx context.Context, ns, name string) error {
 	}
 	return nil
 }
-
-func ptrTrue() *bool { t := true; return &t }
 
 // SetupWithManager registers the reconciler.
 func (r *PodReconciler) SetupWithManager(mgr ctrl.Manager) error {

@@ -168,6 +168,7 @@ func Setup(mgr ctrl.Manager, st *State, nb libovsdb.Client) error {
 		&IPPoolReconciler{Client: mgr.GetClient(), State: st},
 		&NodeReconciler{Client: mgr.GetClient(), State: st},
 		&PodReconciler{Client: mgr.GetClient(), State: st, Recorder: rec},
+		&StatefulSetReconciler{Client: mgr.GetClient(), State: st},
 		&TopologyReconciler{Client: mgr.GetClient(), State: st, NB: nb, Resync: 5 * time.Minute},
 	} {
 		if err := r.SetupWithManager(mgr); err != nil {

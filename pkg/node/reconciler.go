@@ -29,6 +29,8 @@ type Config struct {
 	CNIConfDir string
 	CNISocket  string
 	JoinSubnet string
+	OVNRemote  string // southbound DB for ovn-controller; empty: leave what is configured
+	Netdev     bool   // userspace OVS datapath
 }
 
 // Reconciler keeps the node plumbed: ovn0, routes to every valid subnet, SNAT for natOutgoing
@@ -45,13 +47,17 @@ type Reconciler struct {
 // Ready reports whether the node finished its first successful bootstrap.
 func (r *Reconciler) Ready() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.ready }
 
-// +kubebuilder:rbac:groups="",resources=nodes;pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=kovn.io,resources=subnets,verbs=get;list;watch
 
 // Reconcile implements reconcile.Reconciler; every request means "sync this node".
 func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	var node corev1.Node
 	if err := r.Get(ctx, types.NamespacedName{Name: r.Cfg.NodeName}, &node); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.ensureChassis(ctx, &node); err != nil {
 		return ctrl.Result{}, err
 	}
 	jc, ok, err := joinConfig(&node, r.Cfg.MTU)
@@ -86,6 +92,33 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	r.ready = true
 	r.mu.Unlock()
 	return ctrl.Result{RequeueAfter: time.Minute}, nil
+}
+
+// ensureChassis registers the node as an OVN chassis named after it, tunnelling from its
+// InternalIP, and records the chassis name on the Node.
+func (r *Reconciler) ensureChassis(ctx context.Context, node *corev1.Node) error {
+	var encap string
+	for _, a := range node.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP && encap == "" {
+			encap = a.Address
+		}
+	}
+	if encap == "" {
+		return fmt.Errorf("node %s has no InternalIP to use as tunnel endpoint", node.Name)
+	}
+	id := ChassisIdentity{SystemID: node.Name, OVNRemote: r.Cfg.OVNRemote, EncapIP: encap, Netdev: r.Cfg.Netdev}
+	if err := EnsureChassisIdentity(ctx, r.OVS, id); err != nil {
+		return fmt.Errorf("chassis identity in Open_vSwitch: %w", err)
+	}
+	if node.Annotations[annotation.Chassis] == node.Name {
+		return nil
+	}
+	patch := client.MergeFrom(node.DeepCopy())
+	if node.Annotations == nil {
+		node.Annotations = map[string]string{}
+	}
+	node.Annotations[annotation.Chassis] = node.Name
+	return r.Patch(ctx, node, patch)
 }
 
 // subnetCIDRs returns the CIDRs to route via ovn0 (every Ready subnet but join), those to

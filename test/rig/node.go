@@ -158,7 +158,8 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 		d := daemon("kovn-daemon", Ready{}, filepath.Join(c.KovnBinDir, "kovn-daemon"),
 			"--kubeconfig="+filepath.Join(c.ClusterDir(cl), "admin-internal.kubeconfig"), "--node-name="+name,
 			"--ovs-db=unix:"+dbSock, "--cni-socket="+filepath.Join(filepath.Dir(ovsRun), "cni.sock"),
-			"--cni-conf-dir=/etc/cni/net.d", "--mtu=1400")
+			"--cni-conf-dir=/etc/cni/net.d", "--mtu=1400", "--netdev",
+			fmt.Sprintf("--ovn-remote=tcp:%s:%d", ControlPlaneIP(cl), PortSB))
 		d.Restart = true
 		steps = append(steps, d)
 	}
