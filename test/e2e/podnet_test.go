@@ -123,6 +123,18 @@ spec: {subnet: ovn-default, ips: ["10.16.200.10..10.16.200.12"]}
 			t.Fatal(err)
 		}
 		c.ping("default", "a", before)
+		// Once the StatefulSet is gone its address is freed (the IP object goes).
+		if out, err := c.kubectl("delete", "statefulset", "web", "--cascade=foreground", "--wait=true"); err != nil {
+			t.Fatalf("delete StatefulSet: %v %s", err, out)
+		}
+		if err := eventually(60*time.Second, func() error {
+			if out, _ := c.kubectl("get", "ips", "web-0.default", "--ignore-not-found", "-o", "name"); strings.TrimSpace(out) != "" {
+				return fmt.Errorf("IP object web-0.default still there")
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
 	})
 
 	t.Run("bad input is rejected and disturbs nothing", func(t *testing.T) { badInput(t, c, a.Status.PodIP, b.Status.PodIP) })
