@@ -90,6 +90,10 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 		}
 		st.MarkRestored()
 		ctrl.Log.Info("IPAM restored from the API; reconciling")
+		pods := &cluster.PodReconciler{Client: direct, State: st}
+		if err := pods.CollectOrphans(ctx); err != nil {
+			ctrl.Log.Error(err, "collecting addresses of pods deleted while the controller was down")
+		}
 		<-ctx.Done()
 		return nil
 	}))

@@ -219,6 +219,29 @@ func (r *PodReconciler) release(ctx context.Context, ns, name string) error {
 	return nil
 }
 
+// CollectOrphans releases the addresses of pods deleted while no controller was running: their
+// IP objects were restored into the IPAM, but no event for the pod will ever come.
+func (r *PodReconciler) CollectOrphans(ctx context.Context) error {
+	var ips kovnv1.IPList
+	if err := r.List(ctx, &ips); err != nil {
+		return err
+	}
+	for _, ip := range ips.Items {
+		if ip.Spec.PodName == "" {
+			continue
+		}
+		var pod corev1.Pod
+		err := r.Get(ctx, types.NamespacedName{Namespace: ip.Spec.Namespace, Name: ip.Spec.PodName}, &pod)
+		if apierrors.IsNotFound(err) {
+			err = r.release(ctx, ip.Spec.Namespace, ip.Spec.PodName)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // SetupWithManager registers the reconciler.
 func (r *PodReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).For(&corev1.Pod{}).Named("pod").Complete(r)

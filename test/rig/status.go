@@ -59,6 +59,9 @@ func (s *State) nodeHealth(ctx context.Context, ci ClusterInfo) Health {
 	}
 	sort.Strings(names)
 	h.OK = len(names) == len(ci.Nodes)
+	if s.Config.Kovn { // with a CNI installed, a node that is not Ready is not healthy
+		h.OK = h.OK && !strings.Contains(strings.Join(names, " "), "NotReady")
+	}
 	h.Detail = fmt.Sprintf("%d/%d registered: %s", len(names), len(ci.Nodes), strings.Join(names, " "))
 	return h
 }
