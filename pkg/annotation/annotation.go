@@ -52,11 +52,12 @@ func ParseAddrs(s string) ([]netip.Addr, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%q is not an IP address", f)
 		}
+		a = a.Unmap() // "::ffff:10.0.0.1" is IPv4: count it as such
 		if seen[a.Is4()] {
 			return nil, fmt.Errorf("%q: more than one address of the same family", s)
 		}
 		seen[a.Is4()] = true
-		out = append(out, a.Unmap())
+		out = append(out, a)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no IP address in %q", s)

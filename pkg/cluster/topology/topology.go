@@ -69,6 +69,8 @@ func For(in Input) Desired {
 		sortPorts(sw.Ports)
 		d.Switches = append(d.Switches, sw)
 	}
+	sort.Slice(d.Routers, func(i, j int) bool { return d.Routers[i].Name < d.Routers[j].Name })
+	sort.Slice(d.Switches, func(i, j int) bool { return d.Switches[i].Name < d.Switches[j].Name })
 	d.PortGroups = nodePortGroups(in)
 	d.Frozen = append([]string(nil), in.InvalidSubnets...)
 	sort.Strings(d.Frozen)
