@@ -168,11 +168,18 @@ func joinConfig(n *corev1.Node, mtu int) (JoinConfig, bool, error) {
 		return JoinConfig{}, false, fmt.Errorf("node annotation %s: %q does not match %s", annotation.JoinCIDR, a[annotation.JoinCIDR], a[annotation.JoinIP])
 	}
 	gws, err := annotation.ParseAddrs(a[annotation.JoinGateway])
-	if err != nil {
-		return JoinConfig{}, false, fmt.Errorf("node annotation %s: %w", annotation.JoinGateway, err)
+	if err != nil || len(gws) != len(ips) {
+		return JoinConfig{}, false, fmt.Errorf("node annotation %s: %q does not match %s", annotation.JoinGateway, a[annotation.JoinGateway], a[annotation.JoinIP])
 	}
-	jc := JoinConfig{Gateways: gws, MAC: a[annotation.JoinMAC], IfaceID: topology.NodePortName(n.Name), MTU: mtu}
+	mac, err := annotation.ParseMAC(a[annotation.JoinMAC])
+	if err != nil {
+		return JoinConfig{}, false, fmt.Errorf("node annotation %s: %w", annotation.JoinMAC, err)
+	}
+	jc := JoinConfig{Gateways: gws, MAC: mac, IfaceID: topology.NodePortName(n.Name), MTU: mtu}
 	for i, ip := range ips {
+		if cidrs[i].Addr().Is4() != ip.Is4() || gws[i].Is4() != ip.Is4() {
+			return JoinConfig{}, false, fmt.Errorf("node join annotations mix address families: ip %s, cidr %s, gateway %s", ip, cidrs[i], gws[i])
+		}
 		jc.IPs = append(jc.IPs, netip.PrefixFrom(ip, cidrs[i].Bits()))
 	}
 	return jc, true, nil

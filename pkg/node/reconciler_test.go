@@ -55,6 +55,13 @@ func TestJoinConfig(t *testing.T) {
 		{desc: "bad join CIDR", ann: with(annotation.JoinCIDR, "100.64.0.0"), wantErr: annotation.JoinCIDR},
 		{desc: "more CIDRs than IPs", ann: with(annotation.JoinCIDR, "100.64.0.0/16,fd00::/64"), wantErr: annotation.JoinCIDR},
 		{desc: "bad join gateway", ann: with(annotation.JoinGateway, "gw"), wantErr: annotation.JoinGateway},
+		{desc: "bad join MAC", ann: with(annotation.JoinMAC, "zz"), wantErr: annotation.JoinMAC},
+		{desc: "CIDR of the other family", wantErr: "families", ann: map[string]string{
+			annotation.JoinIP: "100.64.0.2,fd00:100:64::2", annotation.JoinMAC: "0a:58:64:40:00:02",
+			annotation.JoinCIDR: "fd00:100:64::/112,100.64.0.0/16", annotation.JoinGateway: "100.64.0.1,fd00:100:64::1"}},
+		{desc: "fewer gateways than IPs", wantErr: annotation.JoinGateway, ann: map[string]string{
+			annotation.JoinIP: "100.64.0.2,fd00:100:64::2", annotation.JoinMAC: "0a:58:64:40:00:02",
+			annotation.JoinCIDR: "100.64.0.0/16,fd00:100:64::/112", annotation.JoinGateway: "100.64.0.1"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {

@@ -21,15 +21,23 @@ func SwitchRouterPortName(ls, vpc string) string { return ls + "-" + vpc }
 
 // NodePortGroup names the port group of a node's pods. OVN derives address sets
 // $<name>_ip4 / $<name>_ip6 from it; names may only hold letters, digits and underscores.
+// Node names with other characters ("c1-n1", "w.example.com") get a short hash of the real
+// name appended, so two nodes whose names differ only there ("a-b", "a.b") never share a group.
 func NodePortGroup(node string) string {
 	var b strings.Builder
 	b.WriteString("kovn_node_")
+	replaced := false
 	for _, r := range node {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
 			b.WriteRune(r)
 		} else {
 			b.WriteByte('_')
+			replaced = true
 		}
+	}
+	if replaced {
+		h := sha256.Sum256([]byte(node))
+		fmt.Fprintf(&b, "_%x", h[:4])
 	}
 	return b.String()
 }

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"reflect"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -254,16 +255,26 @@ func TestPortGroups(t *testing.T) {
 }
 
 func TestNodePortGroup(t *testing.T) {
-	for _, tc := range []struct{ node, want string }{
-		{"n1", "kovn_node_n1"},
-		{"c1-n1", "kovn_node_c1_n1"},
-		{"worker.example.com", "kovn_node_worker_example_com"},
-		{"Node-A9", "kovn_node_Node_A9"},
-		{"ü", "kovn_node__"},
-	} {
-		if got := NodePortGroup(tc.node); got != tc.want {
-			t.Errorf("NodePortGroup(%q) = %q, want %q", tc.node, got, tc.want)
+	if got := NodePortGroup("n1"); got != "kovn_node_n1" {
+		t.Errorf("NodePortGroup(n1) = %q, want kovn_node_n1 (plain names stay readable)", got)
+	}
+	valid := regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+	seen := map[string]string{}
+	for _, node := range []string{"c1-n1", "c1.n1", "c1_n1", "worker.example.com", "Node-A9", "ü", "a-b", "a.b"} {
+		got := NodePortGroup(node)
+		if !valid.MatchString(got) || !strings.HasPrefix(got, "kovn_node_") {
+			t.Errorf("NodePortGroup(%q) = %q: not a valid port group name", node, got)
 		}
+		if got != NodePortGroup(node) {
+			t.Errorf("NodePortGroup(%q) is not stable", node)
+		}
+		if other, dup := seen[got]; dup {
+			t.Errorf("nodes %q and %q share port group %q", other, node, got)
+		}
+		seen[got] = node
+	}
+	if !strings.HasPrefix(NodePortGroup("c1-n1"), "kovn_node_c1_n1_") {
+		t.Errorf("NodePortGroup(c1-n1) = %q: want the readable part kept", NodePortGroup("c1-n1"))
 	}
 }
 
