@@ -165,6 +165,7 @@ func Setup(mgr ctrl.Manager, st *State, nb libovsdb.Client) error {
 	rec := mgr.GetEventRecorderFor("kovn-controller")
 	for _, r := range []interface{ SetupWithManager(ctrl.Manager) error }{
 		&SubnetReconciler{Client: mgr.GetClient(), State: st, Recorder: rec},
+		&VpcReconciler{Client: mgr.GetClient(), State: st},
 		&IPPoolReconciler{Client: mgr.GetClient(), State: st},
 		&NodeReconciler{Client: mgr.GetClient(), State: st},
 		&PodReconciler{Client: mgr.GetClient(), State: st, Recorder: rec},

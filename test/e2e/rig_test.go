@@ -49,9 +49,14 @@ func upRig(t *testing.T, cfg rig.Config) *rig.Rig {
 		if t.Failed() {
 			saveLogs(t, cfg.Dir)
 		}
+		var procs []rig.Proc
+		if r != nil {
+			procs = r.State.AllProcs() // read before Down removes the pid files
+		}
 		if err := rig.Down(cfg.Dir, false); err != nil {
 			t.Errorf("rig down: %v", err)
 		}
+		assertNothingLeft(t, cfg, procs)
 	})
 	if err != nil {
 		t.Fatalf("rig up: %v", err)
