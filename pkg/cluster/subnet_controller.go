@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"time"
 
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
@@ -45,6 +47,14 @@ func (r *SubnetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		}
 		return ctrl.Result{}, nil
 	}
+	if !sn.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, &sn)
+	}
+	if controllerutil.AddFinalizer(&sn, SubnetFinalizer) {
+		if err := r.Update(ctx, &sn); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	var all kovnv1.SubnetList
 	if err := r.List(ctx, &all); err != nil {
 		return ctrl.Result{}, err
@@ -73,6 +83,35 @@ func (r *SubnetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	// Update, not a merge patch: the status counts are required fields, and a patch from an empty
 	// status would leave the zero ones out.
 	return ctrl.Result{}, r.Status().Update(ctx, &sn)
+}
+
+// SubnetFinalizer holds a Subnet's deletion while pods (or nodes, for the join subnet) still
+// hold addresses in it: deleting it then would pull the network from under running pods.
+const SubnetFinalizer = "kovn.io/subnet"
+
+// ReasonInUse: Ready=False on a Subnet being deleted while addresses are still allocated.
+const ReasonInUse = "InUse"
+
+func (r *SubnetReconciler) finalize(ctx context.Context, sn *kovnv1.Subnet) (ctrl.Result, error) {
+	if owners := r.State.IPAM.Owners(sn.Name); len(owners) > 0 {
+		msg := fmt.Sprintf("deletion waits for %d address holder(s) to go, e.g. %s", len(owners), owners[0])
+		if !meta.IsStatusConditionPresentAndEqual(sn.Status.Conditions, kovnv1.ConditionReady, metav1.ConditionFalse) ||
+			meta.FindStatusCondition(sn.Status.Conditions, kovnv1.ConditionReady).Message != msg {
+			setCondition(sn, kovnv1.ConditionReady, false, ReasonInUse, msg)
+			if err := r.Status().Update(ctx, sn); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+	r.State.deleteSubnet(sn.Name)
+	if err := r.State.IPAM.DeleteSubnet(sn.Name); err != nil && !errors.Is(err, ipam.ErrNoSubnet) {
+		return ctrl.Result{}, err
+	}
+	if controllerutil.RemoveFinalizer(sn, SubnetFinalizer) {
+		return ctrl.Result{}, r.Update(ctx, sn)
+	}
+	return ctrl.Result{}, nil
 }
 
 // resolve validates sn on its own and against every other Subnet, and turns it into the
