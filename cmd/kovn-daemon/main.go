@@ -82,11 +82,15 @@ func run(cfg node.Config, ovsDB string) error {
 	if err := nr.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	handler := cni.NewPodHandler(&node.PodNetworks{Client: mgr.GetClient(), MTU: cfg.MTU}, cni.NewOVSAttacher(ovs, cfg.Bridge))
+	ports := cni.NewOVSAttacher(ovs, cfg.Bridge)
+	handler := cni.NewPodHandler(&node.PodNetworks{Client: mgr.GetClient(), MTU: cfg.MTU}, ports)
 	handler.Log = ctrl.Log.WithName("cni")
 	srv := cni.NewServer(cfg.CNISocket, handler)
 	srv.Log = ctrl.Log.WithName("cni-server")
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return srv.Serve(ctx) })); err != nil {
+		return err
+	}
+	if err := mgr.Add(&node.PortGC{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), OVS: ovs, Ports: ports}); err != nil {
 		return err
 	}
 	return mgr.Start(ctx)
