@@ -48,6 +48,12 @@ install_apt() {
   [ -z "$pkgs" ] && { log "apt packages: all present"; return; }
   log "installing apt packages: $(echo $pkgs)"
   export DEBIAN_FRONTEND=noninteractive
+  # The rig runs its own OVS/OVN/etcd/containerd/FRR per namespace: keep the packages' services
+  # from starting on the host (they would bind host ports and touch host networking).
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
   apt-get update -q >&2 || { log "FAILED: apt-get update"; exit 1; }
   # shellcheck disable=SC2086
   apt-get install -y -q --no-install-recommends $pkgs >&2 || { log "FAILED: apt-get install $(echo $pkgs)"; exit 1; }
