@@ -5,8 +5,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -38,12 +36,8 @@ func (r *IPPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	before := p.DeepCopy()
 	set := func(ok bool, reason, msg string) {
-		st := metav1.ConditionFalse
-		if ok {
-			st = metav1.ConditionTrue
-		}
 		for _, typ := range []string{kovnv1.ConditionValidated, kovnv1.ConditionReady} {
-			meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: typ, Status: st, Reason: reason, Message: msg, ObservedGeneration: p.Generation})
+			setStatusCondition(&p.Status.Conditions, p.Generation, typ, ok, reason, msg)
 		}
 	}
 	rs, err := p.Spec.Ranges()

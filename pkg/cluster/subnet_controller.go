@@ -166,12 +166,16 @@ func (r *SubnetReconciler) fillUsage(sn *kovnv1.Subnet) {
 }
 
 func setCondition(obj *kovnv1.Subnet, typ string, ok bool, reason, msg string) {
+	setStatusCondition(&obj.Status.Conditions, obj.Generation, typ, ok, reason, msg)
+}
+
+// setStatusCondition sets one condition of any kovn object's status.
+func setStatusCondition(conds *[]metav1.Condition, generation int64, typ string, ok bool, reason, msg string) {
 	status := metav1.ConditionFalse
 	if ok {
 		status = metav1.ConditionTrue
 	}
-	meta.SetStatusCondition(&obj.Status.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason,
-		Message: msg, ObservedGeneration: obj.Generation})
+	meta.SetStatusCondition(conds, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: generation})
 }
 
 // SetupWithManager registers the reconciler.

@@ -5,8 +5,6 @@ import (
 	"sort"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -42,11 +40,7 @@ func (r *VpcReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	}
 	sort.Strings(vpc.Status.Subnets)
 	cond := func(typ string, ok bool, reason, msg string) {
-		st := metav1.ConditionFalse
-		if ok {
-			st = metav1.ConditionTrue
-		}
-		meta.SetStatusCondition(&vpc.Status.Conditions, metav1.Condition{Type: typ, Status: st, Reason: reason, Message: msg, ObservedGeneration: vpc.Generation})
+		setStatusCondition(&vpc.Status.Conditions, vpc.Generation, typ, ok, reason, msg)
 	}
 	if vpc.Name == r.State.Opts.DefaultVpc {
 		vpc.Status.Router = vpc.Name

@@ -1,15 +1,10 @@
 package node
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"sort"
-	"strings"
 
 	"github.com/vishvananda/netlink"
 )
@@ -52,44 +47,6 @@ func SyncRoutes(link netlink.Link, cidrs []netip.Prefix, gateways []netip.Addr) 
 	return nil
 }
 
-// natChain is kovn's own nat chain, jumped to from POSTROUTING; it is rewritten whole on every
-// sync, so it never accumulates stale rules.
-const natChain = "KOVN-POSTROUTING"
-
-// SyncNAT masquerades traffic of natOutgoing subnets that leaves the cluster's own CIDRs.
-// IPv4 only so far. iptables is the node's packet filter here (an exec, not an OVSDB CLI).
-func SyncNAT(natCIDRs, clusterCIDRs []netip.Prefix) error {
-	var rules bytes.Buffer
-	sort.Slice(natCIDRs, func(i, j int) bool { return natCIDRs[i].String() < natCIDRs[j].String() })
-	fmt.Fprintf(&rules, "*nat\n:%s - [0:0]\n", natChain)
-	for _, src := range natCIDRs {
-		if !src.Addr().Is4() {
-			continue
-		}
-		for _, dst := range clusterCIDRs {
-			if dst.Addr().Is4() {
-				fmt.Fprintf(&rules, "-A %s -s %s -d %s -j RETURN\n", natChain, src, dst)
-			}
-		}
-		fmt.Fprintf(&rules, "-A %s -s %s -j MASQUERADE\n", natChain, src)
-	}
-	rules.WriteString("COMMIT\n")
-	if out, err := exec.Command("iptables", "-t", "nat", "-N", natChain).CombinedOutput(); err != nil && !strings.Contains(string(out), "exists") {
-		return fmt.Errorf("iptables -N %s: %v: %s", natChain, err, out)
-	}
-	if exec.Command("iptables", "-t", "nat", "-C", "POSTROUTING", "-j", natChain).Run() != nil {
-		if out, err := exec.Command("iptables", "-t", "nat", "-I", "POSTROUTING", "-j", natChain).CombinedOutput(); err != nil {
-			return fmt.Errorf("iptables jump to %s: %v: %s", natChain, err, out)
-		}
-	}
-	cmd := exec.Command("iptables-restore", "--noflush")
-	cmd.Stdin = &rules
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("iptables-restore: %v: %s", err, out)
-	}
-	return nil
-}
-
 // EnableForwarding turns on IPv4/IPv6 forwarding in this network namespace: ovn0 routes pod
 // traffic out of the node.
 func EnableForwarding() error {
@@ -99,32 +56,4 @@ func EnableForwarding() error {
 		}
 	}
 	return nil
-}
-
-// CNIConfigFile is the conflist kovn-daemon writes once the node is plumbed.
-const CNIConfigFile = "00-kovn.conflist"
-
-// WriteCNIConfig writes the CNI network config atomically; its presence makes kubelet report
-// the node Ready, so it is written only after ovn0 and routes are up.
-func WriteCNIConfig(dir, socket string, mtu int) error {
-	conf := fmt.Sprintf(`{
-  "cniVersion": "1.0.0",
-  "name": "kovn",
-  "plugins": [
-    {"type": "kovn-cni", "serverSocket": %q, "mtu": %d}
-  ]
-}
-`, socket, mtu)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	path := filepath.Join(dir, CNIConfigFile)
-	if cur, err := os.ReadFile(path); err == nil && string(cur) == conf {
-		return nil
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(conf), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
