@@ -51,15 +51,10 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	var cidrs []string
-	var gws []string
-	for _, ip := range alloc.IPs {
-		c, gw, _ := cidrOf(join, ip)
-		cidrs, gws = append(cidrs, c.String()), append(gws, gw.String())
-	}
+	cidrs, gws := addressing(join, alloc.IPs)
 	ann := map[string]string{
 		annotation.JoinIP: annotation.JoinAddrs(alloc.IPs), annotation.JoinMAC: alloc.MAC,
-		annotation.JoinCIDR: joinStrings(cidrs), annotation.JoinGateway: joinStrings(gws),
+		annotation.JoinCIDR: cidrs, annotation.JoinGateway: gws,
 	}
 	return ctrl.Result{}, patchAnnotations(ctx, r.Client, &node, ann)
 }
@@ -90,15 +85,4 @@ func patchAnnotations(ctx context.Context, c client.Client, obj client.Object, w
 	}
 	obj.SetAnnotations(cur)
 	return c.Patch(ctx, obj, client.MergeFrom(before))
-}
-
-func joinStrings(xs []string) string {
-	out := ""
-	for i, x := range xs {
-		if i > 0 {
-			out += ","
-		}
-		out += x
-	}
-	return out
 }

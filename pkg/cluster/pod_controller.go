@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -91,14 +90,10 @@ func podFinished(p *corev1.Pod) bool {
 }
 
 func podAnnotations(pod *corev1.Pod, sn topology.SubnetIn, alloc ipam.Allocation) map[string]string {
-	var cidrs, gws []string
-	for _, ip := range alloc.IPs {
-		c, gw, _ := cidrOf(sn, ip)
-		cidrs, gws = append(cidrs, c.String()), append(gws, gw.String())
-	}
+	cidrs, gws := addressing(sn, alloc.IPs)
 	return map[string]string{
 		annotation.IPAddress: annotation.JoinAddrs(alloc.IPs), annotation.MACAddress: alloc.MAC,
-		annotation.CIDR: strings.Join(cidrs, ","), annotation.Gateway: strings.Join(gws, ","),
+		annotation.CIDR: cidrs, annotation.Gateway: gws,
 		annotation.LogicalSwitch: sn.Name, annotation.PortName: topology.PodPortName(pod.Namespace, pod.Name),
 		annotation.Allocated: "true",
 	}
@@ -123,12 +118,12 @@ func (r *PodReconciler) request(ctx context.Context, pod *corev1.Pod) (ipam.Requ
 		}
 		req.MAC = mac
 	}
-	name, err := r.subnetFor(ctx, pod)
-	if err != nil {
-		return req, topology.SubnetIn{}, err
-	}
-	if allocated && ann[annotation.LogicalSwitch] != "" {
-		name = ann[annotation.LogicalSwitch] // results are sticky: never renumber a running pod
+	name := ann[annotation.LogicalSwitch]
+	if !allocated || name == "" { // results are sticky: never renumber a running pod
+		var err error
+		if name, err = r.subnetFor(ctx, pod); err != nil {
+			return req, topology.SubnetIn{}, err
+		}
 	}
 	sn, ok := r.State.Subnet(name)
 	if !ok {

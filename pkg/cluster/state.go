@@ -7,6 +7,7 @@ import (
 	"context"
 	"net/netip"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/kovn/kovn/pkg/cluster/topology"
@@ -89,6 +90,17 @@ func (s *State) Subnets() []topology.SubnetIn {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// addressing returns, for each address, the CIDR of sn holding it and that CIDR's gateway,
+// formatted for the cidr/gateway annotations.
+func addressing(sn topology.SubnetIn, ips []netip.Addr) (cidrs, gateways string) {
+	var cs, gs []string
+	for _, ip := range ips {
+		c, gw, _ := cidrOf(sn, ip)
+		cs, gs = append(cs, c.String()), append(gs, gw.String())
+	}
+	return strings.Join(cs, ","), strings.Join(gs, ",")
 }
 
 // cidrOf returns the subnet CIDR holding ip.

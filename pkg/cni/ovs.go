@@ -80,6 +80,18 @@ func NewOVSAttacher(c client.Client, bridge string) *OVSAttacher {
 // into what is there, unless that belonged to another iface-id), the Port, and the port's
 // membership in the bridge (a port of that name on another bridge moves).
 func (a *OVSAttacher) Attach(ctx context.Context, hostIf, ifaceID string, extIDs map[string]string) error {
+	return a.attach(ctx, &vswitch.Interface{Name: hostIf}, ifaceID, extIDs)
+}
+
+// AttachInternal attaches an internal port, whose kernel device ovs-vswitchd creates itself,
+// with a fixed MAC: the node's ovn0. Otherwise it is Attach.
+func (a *OVSAttacher) AttachInternal(ctx context.Context, name, ifaceID, mac string) error {
+	return a.attach(ctx, &vswitch.Interface{Name: name, Type: "internal", MAC: &mac}, ifaceID, nil)
+}
+
+// attach is Attach for the interface iface describes (name, and for internal ports type and MAC).
+func (a *OVSAttacher) attach(ctx context.Context, iface *vswitch.Interface, ifaceID string, extIDs map[string]string) error {
+	hostIf := iface.Name
 	if hostIf == "" || ifaceID == "" {
 		return fmt.Errorf("%w: attaching to OVS needs an interface name and an iface-id", ErrInvalidConfig)
 	}
@@ -90,7 +102,7 @@ func (a *OVSAttacher) Attach(ctx context.Context, hostIf, ifaceID string, extIDs
 	if err != nil {
 		return fmt.Errorf("looking up OVS bridge %s: %w", a.bridge, err)
 	}
-	ops, err := a.attachOps(ctx, br, hostIf, ifaceID, extIDs)
+	ops, err := a.attachOps(ctx, br, iface, ifaceID, extIDs)
 	if err != nil {
 		return fmt.Errorf("attaching %s to OVS bridge %s: %w", hostIf, a.bridge, err)
 	}
@@ -105,7 +117,8 @@ func (a *OVSAttacher) Attach(ctx context.Context, hostIf, ifaceID string, extIDs
 }
 
 // attachOps builds Attach's operations.
-func (a *OVSAttacher) attachOps(ctx context.Context, br *vswitch.Bridge, hostIf, ifaceID string, extIDs map[string]string) ([]ovsdb.Operation, error) {
+func (a *OVSAttacher) attachOps(ctx context.Context, br *vswitch.Bridge, iface *vswitch.Interface, ifaceID string, extIDs map[string]string) ([]ovsdb.Operation, error) {
+	hostIf := iface.Name
 	var existing map[string]string
 	cur, err := ovn.Get(ctx, a.client, &vswitch.Interface{Name: hostIf})
 	switch {
@@ -114,8 +127,12 @@ func (a *OVSAttacher) attachOps(ctx context.Context, br *vswitch.Bridge, hostIf,
 	case !errors.Is(err, ovn.ErrNotFound):
 		return nil, err
 	}
-	iface := &vswitch.Interface{Name: hostIf, ExternalIDs: mergeIfaceIDs(existing, extIDs, ifaceID)}
-	ops, err := ovn.CreateOrUpdateOps(ctx, a.client, nil, iface, &iface.ExternalIDs)
+	iface.ExternalIDs = mergeIfaceIDs(existing, extIDs, ifaceID)
+	fields := []interface{}{&iface.ExternalIDs}
+	if iface.Type != "" { // internal ports: their type and MAC are part of what is wanted
+		fields = append(fields, &iface.Type, &iface.MAC)
+	}
+	ops, err := ovn.CreateOrUpdateOps(ctx, a.client, nil, iface, fields...)
 	if err != nil {
 		return nil, err
 	}

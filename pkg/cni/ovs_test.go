@@ -410,3 +410,24 @@ func TestOVSDetachWaitsForVswitchd(t *testing.T) {
 		t.Errorf("idle Detach: %v, next_cfg %d", err, db.root(t).NextCfg)
 	}
 }
+
+func TestOVSAttachInternal(t *testing.T) {
+	db := newOVSDB(t)
+	a := NewOVSAttacher(db.client, "")
+	ctx := context.Background()
+	for i := 0; i < 2; i++ { // idempotent
+		if err := a.AttachInternal(ctx, "ovn0", "node-n1", "0a:58:64:40:00:02"); err != nil {
+			t.Fatalf("AttachInternal #%d: %v", i+1, err)
+		}
+	}
+	checkAttached(t, db, "ovn0", map[string]string{ExtIDIfaceID: "node-n1"})
+	i := db.ifaces(t)[0]
+	if i.Type != "internal" || i.MAC == nil || *i.MAC != "0a:58:64:40:00:02" {
+		t.Fatalf("ovn0 interface type %q MAC %v, want internal with 0a:58:64:40:00:02", i.Type, i.MAC)
+	}
+	// A changed MAC is written over the old one.
+	if err := a.AttachInternal(ctx, "ovn0", "node-n1", "0a:58:64:40:00:09"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new MAC", func() bool { m := db.ifaces(t)[0].MAC; return m != nil && *m == "0a:58:64:40:00:09" })
+}

@@ -12,12 +12,9 @@ import (
 	"time"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
-	"github.com/ovn-org/libovsdb/ovsdb"
 	"github.com/vishvananda/netlink"
 
 	"github.com/kovn/kovn/pkg/cni"
-	"github.com/kovn/kovn/pkg/ovn"
-	"github.com/kovn/kovn/pkg/ovn/model/vswitch"
 )
 
 // Ovn0 is the node's port on the join subnet.
@@ -35,7 +32,7 @@ type JoinConfig struct {
 // EnsureOvn0 creates ovn0 as an OVS internal port on br-int bound to the node's join switch
 // port, then configures its MAC, MTU and addresses. Idempotent.
 func EnsureOvn0(ctx context.Context, ovs libovsdb.Client, bridge string, jc JoinConfig) (netlink.Link, error) {
-	if err := ensureInternalPort(ctx, ovs, bridge, Ovn0, jc.IfaceID, jc.MAC); err != nil {
+	if err := cni.NewOVSAttacher(ovs, bridge).AttachInternal(ctx, Ovn0, jc.IfaceID, jc.MAC); err != nil {
 		return nil, err
 	}
 	link, err := waitLink(ctx, Ovn0)
@@ -86,40 +83,4 @@ func waitLink(ctx context.Context, name string) (netlink.Link, error) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// ensureInternalPort adds (or fixes) an internal Port+Interface on bridge with iface-id set.
-func ensureInternalPort(ctx context.Context, c libovsdb.Client, bridge, name, ifaceID, mac string) error {
-	br := &vswitch.Bridge{Name: bridge}
-	if err := c.Get(ctx, br); err != nil {
-		return fmt.Errorf("bridge %s not found in Open_vSwitch (ovn-controller creates it): %w", bridge, err)
-	}
-	iface := &vswitch.Interface{Name: name}
-	ids := map[string]string{"iface-id": ifaceID}
-	var ops []ovsdb.Operation
-	if err := c.Get(ctx, iface); err == nil {
-		if iface.Type == "internal" && iface.ExternalIDs["iface-id"] == ifaceID && iface.MAC != nil && *iface.MAC == mac {
-			return nil
-		}
-		iface.Type, iface.ExternalIDs, iface.MAC = "internal", ids, &mac
-		o, err := c.Where(iface).Update(iface, &iface.Type, &iface.ExternalIDs, &iface.MAC)
-		if err != nil {
-			return err
-		}
-		ops = o
-	} else {
-		iface = &vswitch.Interface{UUID: ovn.NewNamedUUID(), Name: name, Type: "internal", ExternalIDs: ids, MAC: &mac}
-		port := &vswitch.Port{UUID: ovn.NewNamedUUID(), Name: name, Interfaces: []string{iface.UUID}}
-		o1, err := c.Create(iface, port)
-		if err != nil {
-			return err
-		}
-		o2, err := ovn.MutateOps(c, nil, br, mutationInsert(&br.Ports, port.UUID))
-		if err != nil {
-			return err
-		}
-		ops = append(o1, o2...)
-	}
-	_, err := ovn.Transact(ctx, c, ops)
-	return err
 }

@@ -108,15 +108,18 @@ func (s *State) Kube(cluster string) (kubernetes.Interface, error) {
 	return nil, fmt.Errorf("no cluster %q in this rig", cluster)
 }
 
-func allReady(nodes []corev1.Node) bool {
-	for _, n := range nodes {
-		ready := false
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				ready = true
-			}
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
 		}
-		if !ready {
+	}
+	return false
+}
+
+func allReady(nodes []corev1.Node) bool {
+	for i := range nodes {
+		if !nodeReady(&nodes[i]) {
 			return false
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -48,19 +47,14 @@ func (s *State) nodeHealth(ctx context.Context, ci ClusterInfo) Health {
 		return h
 	}
 	var names []string
-	for _, n := range nodes.Items {
-		ready := "NotReady"
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				ready = "Ready"
-			}
-		}
-		names = append(names, n.Name+"("+ready+")")
+	for i := range nodes.Items {
+		ready := map[bool]string{true: "Ready", false: "NotReady"}[nodeReady(&nodes.Items[i])]
+		names = append(names, nodes.Items[i].Name+"("+ready+")")
 	}
 	sort.Strings(names)
 	h.OK = len(names) == len(ci.Nodes)
 	if s.Config.Kovn { // with a CNI installed, a node that is not Ready is not healthy
-		h.OK = h.OK && !strings.Contains(strings.Join(names, " "), "NotReady")
+		h.OK = h.OK && allReady(nodes.Items)
 	}
 	h.Detail = fmt.Sprintf("%d/%d registered: %s", len(names), len(ci.Nodes), strings.Join(names, " "))
 	return h

@@ -154,23 +154,24 @@ func (r *Rig) network(context.Context) error {
 	return nil
 }
 
-// launch starts `kovn-rig supervise` for spec inside netns and records it.
-func (r *Rig) launch(ns string, spec SupervisorSpec) error {
+// launch starts `kovn-rig supervise` for spec inside netns, records it and returns it.
+func (r *Rig) launch(ns string, spec SupervisorSpec) (Proc, error) {
 	for _, m := range []string{readyMarker, errorMarker, pidsFile} {
 		_ = os.Remove(filepath.Join(spec.Dir, m))
 	}
 	specFile := filepath.Join(spec.Dir, "supervisor.json")
 	b, _ := json.MarshalIndent(spec, "", "  ")
 	if err := os.WriteFile(specFile, b, 0o644); err != nil {
-		return err
+		return Proc{}, err
 	}
 	logPath := filepath.Join(spec.Dir, "supervisor.log")
 	p, err := startDetached(logPath, "ip", "netns", "exec", ns, filepath.Join(r.State.Config.KovnBinDir, "kovn-rig"), "supervise", specFile)
 	if err != nil {
-		return err
+		return Proc{}, err
 	}
-	r.State.Procs = append(r.State.Procs, Proc{Name: spec.Name, Pid: p, Log: logPath, PidsFile: filepath.Join(spec.Dir, pidsFile)})
-	return r.State.Save()
+	proc := Proc{Name: spec.Name, Pid: p, Log: logPath, PidsFile: filepath.Join(spec.Dir, pidsFile)}
+	r.State.Procs = append(r.State.Procs, proc)
+	return proc, r.State.Save()
 }
 
 // startDetached starts a process in its own session with output to logPath. `ip netns exec`
@@ -191,9 +192,10 @@ func startDetached(logPath string, argv ...string) (int, error) {
 	return cmd.Process.Pid, nil
 }
 
-// waitSupervisors waits until every supervisor wrote its ready marker.
-func waitSupervisors(ctx context.Context, procs []Proc, dirs []string) error {
-	for i, dir := range dirs {
+// waitSupervisors waits until every supervisor wrote its ready marker (beside its pids file).
+func waitSupervisors(ctx context.Context, procs []Proc) error {
+	for i := range procs {
+		dir := filepath.Dir(procs[i].PidsFile)
 		for {
 			if _, err := os.Stat(filepath.Join(dir, readyMarker)); err == nil {
 				break
@@ -217,22 +219,23 @@ func waitSupervisors(ctx context.Context, procs []Proc, dirs []string) error {
 func (r *Rig) startControlPlanes(ctx context.Context) error {
 	cfg := r.State.Config
 	var procs []Proc
-	var dirs []string
 	if cfg.Clusters > 1 {
 		spec, err := cfg.interconnectSpec()
 		if err != nil {
 			return err
 		}
-		if err := r.launch(cfg.ICNS(), spec); err != nil {
+		p, err := r.launch(cfg.ICNS(), spec)
+		if err != nil {
 			return err
 		}
-		procs, dirs = append(procs, r.State.Procs[len(r.State.Procs)-1]), append(dirs, spec.Dir)
+		procs = append(procs, p)
 	}
 	ext := cfg.externalHostSpec()
-	if err := r.launch(cfg.ExtNS(), ext); err != nil {
+	p, err := r.launch(cfg.ExtNS(), ext)
+	if err != nil {
 		return err
 	}
-	procs, dirs = append(procs, r.State.Procs[len(r.State.Procs)-1]), append(dirs, ext.Dir)
+	procs = append(procs, p)
 	for cl := 1; cl <= cfg.Clusters; cl++ {
 		var nodes []string
 		for n := 1; n <= cfg.Nodes; n++ {
@@ -248,12 +251,13 @@ func (r *Rig) startControlPlanes(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := r.launch(cfg.ControlPlaneNS(cl), spec); err != nil {
+		p, err := r.launch(cfg.ControlPlaneNS(cl), spec)
+		if err != nil {
 			return err
 		}
-		procs, dirs = append(procs, r.State.Procs[len(r.State.Procs)-1]), append(dirs, spec.Dir)
+		procs = append(procs, p)
 	}
-	return waitSupervisors(ctx, procs, dirs)
+	return waitSupervisors(ctx, procs)
 }
 
 func firstServiceIP(cl int) net.IP {
@@ -275,7 +279,6 @@ func (r *Rig) startNodes(ctx context.Context) error {
 		_ = os.Symlink(filepath.Join(cfg.KovnBinDir, "kovn-cni"), filepath.Join(cfg.cniBinDir(), "kovn-cni"))
 	}
 	var procs []Proc
-	var dirs []string
 	for cl := 1; cl <= cfg.Clusters; cl++ {
 		for n := 1; n <= cfg.Nodes; n++ {
 			spec, err := cfg.nodeSpec(cl, n, r.pkis[cl], images)
@@ -283,11 +286,12 @@ func (r *Rig) startNodes(ctx context.Context) error {
 				return err
 			}
 			r.State.Cgroups = append(r.State.Cgroups, cfg.CgroupRoot(cl, n))
-			if err := r.launch(cfg.NodeNS(cl, n), spec); err != nil {
+			p, err := r.launch(cfg.NodeNS(cl, n), spec)
+			if err != nil {
 				return err
 			}
-			procs, dirs = append(procs, r.State.Procs[len(r.State.Procs)-1]), append(dirs, spec.Dir)
+			procs = append(procs, p)
 		}
 	}
-	return waitSupervisors(ctx, procs, dirs)
+	return waitSupervisors(ctx, procs)
 }
