@@ -11,6 +11,9 @@ const (
 	// (Validate, overlap checks, references resolved). When False, Ready is False too and the
 	// controller leaves whatever was already programmed in OVN untouched.
 	ConditionValidated = "Validated"
+	// ConditionSupported is False when the spec sets a field kovn accepts but does not
+	// implement yet; the message names the fields. Everything else is programmed.
+	ConditionSupported = "Supported"
 )
 
 // Condition reasons. They are CamelCase as metav1.Condition requires, and stable: tests and
@@ -63,6 +66,13 @@ const (
 	ReasonInvalidMAC = "InvalidMAC"
 	// ReasonInvalidRoute: a Vpc static or policy route is malformed.
 	ReasonInvalidRoute = "InvalidRoute"
+	// ReasonNotImplemented: Supported=False, the message names the fields.
+	ReasonNotImplemented = "NotImplemented"
+	// ReasonImplemented: Supported=True.
+	ReasonImplemented = "Implemented"
+	// ReasonNamespaceNotAllowed: the subnet binds a namespace its VPC's spec.namespaces does
+	// not list.
+	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
 	// ReasonMissingField: a required field is empty.
 	ReasonMissingField = "MissingField"
 )

@@ -156,12 +156,25 @@ type SubnetStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
+	// Protocol is the IP family set the subnet serves (IPv4, IPv6 or Dual), from cidrBlock.
+	// +optional
+	Protocol Protocol `json:"protocol,omitempty"`
+	// Gateway is the router address per CIDR in effect (spec.gateway, or the first address of
+	// each CIDR when it is empty).
+	// +optional
+	Gateway string `json:"gateway,omitempty"`
+	// LogicalSwitch is the OVN logical switch programmed for the subnet.
+	// +optional
+	LogicalSwitch string `json:"logicalSwitch,omitempty"`
+
 	V4AvailableIPs int64 `json:"v4AvailableIPs"`
 	V4UsedIPs      int64 `json:"v4UsedIPs"`
 	V6AvailableIPs int64 `json:"v6AvailableIPs"`
 	V6UsedIPs      int64 `json:"v6UsedIPs"`
 
-	// Conditions: Ready and Validated.
+	// Conditions: Validated (the spec is valid and accepted), Ready (the logical switch, its
+	// router port and policies are programmed in OVN) and Supported (False while the spec
+	// asks for a feature kovn does not implement yet; the rest is programmed).
 	// +listType=map
 	// +listMapKey=type
 	// +patchStrategy=merge
@@ -177,9 +190,9 @@ type SubnetStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,categories=kovn
 // +kubebuilder:printcolumn:name="VPC",type=string,JSONPath=`.spec.vpc`
-// +kubebuilder:printcolumn:name="Protocol",type=string,JSONPath=`.spec.protocol`
+// +kubebuilder:printcolumn:name="Protocol",type=string,JSONPath=`.status.protocol`
 // +kubebuilder:printcolumn:name="CIDR",type=string,JSONPath=`.spec.cidrBlock`
-// +kubebuilder:printcolumn:name="Gateway",type=string,JSONPath=`.spec.gateway`
+// +kubebuilder:printcolumn:name="Gateway",type=string,JSONPath=`.status.gateway`
 // +kubebuilder:printcolumn:name="GatewayType",type=string,JSONPath=`.spec.gatewayType`,priority=1
 // +kubebuilder:printcolumn:name="NAT",type=boolean,JSONPath=`.spec.natOutgoing`,priority=1
 // +kubebuilder:printcolumn:name="Default",type=boolean,JSONPath=`.spec.default`,priority=1

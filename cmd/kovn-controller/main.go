@@ -25,6 +25,11 @@ import (
 	"github.com/kovn/kovn/pkg/ovn"
 )
 
+var (
+	apiQPS   float64
+	apiBurst int
+)
+
 func main() {
 	opts := cluster.DefaultOptions()
 	nbAddr := flag.String("ovn-nb-addr", os.Getenv("OVN_NB_DB"), "OVN northbound endpoints: tcp:IP:PORT, ssl:IP:PORT or unix:PATH, comma-separated")
@@ -34,6 +39,10 @@ func main() {
 	probeAddr := flag.String("health-probe-bind-address", "0", "health probe listen address (0 disables)")
 	flag.StringVar(&opts.DefaultSubnetCIDR, "default-cidr", opts.DefaultSubnetCIDR, "CIDR of the default subnet")
 	flag.StringVar(&opts.JoinCIDR, "join-cidr", opts.JoinCIDR, "CIDR of the join subnet (node ovn0 addresses)")
+	// Each new pod costs two writes (IP object, annotations): client-go's default of 5 QPS would
+	// make a restart with thousands of unallocated pods take hours.
+	flag.Float64Var(&apiQPS, "kube-api-qps", 200, "queries per second to the Kubernetes API")
+	flag.IntVar(&apiBurst, "kube-api-burst", 400, "burst of queries to the Kubernetes API")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -58,6 +67,7 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 	if err != nil {
 		return err
 	}
+	cfg.QPS, cfg.Burst = float32(apiQPS), apiBurst
 	ctx := ctrl.SetupSignalHandler()
 	direct, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -23,6 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/cluster"
 	"github.com/kovn/kovn/pkg/cni"
 	"github.com/kovn/kovn/pkg/node"
 	"github.com/kovn/kovn/pkg/ovn"
@@ -69,11 +71,13 @@ func run(cfg node.Config, ovsDB string) error {
 	if err != nil {
 		return err
 	}
-	// Only this node's pods and Node object are cached: memory stays flat as the cluster grows.
+	// Only this node's pods, IP objects and Node object are cached: memory stays flat as the
+	// cluster grows.
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:  {Field: fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName)},
 			&corev1.Node{}: {Field: fields.OneTermEqualSelector("metadata.name", cfg.NodeName)},
+			&kovnv1.IP{}:   {Label: labels.SelectorFromSet(labels.Set{cluster.LabelNode: cfg.NodeName})},
 		}}})
 	if err != nil {
 		return err
@@ -83,7 +87,7 @@ func run(cfg node.Config, ovsDB string) error {
 		return err
 	}
 	ports := cni.NewOVSAttacher(ovs, cfg.Bridge)
-	handler := cni.NewPodHandler(&node.PodNetworks{Client: mgr.GetClient(), MTU: cfg.MTU}, ports)
+	handler := cni.NewPodHandler(&node.PodNetworks{Client: mgr.GetClient(), NodeName: cfg.NodeName, MTU: cfg.MTU}, ports)
 	handler.Log = ctrl.Log.WithName("cni")
 	srv := cni.NewServer(cfg.CNISocket, handler)
 	srv.Log = ctrl.Log.WithName("cni-server")

@@ -13,6 +13,7 @@ import (
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/ipam"
+	"github.com/kovn/kovn/pkg/ovn/model/nb"
 )
 
 // A Subnet whose addresses are in use is not deleted until they are released.
@@ -46,15 +47,29 @@ func TestSubnetDeletionWaitsForAddresses(t *testing.T) {
 	if _, ok := e.st.Subnet("tenant"); !ok {
 		t.Fatal("subnet dropped from the programmed set while in use")
 	}
+	if !e.hasSwitch("tenant") {
+		t.Fatal("the subnet's logical switch was removed from NB while addresses are held")
+	}
 	e.st.IPAM.Release("default/p")
 	e.reconcileSubnet(t, "tenant")
 	if _, err := get(); !apierrors.IsNotFound(err) {
 		t.Fatalf("subnet still there after its last address was released: %v", err)
 	}
-	if _, ok := e.st.Subnet("tenant"); ok {
+	if _, ok := e.st.Subnet("tenant"); ok || e.hasSwitch("tenant") {
 		t.Fatal("deleted subnet still programmed")
 	}
 	if _, err := e.st.IPAM.Allocate(ipam.Request{Owner: "x", Subnet: "tenant", IPs: []netip.Addr{netip.MustParseAddr("10.30.0.9")}}); err == nil {
 		t.Fatal("IPAM still allocates from the deleted subnet")
 	}
+}
+
+func (e *reconcilerEnv) hasSwitch(name string) bool {
+	var lss []nb.LogicalSwitch
+	_ = e.nb.List(context.Background(), &lss)
+	for _, ls := range lss {
+		if ls.Name == name {
+			return true
+		}
+	}
+	return false
 }

@@ -119,35 +119,29 @@ func TestPodAnnotations(t *testing.T) {
 }
 
 func TestNodeIn(t *testing.T) {
-	node := func(ready corev1.ConditionStatus, ann map[string]string, addrs ...corev1.NodeAddress) *corev1.Node {
-		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: ann}, Status: corev1.NodeStatus{
-			Conditions: []corev1.NodeCondition{
+	node := func(ready corev1.ConditionStatus, addrs ...corev1.NodeAddress) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1",
+			// Join annotations are the daemon's input, never the topology's: nodeIn ignores them.
+			Annotations: map[string]string{annotation.JoinIP: "100.64.0.9", annotation.JoinMAC: "0a:58:64:40:00:09"}},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
 				{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionTrue},
 				{Type: corev1.NodeReady, Status: ready},
-			},
-			Addresses: addrs,
-		}}
+			}, Addresses: addrs}}
 	}
-	join := map[string]string{annotation.JoinIP: "100.64.0.2,fd00:100:64::2", annotation.JoinMAC: "0a:58:64:40:00:02"}
 	internal := func(a string) corev1.NodeAddress { return corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: a} }
 	tests := []struct {
 		desc string
 		node *corev1.Node
 		want topology.NodeIn
 	}{
-		{"ready dual stack", node(corev1.ConditionTrue, join, internal("172.18.0.2"), internal("fc00::2"),
+		{"ready dual stack", node(corev1.ConditionTrue, internal("172.18.0.2"), internal("fc00::2"),
 			corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "1.2.3.4"},
 			corev1.NodeAddress{Type: corev1.NodeHostName, Address: "n1"}),
-			topology.NodeIn{Name: "n1", Ready: true, NodeIPs: testAddrs("172.18.0.2", "fc00::2"),
-				JoinIPs: testAddrs("100.64.0.2", "fd00:100:64::2"), JoinMAC: "0a:58:64:40:00:02"}},
-		{"not ready", node(corev1.ConditionFalse, join, internal("172.18.0.2")),
-			topology.NodeIn{Name: "n1", NodeIPs: testAddrs("172.18.0.2"), JoinIPs: testAddrs("100.64.0.2", "fd00:100:64::2"), JoinMAC: "0a:58:64:40:00:02"}},
-		{"ready unknown", node(corev1.ConditionUnknown, nil, internal("172.18.0.2")),
-			topology.NodeIn{Name: "n1", NodeIPs: testAddrs("172.18.0.2")}},
-		{"no join yet, garbage internal IP", node(corev1.ConditionTrue, nil, internal("not-an-ip"), internal("172.18.0.2")),
+			topology.NodeIn{Name: "n1", Ready: true, NodeIPs: testAddrs("172.18.0.2", "fc00::2")}},
+		{"not ready", node(corev1.ConditionFalse, internal("172.18.0.2")), topology.NodeIn{Name: "n1", NodeIPs: testAddrs("172.18.0.2")}},
+		{"ready unknown", node(corev1.ConditionUnknown, internal("172.18.0.2")), topology.NodeIn{Name: "n1", NodeIPs: testAddrs("172.18.0.2")}},
+		{"garbage internal IP", node(corev1.ConditionTrue, internal("not-an-ip"), internal("172.18.0.2")),
 			topology.NodeIn{Name: "n1", Ready: true, NodeIPs: testAddrs("172.18.0.2")}},
-		{"garbage join IP", node(corev1.ConditionTrue, map[string]string{annotation.JoinIP: "x"}),
-			topology.NodeIn{Name: "n1", Ready: true}},
 	}
 	for _, tc := range tests {
 		if got := nodeIn(tc.node); !reflect.DeepEqual(got, tc.want) {
@@ -156,43 +150,41 @@ func TestNodeIn(t *testing.T) {
 	}
 }
 
-func TestPodIn(t *testing.T) {
-	allocated := func() map[string]string {
-		return map[string]string{annotation.Allocated: "true", annotation.IPAddress: "10.16.0.5",
-			annotation.CIDR: "10.16.0.0/16", annotation.Gateway: "10.16.0.1", annotation.MACAddress: "0a:58:0a:10:00:05",
-			annotation.LogicalSwitch: "ovn-default", annotation.PortName: "a.ns1"}
-	}
-	pod := func(mutate func(*corev1.Pod)) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "a", Annotations: allocated()},
-			Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+// A pod's port comes from its IP object, which only the controller writes. Whatever the pod's
+// annotations claim, they never reach the port.
+func TestPodInFromIP(t *testing.T) {
+	st := NewState(DefaultOptions())
+	st.setSubnet(topology.SubnetIn{Name: "ovn-default", Switch: "ovn-default", CIDRs: testPrefixes("10.16.0.0/16"), Gateways: testAddrs("10.16.0.1")})
+	ipObj := func(mutate func(*kovnv1.IP)) *kovnv1.IP {
+		ip := &kovnv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "a.ns1"}, Spec: kovnv1.IPSpec{PodName: "a", Namespace: "ns1",
+			Subnet: "ovn-default", NodeName: "n1", V4IP: "10.16.0.5", MACAddress: "0a:58:0a:10:00:05"}}
 		if mutate != nil {
-			mutate(p)
+			mutate(ip)
 		}
-		return p
+		return ip
 	}
-	want := topology.PodIn{Namespace: "ns1", Name: "a", Node: "n1", Subnet: "ovn-default", IPs: testAddrs("10.16.0.5"), MAC: "0a:58:0a:10:00:05"}
+	forged := map[string]string{annotation.Allocated: "true", annotation.IPAddress: "10.16.0.77",
+		annotation.MACAddress: "0a:58:0a:10:00:77", annotation.LogicalSwitch: "join", annotation.CIDR: "10.16.0.0/16", annotation.Gateway: "10.16.0.1"}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "a", Annotations: forged}, Spec: corev1.PodSpec{NodeName: "n1"}}
+	want := topology.PodIn{Namespace: "ns1", Name: "a", Node: "n1", Switch: "ovn-default", IPs: testAddrs("10.16.0.5"), MAC: "0a:58:0a:10:00:05"}
 	tests := []struct {
 		desc   string
-		pod    *corev1.Pod
+		ip     *kovnv1.IP
 		wantOK bool
 	}{
-		{"running", pod(nil), true},
-		{"pending", pod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }), true},
-		{"host network", pod(func(p *corev1.Pod) { p.Spec.HostNetwork = true }), false},
-		{"succeeded", pod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }), false},
-		{"failed", pod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), false},
-		{"not allocated", pod(func(p *corev1.Pod) { delete(p.Annotations, annotation.Allocated) }), false},
-		{"no annotations", pod(func(p *corev1.Pod) { p.Annotations = nil }), false},
-		{"malformed results", pod(func(p *corev1.Pod) { p.Annotations[annotation.CIDR] = "x" }), false},
-		{"invalid subnet", pod(func(p *corev1.Pod) { p.Annotations[annotation.LogicalSwitch] = "broken" }), false},
+		{"the IP object wins over forged annotations", ipObj(nil), true},
+		{"IP of another pod", ipObj(func(ip *kovnv1.IP) { ip.Spec.PodName = "b" }), false},
+		{"IP of another namespace", ipObj(func(ip *kovnv1.IP) { ip.Spec.Namespace = "ns2" }), false},
+		{"IP recorded for another node (pod recreated elsewhere)", ipObj(func(ip *kovnv1.IP) { ip.Spec.NodeName = "n2" }), false},
+		{"subnet not valid", ipObj(func(ip *kovnv1.IP) { ip.Spec.Subnet = "broken" }), false},
+		{"no address", ipObj(func(ip *kovnv1.IP) { ip.Spec.V4IP = "" }), false},
 	}
-	valid := map[string]bool{"ovn-default": true, "join": true}
 	for _, tc := range tests {
-		got, ok := podIn(tc.pod, valid)
-		if ok != tc.wantOK {
-			t.Errorf("%s: ok = %v, want %v", tc.desc, ok, tc.wantOK)
+		got, err := podInFromIP(tc.ip, pod, st)
+		if (err == nil) != tc.wantOK {
+			t.Errorf("%s: err = %v, want ok %v", tc.desc, err, tc.wantOK)
 		}
-		if ok && !reflect.DeepEqual(got, want) {
+		if err == nil && !reflect.DeepEqual(got, want) {
 			t.Errorf("%s:\n got %+v\nwant %+v", tc.desc, got, want)
 		}
 	}

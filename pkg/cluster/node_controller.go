@@ -2,21 +2,26 @@ package cluster
 
 import (
 	"context"
+	"net/netip"
 	"time"
 
+	libovsdb "github.com/ovn-org/libovsdb/client"
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kovn/kovn/pkg/annotation"
+	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/ipam"
 )
 
-// NodeReconciler gives every node an address on the join subnet for its ovn0 port and
-// publishes it in the node's annotations, where kovn-daemon picks it up.
+// NodeReconciler gives every node an address on the join subnet for its ovn0 port, publishes
+// it in the node's annotations, where kovn-daemon picks it up, and programs the node's shard:
+// its ovn0 port, its pods' port group and its reroute policies.
 type NodeReconciler struct {
 	client.Client
 	State *State
+	NB    libovsdb.Client
 }
 
 func nodeOwner(name string) string { return "node/" + name }
@@ -30,10 +35,11 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	var node corev1.Node
 	if err := r.Get(ctx, req.NamespacedName, &node); err != nil {
-		if client.IgnoreNotFound(err) == nil {
-			r.State.IPAM.Release(nodeOwner(req.Name))
+		if client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, err
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		r.State.IPAM.Release(nodeOwner(req.Name))
+		return applyShard(ctx, r.NB, emptyShard(topology.OwnerNode, req.Name))
 	}
 	join, ok := r.State.Subnet(r.State.Opts.JoinSubnet)
 	if !ok {
@@ -56,7 +62,30 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		annotation.JoinIP: annotation.JoinAddrs(alloc.IPs), annotation.JoinMAC: alloc.MAC,
 		annotation.JoinCIDR: cidrs, annotation.JoinGateway: gws,
 	}
-	return ctrl.Result{}, patchAnnotations(ctx, r.Client, &node, ann)
+	if err := patchAnnotations(ctx, r.Client, &node, ann); err != nil {
+		return ctrl.Result{}, err
+	}
+	in := nodeIn(&node)
+	in.JoinIPs, in.JoinMAC = alloc.IPs, alloc.MAC // the IPAM's record, not what the annotation says
+	return applyShard(ctx, r.NB, topology.ForNode(in, &join))
+}
+
+// nodeIn is the topology's view of a node: readiness and InternalIP addresses.
+func nodeIn(n *corev1.Node) topology.NodeIn {
+	out := topology.NodeIn{Name: n.Name}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+			out.Ready = true
+		}
+	}
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			if ip, err := netip.ParseAddr(a.Address); err == nil {
+				out.NodeIPs = append(out.NodeIPs, ip)
+			}
+		}
+	}
+	return out
 }
 
 // SetupWithManager registers the reconciler.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
@@ -25,7 +26,14 @@ import (
 const (
 	LabelSubnet      = "kovn.io/subnet"
 	LabelStatefulSet = "kovn.io/statefulset"
+	// LabelNode lets each kovn-daemon cache only the IP objects of its own node.
+	LabelNode = "kovn.io/node"
 )
+
+// ReasonUntrustedAnnotations: a pod carries result annotations (allocated, cidr, gateway,
+// port_name) that kovn-controller did not write. They are ignored; the pod is networked only
+// from what the controller allocates and records in its IP object.
+const ReasonUntrustedAnnotations = "UntrustedAnnotations"
 
 // PodReconciler allocates each scheduled pod's addresses, records them as an IP object (the
 // IPAM's durable record) and publishes them in the pod's annotations. Addresses are released
@@ -62,14 +70,18 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, err
 	}
 	areq, sn, err := r.request(ctx, &pod)
+	if err == nil && areq.fresh && claimsResults(pod.Annotations) {
+		r.Recorder.Event(&pod, corev1.EventTypeWarning, ReasonUntrustedAnnotations,
+			"the pod carries network result annotations kovn did not write; they are ignored (only ip_address, mac_address, ip_pool and logical_switch are requests)")
+	}
 	if err != nil {
 		r.Recorder.Event(&pod, corev1.EventTypeWarning, "InvalidNetworkRequest", err.Error())
 		return ctrl.Result{}, nil // the pod stays without a network until its annotations are fixed
 	}
-	alloc, err := r.State.IPAM.Allocate(areq)
+	alloc, err := r.State.IPAM.Allocate(areq.Request)
 	if errors.Is(err, ipam.ErrOwnerMismatch) { // e.g. a recreated StatefulSet pod asking for another subnet
 		r.State.IPAM.Release(areq.Owner)
-		alloc, err = r.State.IPAM.Allocate(areq)
+		alloc, err = r.State.IPAM.Allocate(areq.Request)
 	}
 	if err != nil {
 		reason := "AllocationFailed"
@@ -99,28 +111,32 @@ func podAnnotations(pod *corev1.Pod, sn topology.SubnetIn, alloc ipam.Allocation
 	}
 }
 
-// request turns the pod's annotations and namespace into an IPAM request.
-func (r *PodReconciler) request(ctx context.Context, pod *corev1.Pod) (ipam.Request, topology.SubnetIn, error) {
-	req := ipam.Request{Owner: podOwner(pod.Namespace, pod.Name)}
-	ann := pod.Annotations
-	allocated := ann[annotation.Allocated] == "true"
-	if v, ok := ann[annotation.IPAddress]; ok && v != "" {
-		ips, err := annotation.ParseAddrs(v)
-		if err != nil {
-			return req, topology.SubnetIn{}, fmt.Errorf("annotation %s: %w", annotation.IPAddress, err)
-		}
-		req.IPs = ips
+// podRequest is an IPAM request and whether it is the pod's first (no IP object records an
+// allocation for it yet).
+type podRequest struct {
+	ipam.Request
+	fresh bool
+}
+
+// request builds the pod's IPAM request. A pod with an IP object keeps what it records: the
+// controller's own record, not the pod's annotations, makes results sticky. Otherwise the
+// request annotations (static IP/MAC, pool, subnet) and the namespace decide.
+func (r *PodReconciler) request(ctx context.Context, pod *corev1.Pod) (podRequest, topology.SubnetIn, error) {
+	req := podRequest{Request: ipam.Request{Owner: podOwner(pod.Namespace, pod.Name)}}
+	var ip kovnv1.IP
+	err := r.Get(ctx, types.NamespacedName{Name: IPObjectName(pod.Namespace, pod.Name)}, &ip)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return req, topology.SubnetIn{}, err
 	}
-	if v, ok := ann[annotation.MACAddress]; ok && v != "" {
-		mac, err := annotation.ParseMAC(v)
-		if err != nil {
-			return req, topology.SubnetIn{}, fmt.Errorf("annotation %s: %w", annotation.MACAddress, err)
+	var name string
+	if err == nil && ip.Spec.Namespace == pod.Namespace && ip.Spec.PodName == pod.Name {
+		name, req.MAC = ip.Spec.Subnet, ip.Spec.MACAddress
+		req.IPs, _ = ipAddrs(&ip)
+	} else {
+		req.fresh = true
+		if err := requestedAddrs(pod.Annotations, &req.Request); err != nil {
+			return req, topology.SubnetIn{}, err
 		}
-		req.MAC = mac
-	}
-	name := ann[annotation.LogicalSwitch]
-	if !allocated || name == "" { // results are sticky: never renumber a running pod
-		var err error
 		if name, err = r.subnetFor(ctx, pod); err != nil {
 			return req, topology.SubnetIn{}, err
 		}
@@ -129,8 +145,37 @@ func (r *PodReconciler) request(ctx context.Context, pod *corev1.Pod) (ipam.Requ
 	if !ok {
 		return req, sn, fmt.Errorf("subnet %q does not exist or is not valid", name)
 	}
-	req.Subnet, req.Pool = sn.Name, ann[annotation.IPPool]
+	req.Subnet, req.Pool = sn.Name, pod.Annotations[annotation.IPPool]
 	return req, sn, nil
+}
+
+// requestedAddrs reads the static IP and MAC a pod asks for.
+func requestedAddrs(ann map[string]string, req *ipam.Request) error {
+	if v := ann[annotation.IPAddress]; v != "" {
+		ips, err := annotation.ParseAddrs(v)
+		if err != nil {
+			return fmt.Errorf("annotation %s: %w", annotation.IPAddress, err)
+		}
+		req.IPs = ips
+	}
+	if v := ann[annotation.MACAddress]; v != "" {
+		mac, err := annotation.ParseMAC(v)
+		if err != nil {
+			return fmt.Errorf("annotation %s: %w", annotation.MACAddress, err)
+		}
+		req.MAC = mac
+	}
+	return nil
+}
+
+// claimsResults reports whether annotations carry results only kovn-controller writes.
+func claimsResults(ann map[string]string) bool {
+	for _, k := range []string{annotation.Allocated, annotation.CIDR, annotation.Gateway, annotation.PortName} {
+		if _, ok := ann[k]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // subnetFor picks the pod's subnet: its logical_switch or ip_pool annotation, else its
@@ -143,7 +188,7 @@ func (r *PodReconciler) subnetFor(ctx context.Context, pod *corev1.Pod) (string,
 		}
 		return p.Spec.Subnet, nil
 	}
-	if s := pod.Annotations[annotation.LogicalSwitch]; s != "" && pod.Annotations[annotation.Allocated] != "true" {
+	if s := pod.Annotations[annotation.LogicalSwitch]; s != "" {
 		return s, nil
 	}
 	var ns corev1.Namespace
@@ -176,9 +221,10 @@ func statefulSetOf(meta metav1.Object) (string, int, bool) {
 }
 
 func (r *PodReconciler) recordIP(ctx context.Context, pod *corev1.Pod, sn topology.SubnetIn, alloc ipam.Allocation) error {
-	ip := kovnv1.IP{ObjectMeta: metav1.ObjectMeta{Name: IPObjectName(pod.Namespace, pod.Name), Labels: map[string]string{LabelSubnet: sn.Name}}}
+	ip := kovnv1.IP{ObjectMeta: metav1.ObjectMeta{Name: IPObjectName(pod.Namespace, pod.Name)}}
+	labels := map[string]string{LabelSubnet: sn.Name, LabelNode: pod.Spec.NodeName}
 	if sts, _, ok := statefulSetOf(pod); ok {
-		ip.Labels[LabelStatefulSet] = sts
+		labels[LabelStatefulSet] = sts
 	}
 	spec := kovnv1.IPSpec{PodName: pod.Name, Namespace: pod.Namespace, Subnet: sn.Name, NodeName: pod.Spec.NodeName, MACAddress: alloc.MAC}
 	for _, a := range alloc.IPs {
@@ -188,7 +234,16 @@ func (r *PodReconciler) recordIP(ctx context.Context, pod *corev1.Pod, sn topolo
 			spec.V6IP = a.String()
 		}
 	}
-	_, err := ctrl.CreateOrUpdate(ctx, r.Client, &ip, func() error { ip.Spec = spec; return nil })
+	_, err := ctrl.CreateOrUpdate(ctx, r.Client, &ip, func() error {
+		ip.Spec = spec
+		if ip.Labels == nil {
+			ip.Labels = map[string]string{}
+		}
+		for k, v := range labels {
+			ip.Labels[k] = v
+		}
+		return nil
+	})
 	return err
 }
 
@@ -215,22 +270,26 @@ func (r *PodReconciler) release(ctx context.Context, ns, name string) error {
 }
 
 // CollectOrphans releases the addresses of pods deleted while no controller was running: their
-// IP objects were restored into the IPAM, but no event for the pod will ever come.
+// IP objects were restored into the IPAM, but no event for the pod will ever come. Two lists,
+// not one read per IP object: a restart with ten thousand pods must not cost ten thousand calls.
 func (r *PodReconciler) CollectOrphans(ctx context.Context) error {
 	var ips kovnv1.IPList
 	if err := r.List(ctx, &ips); err != nil {
 		return err
 	}
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods); err != nil {
+		return err
+	}
+	alive := make(map[string]bool, len(pods.Items))
+	for i := range pods.Items {
+		alive[podOwner(pods.Items[i].Namespace, pods.Items[i].Name)] = true
+	}
 	for _, ip := range ips.Items {
-		if ip.Spec.PodName == "" {
+		if ip.Spec.PodName == "" || alive[podOwner(ip.Spec.Namespace, ip.Spec.PodName)] {
 			continue
 		}
-		var pod corev1.Pod
-		err := r.Get(ctx, types.NamespacedName{Namespace: ip.Spec.Namespace, Name: ip.Spec.PodName}, &pod)
-		if apierrors.IsNotFound(err) {
-			err = r.release(ctx, ip.Spec.Namespace, ip.Spec.PodName)
-		}
-		if err != nil {
+		if err := r.release(ctx, ip.Spec.Namespace, ip.Spec.PodName); err != nil {
 			return err
 		}
 	}
@@ -239,5 +298,8 @@ func (r *PodReconciler) CollectOrphans(ctx context.Context) error {
 
 // SetupWithManager registers the reconciler.
 func (r *PodReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).For(&corev1.Pod{}).Named("pod").Complete(r)
+	// Several workers: allocation is in memory, but each pod costs two API writes (its IP
+	// object, its annotations) whose round trips would otherwise queue up behind each other.
+	return ctrl.NewControllerManagedBy(mgr).For(&corev1.Pod{}).Named("pod").
+		WithOptions(controller.Options{MaxConcurrentReconciles: 8}).Complete(r)
 }

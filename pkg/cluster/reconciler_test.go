@@ -21,17 +21,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	libovsdb "github.com/ovn-org/libovsdb/client"
+
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/ipam"
+	"github.com/kovn/kovn/pkg/ovn"
+	"github.com/kovn/kovn/pkg/ovn/ovntest"
 )
 
 type reconcilerEnv struct {
 	c       client.Client
+	nb      libovsdb.Client
 	st      *State
 	rec     *record.FakeRecorder
 	subnets *SubnetReconciler
 	pods    *PodReconciler
+	ports   *PodPortReconciler
+	nodes   *NodeReconciler
 }
 
 func newReconcilerEnv(t *testing.T, objs ...client.Object) *reconcilerEnv {
@@ -43,13 +50,26 @@ func newReconcilerEnv(t *testing.T, objs ...client.Object) *reconcilerEnv {
 	if err := kovnv1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
+	objs = append(objs, &kovnv1.Vpc{ObjectMeta: metav1.ObjectMeta{Name: DefaultOptions().DefaultVpc}})
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
-		WithStatusSubresource(&kovnv1.Subnet{}, &kovnv1.IPPool{}, &kovnv1.IP{}).Build()
+		WithStatusSubresource(&kovnv1.Subnet{}, &kovnv1.IPPool{}, &kovnv1.IP{}, &kovnv1.Vpc{}).Build()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nb, err := ovn.ConnectNB(ctx, ovn.Config{Endpoints: []string{ovntest.ServeNB(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nb.Close)
 	st := NewState(DefaultOptions())
 	st.MarkRestored()
 	rec := record.NewFakeRecorder(100)
-	return &reconcilerEnv{c: c, st: st, rec: rec, subnets: &SubnetReconciler{Client: c, State: st, Recorder: rec},
-		pods: &PodReconciler{Client: c, State: st, Recorder: rec}}
+	vpcs := &VpcReconciler{Client: c, State: st, NB: nb}
+	if _, err := vpcs.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: DefaultOptions().DefaultVpc}}); err != nil {
+		t.Fatal(err)
+	}
+	return &reconcilerEnv{c: c, nb: nb, st: st, rec: rec, subnets: &SubnetReconciler{Client: c, State: st, Recorder: rec, NB: nb},
+		pods: &PodReconciler{Client: c, State: st, Recorder: rec}, ports: &PodPortReconciler{Client: c, State: st, NB: nb},
+		nodes: &NodeReconciler{Client: c, State: st, NB: nb}}
 }
 
 func (e *reconcilerEnv) reconcileSubnet(t *testing.T, name string) {

@@ -104,10 +104,10 @@ func Restore(ctx context.Context, c client.Client, st *State) error {
 		return err
 	}
 	sort.Slice(subnets.Items, func(i, j int) bool { return older(&subnets.Items[i], &subnets.Items[j]) })
-	sr := &SubnetReconciler{State: st}
+	sr := &SubnetReconciler{Client: c, State: st}
 	for i := range subnets.Items {
 		sn := &subnets.Items[i]
-		in, err := sr.resolve(sn, subnets.Items)
+		in, err := sr.resolve(ctx, sn, subnets.Items)
 		if err != nil {
 			continue // reported by the Subnet reconciler
 		}
@@ -128,13 +128,10 @@ func Restore(ctx context.Context, c client.Client, st *State) error {
 	if err := c.List(ctx, &ips); err != nil {
 		return err
 	}
-	for _, ip := range ips.Items {
+	for i := range ips.Items {
+		ip := &ips.Items[i]
 		a := ipam.Allocation{Subnet: ip.Spec.Subnet, MAC: ip.Spec.MACAddress}
-		for _, s := range []string{ip.Spec.V4IP, ip.Spec.V6IP} {
-			if addrs, err := annotation.ParseAddrs(s); err == nil {
-				a.IPs = append(a.IPs, addrs...)
-			}
-		}
+		a.IPs, _ = ipAddrs(ip)
 		if err := st.IPAM.Restore(podOwner(ip.Spec.Namespace, ip.Spec.PodName), a); err != nil {
 			ctrl.Log.Info("IP object conflicts with another allocation; not restored", "ip", ip.Name, "err", err)
 		}
@@ -163,18 +160,19 @@ func restoreNodes(ctx context.Context, c client.Client, st *State) error {
 // Setup registers every single-cluster reconciler with the manager.
 func Setup(mgr ctrl.Manager, st *State, nb libovsdb.Client) error {
 	rec := mgr.GetEventRecorderFor("kovn-controller")
+	c := mgr.GetClient()
 	for _, r := range []interface{ SetupWithManager(ctrl.Manager) error }{
-		&SubnetReconciler{Client: mgr.GetClient(), State: st, Recorder: rec},
-		&VpcReconciler{Client: mgr.GetClient(), State: st},
-		&IPPoolReconciler{Client: mgr.GetClient(), State: st},
-		&NodeReconciler{Client: mgr.GetClient(), State: st},
-		&PodReconciler{Client: mgr.GetClient(), State: st, Recorder: rec},
-		&StatefulSetReconciler{Client: mgr.GetClient(), State: st},
-		&TopologyReconciler{Client: mgr.GetClient(), State: st, NB: nb, Resync: 5 * time.Minute},
+		&SubnetReconciler{Client: c, State: st, Recorder: rec, NB: nb},
+		&VpcReconciler{Client: c, State: st, NB: nb},
+		&IPPoolReconciler{Client: c, State: st},
+		&NodeReconciler{Client: c, State: st, NB: nb},
+		&PodReconciler{Client: c, State: st, Recorder: rec},
+		&PodPortReconciler{Client: c, State: st, NB: nb},
+		&StatefulSetReconciler{Client: c, State: st},
 	} {
 		if err := r.SetupWithManager(mgr); err != nil {
 			return err
 		}
 	}
-	return nil
+	return mgr.Add(&OrphanCollector{Cache: c, Live: mgr.GetAPIReader(), State: st, NB: nb, Interval: 10 * time.Minute})
 }

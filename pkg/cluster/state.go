@@ -1,6 +1,7 @@
-// Package cluster holds kovn-controller's single-cluster reconcilers: one per resource
-// (Subnet, Node, Pod) plus the topology reconciler that turns all of them into the OVN
-// northbound database through the pure topology.For and one nbsync transaction.
+// Package cluster holds kovn-controller's single-cluster reconcilers, one per resource. Each
+// reconciler that owns northbound rows computes its object's shard with a pure topology
+// function (ForVpc, ForSubnet, ForNode, ForPod) and applies it with nbsync in one
+// transaction, so the cost of one event does not grow with the cluster.
 package cluster
 
 import (
@@ -70,6 +71,14 @@ func (s *State) deleteSubnet(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.subnets, name)
+}
+
+// Join returns the join subnet, if it is valid.
+func (s *State) Join() *topology.SubnetIn {
+	if sn, ok := s.Subnet(s.Opts.JoinSubnet); ok {
+		return &sn
+	}
+	return nil
 }
 
 // Subnet returns the last valid form of a subnet.

@@ -2,34 +2,43 @@ package cluster
 
 import (
 	"context"
-	"time"
-
 	"errors"
 	"fmt"
-	"k8s.io/apimachinery/pkg/api/equality"
+	"strings"
+	"time"
 
+	libovsdb "github.com/ovn-org/libovsdb/client"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/ipam"
 )
 
-// SubnetReconciler validates Subnets, registers valid ones with the IPAM and reports
-// conditions and address usage. The OVN side is the topology reconciler's job.
+// SubnetReconciler validates Subnets, registers valid ones with the IPAM, programs their shard
+// (switch, router port, policies) in OVN and reports conditions and address usage. An update
+// that turns a Subnet invalid leaves its last valid form programmed.
 type SubnetReconciler struct {
 	client.Client
 	State    *State
 	Recorder record.EventRecorder
+	NB       libovsdb.Client
 }
 
 // +kubebuilder:rbac:groups=kovn.io,resources=subnets;subnets/status,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=kovn.io,resources=subnets/finalizers,verbs=update
 
 // Reconcile implements reconcile.Reconciler.
 func (r *SubnetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -41,11 +50,7 @@ func (r *SubnetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		if client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, err
 		}
-		r.State.deleteSubnet(req.Name)
-		if err := r.State.IPAM.DeleteSubnet(req.Name); err != nil && !errors.Is(err, ipam.ErrNoSubnet) {
-			log.FromContext(ctx).Info("subnet deleted while addresses are still allocated; they stay reserved", "subnet", req.Name, "err", err)
-		}
-		return ctrl.Result{}, nil
+		return r.forget(ctx, req.Name)
 	}
 	if !sn.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, &sn)
@@ -55,34 +60,114 @@ func (r *SubnetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			return ctrl.Result{}, err
 		}
 	}
+	before := sn.DeepCopy()
+	res, err := r.sync(ctx, &sn)
+	r.fillStatus(&sn)
+	if !equality.Semantic.DeepEqual(before.Status, sn.Status) {
+		// Update, not a merge patch: the status counts are required fields, and a patch from
+		// an empty status would leave the zero ones out.
+		if uerr := r.Status().Update(ctx, &sn); uerr != nil && err == nil {
+			err = uerr
+		}
+	}
+	return res, err
+}
+
+// sync validates sn, registers it with the IPAM and programs it; conditions say how far it got.
+func (r *SubnetReconciler) sync(ctx context.Context, sn *kovnv1.Subnet) (ctrl.Result, error) {
 	var all kovnv1.SubnetList
 	if err := r.List(ctx, &all); err != nil {
 		return ctrl.Result{}, err
 	}
-	before := sn.DeepCopy()
-	in, verr := r.resolve(&sn, all.Items)
-	if verr != nil {
-		setCondition(&sn, kovnv1.ConditionValidated, false, kovnv1.ReasonOf(verr), verr.Error())
-		setCondition(&sn, kovnv1.ConditionReady, false, kovnv1.ReasonValidationFailed, "spec is invalid: "+verr.Error())
-		if meta.IsStatusConditionTrue(before.Status.Conditions, kovnv1.ConditionValidated) || len(before.Status.Conditions) == 0 {
-			r.Recorder.Event(&sn, "Warning", kovnv1.ReasonOf(verr), verr.Error())
+	// Warn once when a subnet turns invalid, not on every reconcile while it stays so.
+	warn := len(sn.Status.Conditions) == 0 || meta.IsStatusConditionTrue(sn.Status.Conditions, kovnv1.ConditionValidated)
+	in, verr := r.resolve(ctx, sn, all.Items)
+	if verr == nil {
+		if err := r.State.IPAM.AddOrUpdateSubnet(in.Name, in.CIDRs, in.Gateways, mustExcludes(sn)); err != nil {
+			verr = &kovnv1.ValidationError{Field: "spec", Reason: kovnv1.ReasonInvalidCIDR, Message: err.Error()}
 		}
-	} else if err := r.State.IPAM.AddOrUpdateSubnet(in.Name, in.CIDRs, in.Gateways, mustExcludes(&sn)); err != nil {
-		setCondition(&sn, kovnv1.ConditionValidated, false, kovnv1.ReasonInvalidCIDR, err.Error())
-		setCondition(&sn, kovnv1.ConditionReady, false, kovnv1.ReasonValidationFailed, err.Error())
-	} else {
-		r.State.setSubnet(in)
-		setCondition(&sn, kovnv1.ConditionValidated, true, kovnv1.ReasonValid, "spec is valid")
-		setCondition(&sn, kovnv1.ConditionReady, true, kovnv1.ReasonReconciled, "registered with IPAM; logical switch "+in.Switch)
-		sn.Status.ObservedGeneration = sn.Generation
 	}
-	r.fillUsage(&sn)
-	if equality.Semantic.DeepEqual(before.Status, sn.Status) {
+	if verr != nil {
+		setCondition(sn, kovnv1.ConditionValidated, false, kovnv1.ReasonOf(verr), verr.Error())
+		msg := "spec is invalid: " + verr.Error()
+		if _, kept := r.State.Subnet(sn.Name); kept {
+			msg += "; the last valid spec stays programmed"
+		}
+		setCondition(sn, kovnv1.ConditionReady, false, kovnv1.ReasonValidationFailed, msg)
+		if warn {
+			r.Recorder.Event(sn, corev1.EventTypeWarning, kovnv1.ReasonOf(verr), verr.Error())
+		}
 		return ctrl.Result{}, nil
 	}
-	// Update, not a merge patch: the status counts are required fields, and a patch from an empty
-	// status would leave the zero ones out.
-	return ctrl.Result{}, r.Status().Update(ctx, &sn)
+	r.State.setSubnet(in)
+	setCondition(sn, kovnv1.ConditionValidated, true, kovnv1.ReasonValid, "spec is valid")
+	setSupported(sn)
+	return r.program(ctx, sn, in)
+}
+
+// program applies the subnet's shard and sets Ready from the outcome.
+func (r *SubnetReconciler) program(ctx context.Context, sn *kovnv1.Subnet, in topology.SubnetIn) (ctrl.Result, error) {
+	res, err := applyShard(ctx, r.NB, topology.ForSubnet(in, r.State.Join(), r.gatewayNodes(ctx, in)))
+	switch {
+	case err != nil:
+		setCondition(sn, kovnv1.ConditionReady, false, kovnv1.ReasonReconcileFailed, "programming OVN: "+err.Error())
+	case res.RequeueAfter > 0:
+		setCondition(sn, kovnv1.ConditionReady, false, kovnv1.ReasonReconciling, "waiting for the router of VPC "+in.Vpc)
+	default:
+		setCondition(sn, kovnv1.ConditionReady, true, kovnv1.ReasonReconciled, "logical switch "+in.Switch+" programmed")
+		sn.Status.ObservedGeneration = sn.Generation
+	}
+	return res, err
+}
+
+// gatewayNodes returns the subnet's gateway nodes that exist, for ForSubnet.
+func (r *SubnetReconciler) gatewayNodes(ctx context.Context, in topology.SubnetIn) map[string]topology.NodeIn {
+	out := map[string]topology.NodeIn{}
+	if !in.Centralized {
+		return out
+	}
+	for _, name := range in.GatewayNodes {
+		var n corev1.Node
+		if err := r.Get(ctx, types.NamespacedName{Name: name}, &n); err == nil {
+			ni := nodeIn(&n)
+			if alloc, ok := r.State.IPAM.Lookup(nodeOwner(name)); ok {
+				ni.JoinIPs = alloc.IPs
+			} else {
+				ni.JoinIPs, _ = annotation.ParseAddrs(n.Annotations[annotation.JoinIP])
+			}
+			out[name] = ni
+		}
+	}
+	return out
+}
+
+// setSupported reports the spec fields kovn accepts but does not implement yet.
+func setSupported(sn *kovnv1.Subnet) {
+	var unimpl []string
+	if sn.Spec.Vlan != "" {
+		unimpl = append(unimpl, "vlan (underlay networks)")
+	}
+	if sn.Spec.Private || len(sn.Spec.AllowSubnets) > 0 {
+		unimpl = append(unimpl, "private/allowSubnets (comes with the ACL layer of NetworkPolicy)")
+	}
+	if sn.Spec.BGPAdvertise {
+		unimpl = append(unimpl, "bgpAdvertise (kovn-speaker)")
+	}
+	if len(unimpl) == 0 {
+		setCondition(sn, kovnv1.ConditionSupported, true, kovnv1.ReasonImplemented, "every field of the spec is implemented")
+		return
+	}
+	setCondition(sn, kovnv1.ConditionSupported, false, kovnv1.ReasonNotImplemented,
+		"not implemented yet, so not in effect: "+strings.Join(unimpl, "; ")+"; the rest of the subnet is programmed")
+}
+
+// forget drops a deleted subnet from the IPAM and removes its rows from OVN.
+func (r *SubnetReconciler) forget(ctx context.Context, name string) (ctrl.Result, error) {
+	r.State.deleteSubnet(name)
+	if err := r.State.IPAM.DeleteSubnet(name); err != nil && !errors.Is(err, ipam.ErrNoSubnet) {
+		log.FromContext(ctx).Info("subnet deleted while addresses are still allocated; they stay reserved", "subnet", name, "err", err)
+	}
+	return applyShard(ctx, r.NB, emptyShard(topology.OwnerSubnet, name))
 }
 
 // SubnetFinalizer holds a Subnet's deletion while pods (or nodes, for the join subnet) still
@@ -92,21 +177,22 @@ const SubnetFinalizer = "kovn.io/subnet"
 // ReasonInUse: Ready=False on a Subnet being deleted while addresses are still allocated.
 const ReasonInUse = "InUse"
 
+// finalize keeps a deleted subnet fully programmed while addresses are held, then removes it
+// from OVN and the IPAM and lets the deletion finish.
 func (r *SubnetReconciler) finalize(ctx context.Context, sn *kovnv1.Subnet) (ctrl.Result, error) {
 	if owners := r.State.IPAM.Owners(sn.Name); len(owners) > 0 {
-		msg := fmt.Sprintf("deletion waits for %d address holder(s) to go, e.g. %s", len(owners), owners[0])
-		if !meta.IsStatusConditionPresentAndEqual(sn.Status.Conditions, kovnv1.ConditionReady, metav1.ConditionFalse) ||
-			meta.FindStatusCondition(sn.Status.Conditions, kovnv1.ConditionReady).Message != msg {
+		msg := fmt.Sprintf("deletion waits for %d address holder(s) to go, e.g. %s; the subnet stays programmed until then", len(owners), owners[0])
+		if c := meta.FindStatusCondition(sn.Status.Conditions, kovnv1.ConditionReady); c == nil || c.Reason != ReasonInUse || c.Message != msg {
 			setCondition(sn, kovnv1.ConditionReady, false, ReasonInUse, msg)
+			r.fillStatus(sn)
 			if err := r.Status().Update(ctx, sn); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 	}
-	r.State.deleteSubnet(sn.Name)
-	if err := r.State.IPAM.DeleteSubnet(sn.Name); err != nil && !errors.Is(err, ipam.ErrNoSubnet) {
-		return ctrl.Result{}, err
+	if res, err := r.forget(ctx, sn.Name); err != nil || res.RequeueAfter > 0 {
+		return res, err
 	}
 	if controllerutil.RemoveFinalizer(sn, SubnetFinalizer) {
 		return ctrl.Result{}, r.Update(ctx, sn)
@@ -114,49 +200,15 @@ func (r *SubnetReconciler) finalize(ctx context.Context, sn *kovnv1.Subnet) (ctr
 	return ctrl.Result{}, nil
 }
 
-// resolve validates sn on its own and against every other Subnet, and turns it into the
-// topology's input. Of two overlapping subnets in one VPC the older keeps its CIDR.
-func (r *SubnetReconciler) resolve(sn *kovnv1.Subnet, all []kovnv1.Subnet) (topology.SubnetIn, error) {
-	if err := sn.Spec.Validate(); err != nil {
-		return topology.SubnetIn{}, err
+// fillStatus writes the effective protocol, gateway, switch and the IPAM's address counts.
+func (r *SubnetReconciler) fillStatus(sn *kovnv1.Subnet) {
+	if p, err := sn.Spec.DerivedProtocol(); err == nil {
+		sn.Status.Protocol = p
 	}
-	for i := range all {
-		o := &all[i]
-		if o.Name == sn.Name || !older(o, sn) {
-			continue
-		}
-		if err := kovnv1.CheckOverlap(sn, o); err != nil {
-			return topology.SubnetIn{}, err
-		}
+	if gws, err := sn.Spec.EffectiveGateways(); err == nil {
+		sn.Status.Gateway = annotation.JoinAddrs(gws)
 	}
-	cidrs, _ := sn.Spec.CIDRs()
-	gws, err := sn.Spec.EffectiveGateways()
-	if err != nil {
-		return topology.SubnetIn{}, err
-	}
-	in := topology.SubnetIn{Name: sn.Name, Vpc: sn.VpcName(), Switch: sn.LogicalSwitchName(), CIDRs: cidrs, Gateways: gws,
-		ExcludeIPs: sn.Spec.ExcludeIPs, GatewayNodes: sn.Spec.GatewayNodes,
-		Centralized: sn.Spec.EffectiveGatewayType() == kovnv1.GatewayCentralized}
-	if in.Vpc != r.State.Opts.DefaultVpc {
-		return in, &kovnv1.ValidationError{Field: "spec.vpc", Reason: kovnv1.ReasonVpcNotFound,
-			Message: fmt.Sprintf("VPC %q: only the default VPC %q is supported so far", in.Vpc, r.State.Opts.DefaultVpc)}
-	}
-	return in, nil
-}
-
-func older(a, b *kovnv1.Subnet) bool {
-	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-		return a.CreationTimestamp.Before(&b.CreationTimestamp)
-	}
-	return a.Name < b.Name
-}
-
-func mustExcludes(sn *kovnv1.Subnet) []kovnv1.IPRange {
-	rs, _ := sn.Spec.ExcludeRanges() // validated before
-	return rs
-}
-
-func (r *SubnetReconciler) fillUsage(sn *kovnv1.Subnet) {
+	sn.Status.LogicalSwitch = sn.LogicalSwitchName()
 	u, err := r.State.IPAM.Usage(sn.Name)
 	if err != nil {
 		return
@@ -178,7 +230,47 @@ func setStatusCondition(conds *[]metav1.Condition, generation int64, typ string,
 	meta.SetStatusCondition(conds, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: generation})
 }
 
-// SetupWithManager registers the reconciler.
+// SetupWithManager registers the reconciler. Address holders coming and going (IP objects)
+// refresh the usage counts; gateway nodes changing move a centralized subnet's egress; a Vpc
+// appearing lets its subnets validate.
 func (r *SubnetReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).For(&kovnv1.Subnet{}).Named("subnet").Complete(r)
+	ipToSubnet := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		if s := o.(*kovnv1.IP).Spec.Subnet; s != "" {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: s}}}
+		}
+		return nil
+	})
+	nodeToSubnets := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		var reqs []reconcile.Request
+		for _, s := range r.State.Subnets() {
+			if s.Centralized && containsString(s.GatewayNodes, o.GetName()) {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: s.Name}})
+			}
+		}
+		return reqs
+	})
+	vpcToSubnets := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		var subnets kovnv1.SubnetList
+		if err := r.List(ctx, &subnets); err != nil {
+			return nil
+		}
+		var reqs []reconcile.Request
+		for _, s := range subnets.Items {
+			if s.VpcName() == o.GetName() {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: s.Name}})
+			}
+		}
+		return reqs
+	})
+	return ctrl.NewControllerManagedBy(mgr).For(&kovnv1.Subnet{}).Watches(&kovnv1.IP{}, ipToSubnet).
+		Watches(&corev1.Node{}, nodeToSubnets).Watches(&kovnv1.Vpc{}, vpcToSubnets).Named("subnet").Complete(r)
+}
+
+func containsString(xs []string, x string) bool {
+	for _, s := range xs {
+		if s == x {
+			return true
+		}
+	}
+	return false
 }

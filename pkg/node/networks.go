@@ -13,63 +13,114 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
+	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/cni"
 )
 
-// PodNetworks implements cni.Networks from the annotations kovn-controller writes on pods.
+// +kubebuilder:rbac:groups=kovn.io,resources=ips,verbs=get;list;watch
+
+// PodNetworks implements cni.Networks from the pod's IP object, which only kovn-controller
+// may write (RBAC), and the Subnet it names. The pod's own annotations are never read: anyone
+// who may create a pod can write them, so an address taken from them could be anyone's.
 type PodNetworks struct {
-	Client client.Reader // the daemon's cache (pods of this node only)
-	MTU    int
-	Poll   time.Duration
+	Client   client.Reader // the daemon's cache: this node's pods and IP objects, every Subnet
+	NodeName string
+	MTU      int
+	Poll     time.Duration
 }
 
 var _ cni.Networks = (*PodNetworks)(nil)
 
-// WaitPodNetwork polls the cache until the pod is allocated. Polling the local cache is cheap
-// and keeps the daemon free of per-pod watch plumbing.
+// WaitPodNetwork polls the cache until the controller recorded the pod's addresses for this
+// node. Polling the local cache is cheap and keeps the daemon free of per-pod watch plumbing.
 func (p *PodNetworks) WaitPodNetwork(ctx context.Context, namespace, name, uid string) (*cni.PodNetwork, error) {
 	poll := p.Poll
 	if poll == 0 {
 		poll = 50 * time.Millisecond
 	}
-	var lastErr error
 	for {
-		var pod corev1.Pod
-		err := p.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &pod)
-		switch {
-		case apierrors.IsNotFound(err):
-			lastErr = fmt.Errorf("pod %s/%s: %w", namespace, name, cni.ErrPodNotFound)
-		case err != nil:
-			lastErr = err
-		case uid != "" && string(pod.UID) != uid:
-			lastErr = fmt.Errorf("pod %s/%s has uid %s, not %s: %w", namespace, name, pod.UID, uid, cni.ErrPodNotFound)
-		default:
-			pn, ok, perr := annotation.PodNetworkFrom(pod.Annotations)
-			if perr != nil {
-				return nil, fmt.Errorf("pod %s/%s: %w", namespace, name, perr)
-			}
-			if ok {
-				return p.convert(pn)
-			}
-			lastErr = fmt.Errorf("pod %s/%s: kovn-controller has not allocated its addresses yet (see the pod's events)", namespace, name)
+		pn, err := p.podNetwork(ctx, namespace, name, uid)
+		if err == nil || errors.Is(err, cni.ErrPodNotFound) || errors.Is(err, cni.ErrInvalidConfig) {
+			return pn, err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, errors.Join(lastErr, ctx.Err())
+			return nil, errors.Join(err, ctx.Err())
 		case <-time.After(poll):
 		}
 	}
 }
 
-func (p *PodNetworks) convert(pn annotation.PodNetwork) (*cni.PodNetwork, error) {
-	mac, err := net.ParseMAC(pn.MAC)
-	if err != nil {
+// podNetwork reads the pod's network once; a plain error means "not yet".
+func (p *PodNetworks) podNetwork(ctx context.Context, namespace, name, uid string) (*cni.PodNetwork, error) {
+	var pod corev1.Pod
+	err := p.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &pod)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("pod %s/%s: %w", namespace, name, cni.ErrPodNotFound)
+	case err != nil:
 		return nil, err
+	case uid != "" && string(pod.UID) != uid:
+		return nil, fmt.Errorf("pod %s/%s has uid %s, not %s: %w", namespace, name, pod.UID, uid, cni.ErrPodNotFound)
 	}
-	out := &cni.PodNetwork{MAC: mac, MTU: p.MTU, PortName: pn.PortName, Gateways: pn.Gateways}
-	for i, ip := range pn.IPs {
-		out.IPs = append(out.IPs, netip.PrefixFrom(ip, pn.CIDRs[i].Bits()))
+	var ip kovnv1.IP
+	port := topology.PodPortName(namespace, name)
+	if err := p.Client.Get(ctx, types.NamespacedName{Name: port}, &ip); err != nil {
+		return nil, fmt.Errorf("pod %s/%s: kovn-controller has not recorded its addresses yet (IP %s: %v; see the pod's events)", namespace, name, port, err)
+	}
+	if ip.Spec.Namespace != namespace || ip.Spec.PodName != name || ip.Spec.NodeName != p.NodeName {
+		return nil, fmt.Errorf("pod %s/%s: IP %s is recorded for %s/%s on node %q, not yet for this pod on %s",
+			namespace, name, port, ip.Spec.Namespace, ip.Spec.PodName, ip.Spec.NodeName, p.NodeName)
+	}
+	var sn kovnv1.Subnet
+	if err := p.Client.Get(ctx, types.NamespacedName{Name: ip.Spec.Subnet}, &sn); err != nil {
+		return nil, fmt.Errorf("pod %s/%s: subnet %s: %v", namespace, name, ip.Spec.Subnet, err)
+	}
+	return p.convert(&ip, &sn, port)
+}
+
+// convert builds the CNI's view: each address with its CIDR's prefix length and the gateway
+// of its CIDR.
+func (p *PodNetworks) convert(ip *kovnv1.IP, sn *kovnv1.Subnet, port string) (*cni.PodNetwork, error) {
+	mac, err := net.ParseMAC(ip.Spec.MACAddress)
+	if err != nil {
+		return nil, fmt.Errorf("%w: IP %s: MAC %q", cni.ErrInvalidConfig, ip.Name, ip.Spec.MACAddress)
+	}
+	cidrs, err := sn.Spec.CIDRs()
+	if err != nil {
+		return nil, fmt.Errorf("%w: subnet %s: %v", cni.ErrInvalidConfig, sn.Name, err)
+	}
+	gws, err := sn.Spec.EffectiveGateways()
+	if err != nil {
+		return nil, fmt.Errorf("%w: subnet %s: %v", cni.ErrInvalidConfig, sn.Name, err)
+	}
+	out := &cni.PodNetwork{MAC: mac, MTU: p.MTU, PortName: port}
+	for _, s := range []string{ip.Spec.V4IP, ip.Spec.V6IP} {
+		if s == "" {
+			continue
+		}
+		addrs, err := annotation.ParseAddrs(s)
+		if err != nil {
+			return nil, fmt.Errorf("%w: IP %s: %v", cni.ErrInvalidConfig, ip.Name, err)
+		}
+		a := addrs[0]
+		i := cidrIndex(cidrs, a)
+		if i < 0 {
+			return nil, fmt.Errorf("%w: IP %s: %s is outside subnet %s", cni.ErrInvalidConfig, ip.Name, a, sn.Name)
+		}
+		out.IPs = append(out.IPs, netip.PrefixFrom(a, cidrs[i].Bits()))
+		out.Gateways = append(out.Gateways, gws[i])
 	}
 	return out, nil
+}
+
+func cidrIndex(cidrs []netip.Prefix, a netip.Addr) int {
+	for i, c := range cidrs {
+		if c.Contains(a) {
+			return i
+		}
+	}
+	return -1
 }

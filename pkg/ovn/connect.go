@@ -123,9 +123,16 @@ func monitor(ctx context.Context, c client.Client, tables []model.Model) error {
 	return err
 }
 
-// ConnectNB connects to OVN_Northbound, monitoring every table.
+// ConnectNB connects to OVN_Northbound, monitoring every table, with kovn's client indexes
+// (see NBIndexes).
 func ConnectNB(ctx context.Context, cfg Config) (client.Client, error) {
-	return connectFull(ctx, cfg, nb.FullDatabaseModel)
+	return connectFull(ctx, cfg, func() (model.ClientDBModel, error) {
+		m, err := nb.FullDatabaseModel()
+		if err == nil {
+			m.SetIndexes(NBIndexes())
+		}
+		return m, err
+	})
 }
 
 // ConnectSB connects to OVN_Southbound, monitoring every table. SB is large (logical flows);

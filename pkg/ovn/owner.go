@@ -17,6 +17,13 @@ const (
 	OwnerTypeKey = "kovn.io/owner-type"
 	// OwnerKey holds the owning object's key: "namespace/name", or "name" if cluster-scoped.
 	OwnerKey = "kovn.io/owner"
+	// WriterKey names the kovn component that wrote the row ("topology", "services", ...).
+	// Each writer garbage-collects only its own rows, so a second writer's rows on the same
+	// tables (load balancers, ACLs, transit switches) never disappear under it.
+	WriterKey = "kovn.io/writer"
+	// ParentKey names the row (switch, router) that references a child row, so moving or
+	// deleting the child touches its parent by name instead of searching every parent.
+	ParentKey = "kovn.io/parent"
 )
 
 // OwnerIDs returns external_ids naming the owner, merged over extra (extra is not

@@ -106,10 +106,12 @@ func TestCRDValidation(t *testing.T) {
 			t.Fatal(err)
 		}
 		cur.Status = kovnv1.SubnetStatus{ObservedGeneration: cur.Generation, V4AvailableIPs: 65530, V4UsedIPs: 3,
+			Protocol: kovnv1.ProtocolIPv4, Gateway: "10.20.0.254",
 			Conditions: []metav1.Condition{{Type: kovnv1.ConditionReady, Status: metav1.ConditionTrue, Reason: kovnv1.ReasonReconciled, LastTransitionTime: metav1.Now()}}}
 		expect(t, "status update", c.Status().Update(ctx, cur), "")
 
-		// What `kubectl get subnet` shows: the printer columns' JSONPaths must hit real fields.
+		// What `kubectl get subnet` shows: the printer columns' JSONPaths must hit real fields
+		// (Protocol and Gateway are the effective ones the controller reports in status).
 		cells := tableRow(t, cfg, "/apis/kovn.io/v1alpha1/subnets/immutable")
 		for col, want := range map[string]any{"VPC": "ovn-cluster", "CIDR": "10.20.0.0/16", "Gateway": "10.20.0.254",
 			"Protocol": "IPv4", "V4Used": float64(3), "V4Available": float64(65530), "V6Available": float64(0), "Ready": "True"} {

@@ -2,11 +2,17 @@ package nbsync
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net/netip"
+	"regexp"
 	"testing"
 	"time"
 
 	"github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/ovsdb"
 
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/ovn"
@@ -29,33 +35,36 @@ func connect(t *testing.T) client.Client {
 func p(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 func a(s string) netip.Addr   { return netip.MustParseAddr(s) }
 
-func input(pods ...topology.PodIn) topology.Input {
-	return topology.Input{
-		Vpcs: []topology.VpcIn{{Name: "ovn-cluster"}},
-		Subnets: []topology.SubnetIn{
-			{Name: "ovn-default", Vpc: "ovn-cluster", Switch: "ovn-default", CIDRs: []netip.Prefix{p("10.16.0.0/16")}, Gateways: []netip.Addr{a("10.16.0.1")}},
-			{Name: "join", Vpc: "ovn-cluster", Switch: "join", CIDRs: []netip.Prefix{p("100.64.0.0/16")}, Gateways: []netip.Addr{a("100.64.0.1")}},
-		},
-		Nodes: []topology.NodeIn{
-			{Name: "n1", Ready: true, NodeIPs: []netip.Addr{a("172.30.1.11")}, JoinIPs: []netip.Addr{a("100.64.0.2")}, JoinMAC: "0a:58:64:40:00:02"},
-			{Name: "n2", Ready: true, NodeIPs: []netip.Addr{a("172.30.1.12")}, JoinIPs: []netip.Addr{a("100.64.0.3")}, JoinMAC: "0a:58:64:40:00:03"},
-		},
-		Pods:       pods,
-		JoinSubnet: "join",
-	}
-}
+var (
+	join = topology.SubnetIn{Name: "join", Vpc: "ovn-cluster", Switch: "join", CIDRs: []netip.Prefix{p("100.64.0.0/16")},
+		Gateways: []netip.Addr{a("100.64.0.1")}}
+	def = topology.SubnetIn{Name: "ovn-default", Vpc: "ovn-cluster", Switch: "ovn-default", CIDRs: []netip.Prefix{p("10.16.0.0/16")},
+		Gateways: []netip.Addr{a("10.16.0.1")}, ExcludeIPs: []string{"10.16.0.2"}}
+	n1 = topology.NodeIn{Name: "n1", Ready: true, NodeIPs: []netip.Addr{a("172.30.1.11")}, JoinIPs: []netip.Addr{a("100.64.0.2")}, JoinMAC: "0a:58:64:40:00:02"}
+	n2 = topology.NodeIn{Name: "n2", Ready: true, NodeIPs: []netip.Addr{a("172.30.1.12")}, JoinIPs: []netip.Addr{a("100.64.0.3")}, JoinMAC: "0a:58:64:40:00:03"}
+)
 
 func pod(name, node, ip string) topology.PodIn {
-	return topology.PodIn{Namespace: "default", Name: name, Node: node, Subnet: "ovn-default", IPs: []netip.Addr{a(ip)}, MAC: "0a:58:0a:10:00:05"}
+	return topology.PodIn{Namespace: "default", Name: name, Node: node, Switch: "ovn-default", IPs: []netip.Addr{a(ip)}, MAC: "0a:58:0a:10:00:05"}
 }
 
-func apply(t *testing.T, c client.Client, in topology.Input) int {
+func apply(t *testing.T, c client.Client, sh topology.Shard) int {
 	t.Helper()
-	n, err := Apply(context.Background(), c, topology.For(in))
+	n, err := Apply(context.Background(), c, sh)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("apply %s/%s: %v", sh.OwnerType, sh.Owner, err)
 	}
 	return n
+}
+
+// base applies the VPC, the two subnets and both nodes.
+func base(t *testing.T, c client.Client) {
+	t.Helper()
+	apply(t, c, topology.ForVpc(topology.VpcIn{Name: "ovn-cluster"}, &join))
+	apply(t, c, topology.ForSubnet(join, &join, nil))
+	apply(t, c, topology.ForSubnet(def, &join, nil))
+	apply(t, c, topology.ForNode(n1, &join))
+	apply(t, c, topology.ForNode(n2, &join))
 }
 
 func list[T any](t *testing.T, c client.Client) []T {
@@ -67,117 +76,230 @@ func list[T any](t *testing.T, c client.Client) []T {
 	return out
 }
 
-// waitCache waits until the client's cache shows n rows of T (the monitor is asynchronous).
-func waitCache[T any](t *testing.T, c client.Client, n int) []T {
+func named[T any](t *testing.T, c client.Client, name string, nameOf func(T) string) T {
+	t.Helper()
+	for _, r := range list[T](t, c) {
+		if nameOf(r) == name {
+			return r
+		}
+	}
+	t.Fatalf("no %T named %q", *new(T), name)
+	return *new(T)
+}
+
+func lsNamed(t *testing.T, c client.Client, n string) nb.LogicalSwitch {
+	return named(t, c, n, func(r nb.LogicalSwitch) string { return r.Name })
+}
+func pgNamed(t *testing.T, c client.Client, n string) nb.PortGroup {
+	return named(t, c, n, func(r nb.PortGroup) string { return r.Name })
+}
+func lrNamed(t *testing.T, c client.Client, n string) nb.LogicalRouter {
+	return named(t, c, n, func(r nb.LogicalRouter) string { return r.Name })
+}
+
+func TestShardsCreateThenNoOp(t *testing.T) {
+	c := connect(t)
+	base(t, c)
+	if n := apply(t, c, topology.ForPod(pod("a", "n1", "10.16.0.5"))); n == 0 {
+		t.Fatal("first apply of a pod sent no operations")
+	}
+	lr := lrNamed(t, c, "ovn-cluster")
+	if len(lr.Ports) != 2 || len(lr.StaticRoutes) != 1 || len(lr.Policies) != 2+2+2 {
+		t.Fatalf("router: %d ports, %d routes, %d policies; want 2, 1, 6", len(lr.Ports), len(lr.StaticRoutes), len(lr.Policies))
+	}
+	if ls := lsNamed(t, c, "ovn-default"); len(ls.Ports) != 2 || ls.OtherConfig["exclude_ips"] != "10.16.0.2" {
+		t.Fatalf("ovn-default: %d ports, other_config %v", len(ls.Ports), ls.OtherConfig)
+	}
+	if ls := lsNamed(t, c, "join"); len(ls.Ports) != 3 {
+		t.Fatalf("join: %d ports, want router port + 2 nodes", len(ls.Ports))
+	}
+	if pg := pgNamed(t, c, "kovn_node_n1"); len(pg.Ports) != 1 {
+		t.Fatalf("n1 port group has %d ports, want the pod", len(pg.Ports))
+	}
+	for _, sh := range []topology.Shard{topology.ForVpc(topology.VpcIn{Name: "ovn-cluster"}, &join),
+		topology.ForSubnet(def, &join, nil), topology.ForNode(n1, &join), topology.ForPod(pod("a", "n1", "10.16.0.5"))} {
+		if n := apply(t, c, sh); n != 0 {
+			t.Errorf("re-applying %s/%s sent %d operations, want 0", sh.OwnerType, sh.Owner, n)
+		}
+	}
+}
+
+func TestPodMovesNodeAndGoes(t *testing.T) {
+	c := connect(t)
+	base(t, c)
+	apply(t, c, topology.ForPod(pod("a", "n1", "10.16.0.5")))
+	apply(t, c, topology.ForPod(pod("a", "n2", "10.16.0.5"))) // recreated on n2 (StatefulSet)
+	if pg := pgNamed(t, c, "kovn_node_n1"); len(pg.Ports) != 0 {
+		t.Fatalf("n1 group still holds the pod after it moved: %v", pg.Ports)
+	}
+	if pg := pgNamed(t, c, "kovn_node_n2"); len(pg.Ports) != 1 {
+		t.Fatalf("n2 group has %d ports, want the pod", len(pg.Ports))
+	}
+	apply(t, c, topology.Shard{OwnerType: topology.OwnerPod, Owner: "default/a"})
+	if ls := lsNamed(t, c, "ovn-default"); len(ls.Ports) != 1 {
+		t.Fatalf("ovn-default keeps %d ports after the pod went, want only the router port", len(ls.Ports))
+	}
+	if n := len(list[nb.LogicalSwitchPort](t, c)); n != 1+1+2 {
+		t.Fatalf("%d switch ports left, want 4", n)
+	}
+}
+
+// A second writer's rows on the same tables and its entries in shared columns survive every
+// topology apply, including the deletion of topology shards next to them.
+func TestOtherWritersRowsSurvive(t *testing.T) {
+	c := connect(t)
+	base(t, c)
+	ls := lsNamed(t, c, "ovn-default")
+	lr := lrNamed(t, c, "ovn-cluster")
+	foreignPort := nb.LogicalSwitchPort{UUID: "fp", Name: "localnet-x", Type: "localnet",
+		ExternalIDs: map[string]string{ovn.OwnerTypeKey: "Subnet", ovn.OwnerKey: "ovn-default", ovn.WriterKey: "underlay"}}
+	foreignPol := nb.LogicalRouterPolicy{UUID: "fpol", Priority: 100, Match: "ip4.src == 1.2.3.4", Action: "drop",
+		ExternalIDs: map[string]string{ovn.OwnerTypeKey: "Node", ovn.OwnerKey: "n1", ovn.WriterKey: "interconnect"}}
+	foreignLB := nb.LoadBalancerGroup{UUID: "flbg", Name: "services"}
+	var ops []ovsdb.Operation
+	for _, m := range []model.Model{&foreignPort, &foreignPol, &foreignLB} {
+		o, err := c.Create(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, o...)
+	}
+	for _, mu := range []struct {
+		m   model.Model
+		mut model.Mutation
+	}{
+		{&ls, model.Mutation{Field: &ls.Ports, Mutator: ovsdb.MutateOperationInsert, Value: []string{"fp"}}},
+		{&ls, model.Mutation{Field: &ls.LoadBalancerGroup, Mutator: ovsdb.MutateOperationInsert, Value: []string{"flbg"}}},
+		{&ls, model.Mutation{Field: &ls.OtherConfig, Mutator: ovsdb.MutateOperationInsert, Value: map[string]string{"mcast_snoop": "true"}}},
+		{&lr, model.Mutation{Field: &lr.Policies, Mutator: ovsdb.MutateOperationInsert, Value: []string{"fpol"}}},
+	} {
+		o, err := c.Where(mu.m).Mutate(mu.m, mu.mut)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, o...)
+	}
+	if _, err := ovn.Transact(context.Background(), c, ops); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		return len(lsNamed(t, c, "ovn-default").Ports) == 2 && len(lrNamed(t, c, "ovn-cluster").Policies) == 7
+	})
+
+	def2 := def
+	def2.ExcludeIPs = nil // other_config: our exclude_ips goes, their mcast_snoop stays
+	apply(t, c, topology.ForSubnet(def2, &join, nil))
+	apply(t, c, topology.Shard{OwnerType: topology.OwnerNode, Owner: "n1"}) // node n1 deleted
+	apply(t, c, topology.ForVpc(topology.VpcIn{Name: "ovn-cluster"}, &join))
+
+	ls = lsNamed(t, c, "ovn-default")
+	if len(ls.Ports) != 2 || len(ls.LoadBalancerGroup) != 1 || ls.OtherConfig["mcast_snoop"] != "true" {
+		t.Fatalf("ovn-default lost another writer's state: ports %v, lb groups %v, other_config %v", ls.Ports, ls.LoadBalancerGroup, ls.OtherConfig)
+	}
+	if _, ok := ls.OtherConfig["exclude_ips"]; ok {
+		t.Fatalf("exclude_ips kept after the spec dropped it: %v", ls.OtherConfig)
+	}
+	lr = lrNamed(t, c, "ovn-cluster")
+	if len(lr.Policies) != 2+2+1 { // 2 allow, n2's 2, the foreign one
+		t.Fatalf("router has %d policies after n1 went, want 5", len(lr.Policies))
+	}
+	found := false
+	for _, pl := range list[nb.LogicalRouterPolicy](t, c) {
+		found = found || pl.UUID == foreignPol.UUID || pl.Match == foreignPol.Match
+	}
+	if !found {
+		t.Fatal("the interconnect writer's policy owned by Node n1 was deleted with topology's n1 shard")
+	}
+}
+
+func waitFor(t *testing.T, f func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for {
-		rows := list[T](t, c)
-		if len(rows) == n || time.Now().After(deadline) {
-			if len(rows) != n {
-				t.Fatalf("%T: %d rows, want %d: %+v", rows, len(rows), n, rows)
-			}
-			return rows
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 5s")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-func TestApplyCreatesThenNoOps(t *testing.T) {
+func TestMissingParentIsReported(t *testing.T) {
 	c := connect(t)
-	if n := apply(t, c, input(pod("a", "n1", "10.16.0.5"))); n == 0 {
-		t.Fatal("first apply sent no operations")
+	_, err := Apply(context.Background(), c, topology.ForPod(pod("a", "n1", "10.16.0.5")))
+	if !errors.Is(err, ErrParentMissing) {
+		t.Fatalf("pod before its switch: err %v, want ErrParentMissing", err)
 	}
-	// ovn-default: router port + pod; join: router port + 2 nodes
-	waitCache[nb.LogicalSwitchPort](t, c, 5)
-	waitCache[nb.LogicalRouterPort](t, c, 2)
-	waitCache[nb.PortGroup](t, c, 2)
-	pols := waitCache[nb.LogicalRouterPolicy](t, c, 2+2+2) // allow x2, node reroute x2, per-node gw x2
-	for _, pl := range pols {
-		if pl.Priority == topology.PriorityDistributedGW && pl.Match == "ip4.src == $kovn_node_n1_ip4" && pl.Nexthops[0] != "100.64.0.2" {
-			t.Errorf("n1 gateway policy nexthop %v", pl.Nexthops)
-		}
+	if n := len(list[nb.LogicalSwitchPort](t, c)); n != 0 {
+		t.Fatalf("%d ports created without a switch", n)
 	}
-	if n := apply(t, c, input(pod("a", "n1", "10.16.0.5"))); n != 0 {
-		t.Fatalf("second apply of the same state sent %d operations, want 0", n)
-	}
+	base(t, c)
+	apply(t, c, topology.ForPod(pod("a", "n1", "10.16.0.5")))
 }
 
-func TestApplyRemovesPodKeepsForeignRows(t *testing.T) {
-	c := connect(t)
-	apply(t, c, input(pod("a", "n1", "10.16.0.5"), pod("b", "n2", "10.16.0.6")))
-	waitCache[nb.LogicalSwitchPort](t, c, 6)
-	// another tool's port on our switch must survive our syncs
-	ls := waitCache[nb.LogicalSwitch](t, c, 2)
-	var def nb.LogicalSwitch
-	for _, s := range ls {
-		if s.Name == "ovn-default" {
-			def = s
+func TestCentralizedGatewayPolicy(t *testing.T) {
+	central := topology.SubnetIn{Name: "central", Vpc: "ovn-cluster", Switch: "central", CIDRs: []netip.Prefix{p("10.20.0.0/24")},
+		Gateways: []netip.Addr{a("10.20.0.1")}, Centralized: true, GatewayNodes: []string{"n2", "n1"}}
+	hop := func(nodes ...topology.NodeIn) string {
+		m := map[string]topology.NodeIn{}
+		for _, n := range nodes {
+			m[n.Name] = n
 		}
-	}
-	foreign := nb.LogicalSwitchPort{UUID: ovn.NewNamedUUID(), Name: "admin-port"}
-	ops, _ := c.Create(&foreign)
-	mops, _ := c.Where(&def).Mutate(&def, modelMutationInsertPort(&def, foreign.UUID))
-	if _, err := ovn.Transact(context.Background(), c, append(ops, mops...)); err != nil {
-		t.Fatal(err)
-	}
-	waitCache[nb.LogicalSwitchPort](t, c, 7)
-
-	apply(t, c, input(pod("a", "n1", "10.16.0.5")))
-	lsps := waitCache[nb.LogicalSwitchPort](t, c, 6)
-	for _, l := range lsps {
-		if l.Name == "b.default" {
-			t.Fatal("pod b's port survived its removal")
-		}
-	}
-	pgs := list[nb.PortGroup](t, c)
-	for _, pg := range pgs {
-		if pg.Name == "kovn_node_n2" && len(pg.Ports) != 0 {
-			t.Errorf("n2 port group still has %d ports", len(pg.Ports))
-		}
-	}
-}
-
-func TestFrozenSwitchIsKept(t *testing.T) {
-	c := connect(t)
-	apply(t, c, input())
-	waitCache[nb.LogicalSwitch](t, c, 2)
-	in := input()
-	in.Subnets = in.Subnets[1:] // ovn-default became invalid...
-	in.InvalidSubnets = []string{"ovn-default"}
-	apply(t, c, in)
-	time.Sleep(100 * time.Millisecond)
-	if n := len(list[nb.LogicalSwitch](t, c)); n != 2 {
-		t.Fatalf("frozen subnet's switch was deleted: %d switches", n)
-	}
-	in.InvalidSubnets = nil // ...and is now deleted
-	apply(t, c, in)
-	waitCache[nb.LogicalSwitch](t, c, 1)
-}
-
-func TestCentralizedGatewayFailover(t *testing.T) {
-	in := input()
-	in.Subnets = append(in.Subnets, topology.SubnetIn{Name: "central", Vpc: "ovn-cluster", Switch: "central",
-		CIDRs: []netip.Prefix{p("10.20.0.0/24")}, Gateways: []netip.Addr{a("10.20.0.1")}, Centralized: true, GatewayNodes: []string{"n2", "n1"}})
-	hop := func(in topology.Input) string {
-		for _, r := range topology.For(in).Routers {
-			for _, pl := range r.Policies {
-				if pl.Priority == topology.PriorityCentralGateway {
-					return pl.Nexthops[0]
-				}
+		for _, pl := range topology.ForSubnet(central, &join, m).Policies {
+			if pl.Priority == topology.PriorityCentralGateway {
+				return pl.Nexthops[0]
 			}
 		}
 		return ""
 	}
-	if got := hop(in); got != "100.64.0.3" {
-		t.Fatalf("active gateway hop %q, want n2's 100.64.0.3", got)
+	down := n2
+	down.Ready = false
+	if got := hop(n1, n2); got != "100.64.0.3" {
+		t.Fatalf("active gateway hop %q, want n2's", got)
 	}
-	in.Nodes[1].Ready = false
-	if got := hop(in); got != "100.64.0.2" {
-		t.Fatalf("after n2 went NotReady hop %q, want n1's 100.64.0.2", got)
+	if got := hop(n1, down); got != "100.64.0.2" {
+		t.Fatalf("n2 NotReady: hop %q, want n1's", got)
 	}
-	in.Nodes[0].Ready = false
-	if got := hop(in); got != "" {
-		t.Fatalf("no gateway left but policy to %q", got)
+	c := connect(t)
+	base(t, c)
+	apply(t, c, topology.ForSubnet(central, &join, map[string]topology.NodeIn{"n1": n1, "n2": n2}))
+	apply(t, c, topology.ForSubnet(central, &join, map[string]topology.NodeIn{"n1": n1, "n2": down}))
+	var hops []string
+	for _, pl := range list[nb.LogicalRouterPolicy](t, c) {
+		if pl.Priority == topology.PriorityCentralGateway {
+			hops = append(hops, pl.Nexthops...)
+		}
+	}
+	if len(hops) != 1 || hops[0] != "100.64.0.2" {
+		t.Fatalf("central gateway policies in NB: %v, want one to n1", hops)
 	}
 }
+
+// The cost of one pod event must not grow with the cluster: the transaction that adds a pod
+// is the same size beside 5 other pods as beside 500, and touches shared columns only by
+// mutation (a switch's or port group's whole port list is never rewritten).
+func TestPodEventCostIndependentOfClusterSize(t *testing.T) {
+	size := func(others int) int {
+		c := connect(t)
+		base(t, c)
+		for i := 0; i < others; i++ {
+			apply(t, c, topology.ForPod(pod(fmt.Sprintf("p%d", i), []string{"n1", "n2"}[i%2], fmt.Sprintf("10.16.%d.%d", 1+i/250, 1+i%250))))
+		}
+		ops, missing, err := Plan(context.Background(), c, topology.ForPod(pod("new", "n1", "10.16.200.1")))
+		if err != nil || len(missing) > 0 {
+			t.Fatalf("plan: %v, missing %v", err, missing)
+		}
+		for _, op := range ops {
+			if op.Op == ovsdb.OperationUpdate && (op.Table == "Logical_Switch" || op.Table == "Port_Group") {
+				t.Fatalf("%s is rewritten whole: %+v", op.Table, op)
+			}
+		}
+		b, _ := json.Marshal(ops)
+		return len(namedUUID.ReplaceAll(b, []byte(`"u"`))) // named UUIDs carry a process-wide counter
+	}
+	small, large := size(5), size(500)
+	if small != large {
+		t.Fatalf("adding a pod costs a %d-byte transaction beside 5 pods and %d bytes beside 500", small, large)
+	}
+}
+
+var namedUUID = regexp.MustCompile(`"u[0-9]+"`)

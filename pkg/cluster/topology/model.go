@@ -1,61 +1,72 @@
-// Package topology computes, as a pure function of the Kubernetes objects, the OVN northbound
-// topology kovn wants: one logical router per VPC, one logical switch per Subnet, a switch port
-// per pod and per node (ovn0), router policies for the gateways and a port group per node.
-// Nothing here talks to OVN or Kubernetes; nbsync applies the result in one transaction.
+// Package topology computes, as pure functions of Kubernetes state, the OVN northbound rows
+// kovn wants. The state is cut into shards, one per Kubernetes object: a Vpc owns its logical
+// router and its static routes, a Subnet its logical switch, router port and policies, a Node
+// its ovn0 port, port group and reroute policies, a pod its switch port. Each shard is computed
+// from that object (and the few facts it depends on) alone, so one event costs the same in a
+// cluster of ten pods as in one of ten thousand. Nothing here talks to OVN or Kubernetes;
+// nbsync applies a shard in one transaction.
 package topology
 
 import "net/netip"
 
-// Desired is the whole northbound state kovn owns.
-type Desired struct {
-	Routers    []Router
-	Switches   []Switch
-	PortGroups []PortGroup
-	// Frozen names switches whose Subnet exists but is currently invalid and has never been
-	// valid in this controller's life: they are left exactly as they are in the database.
-	Frozen []string
+// Shard is every northbound row one Kubernetes object owns, each naming the parent row (switch
+// or router) that references it.
+type Shard struct {
+	OwnerType string // "Vpc", "Subnet", "Node", "Pod"
+	Owner     string // the object's key: name, or namespace/name
+
+	Routers     []Router
+	Switches    []Switch
+	SwitchPorts []SwitchPort
+	RouterPorts []RouterPort
+	Policies    []Policy
+	Routes      []StaticRoute
+	PortGroups  []PortGroup
+	// Memberships adds switch ports to port groups another shard owns (a pod to its node's
+	// group). Membership is only ever added or removed by mutation, never written whole.
+	Memberships []Membership
 }
 
-// Router is a Logical_Router with the children kovn manages.
+// Router is a Logical_Router.
 type Router struct {
-	Name     string
-	Owner    string // VPC name
-	Ports    []RouterPort
-	Policies []Policy
-	Routes   []StaticRoute
+	Name string
 }
 
-// RouterPort is a Logical_Router_Port.
+// RouterPort is a Logical_Router_Port of Router.
 type RouterPort struct {
+	Router   string
 	Name     string
 	MAC      string
 	Networks []string // "10.16.0.1/16"
 }
 
-// Policy is a Logical_Router_Policy.
+// Policy is a Logical_Router_Policy of Router.
 type Policy struct {
+	Router   string
 	Priority int
 	Match    string
 	Action   string // allow | drop | reroute
 	Nexthops []string
 }
 
-// StaticRoute is a Logical_Router_Static_Route.
+// StaticRoute is a Logical_Router_Static_Route of Router.
 type StaticRoute struct {
+	Router  string
 	Prefix  string
 	Nexthop string
+	Policy  string // "" (dst-ip) or "src-ip"
 }
 
-// Switch is a Logical_Switch with its ports.
+// Switch is a Logical_Switch. OtherConfig holds only the keys kovn owns; keys others set on
+// the same row are left alone.
 type Switch struct {
 	Name        string
-	Owner       string // Subnet name
 	OtherConfig map[string]string
-	Ports       []SwitchPort
 }
 
-// SwitchPort is a Logical_Switch_Port.
+// SwitchPort is a Logical_Switch_Port of Switch.
 type SwitchPort struct {
+	Switch       string
 	Name         string
 	Type         string // "" for VIFs, "router" for the switch side of a router port
 	Addresses    []string
@@ -64,11 +75,15 @@ type SwitchPort struct {
 	ExternalIDs  map[string]string // beyond ownership: pod, node
 }
 
-// PortGroup is a Port_Group whose ports are switch ports named here.
+// PortGroup is a Port_Group. Its members join it through Memberships of their own shards.
 type PortGroup struct {
-	Name  string
-	Owner string
-	Ports []string // switch port names
+	Name string
+}
+
+// Membership puts switch port Port into port group PortGroup.
+type Membership struct {
+	PortGroup string
+	Port      string
 }
 
 // Policy priorities (higher wins). Traffic between cluster subnets is routed normally; traffic
@@ -81,19 +96,12 @@ const (
 	PriorityDistributedGW  = 29000
 )
 
-// Input is everything the topology depends on, already validated and resolved.
-type Input struct {
-	Vpcs    []VpcIn
-	Subnets []SubnetIn
-	// InvalidSubnets exist as objects but are not programmed (kept as they are: see Frozen).
-	InvalidSubnets []string
-	Nodes          []NodeIn
-	Pods           []PodIn
-	JoinSubnet     string // name of the join subnet among Subnets
+// VpcIn is one VPC (router) with the routes of its spec (Router is filled in by ForVpc).
+type VpcIn struct {
+	Name     string
+	Routes   []StaticRoute
+	Policies []Policy
 }
-
-// VpcIn is one VPC (router).
-type VpcIn struct{ Name string }
 
 // SubnetIn is a valid Subnet with its addressing resolved.
 type SubnetIn struct {
@@ -105,6 +113,8 @@ type SubnetIn struct {
 	ExcludeIPs   []string     // as in the spec, for other_config
 	Centralized  bool
 	GatewayNodes []string // in preference order
+	Private      bool
+	AllowSubnets []string
 }
 
 // NodeIn is a node with its ovn0 addressing.
@@ -116,11 +126,11 @@ type NodeIn struct {
 	JoinMAC string
 }
 
-// PodIn is a pod with its allocation.
+// PodIn is a pod with its allocation, as the controller recorded it in the pod's IP object.
 type PodIn struct {
 	Namespace, Name string
 	Node            string
-	Subnet          string
+	Switch          string // logical switch of the pod's subnet
 	IPs             []netip.Addr
 	MAC             string
 }

@@ -8,6 +8,14 @@ import (
 	"strings"
 )
 
+// Owner types of the shards.
+const (
+	OwnerVpc    = "Vpc"
+	OwnerSubnet = "Subnet"
+	OwnerNode   = "Node"
+	OwnerPod    = "Pod"
+)
+
 // PodPortName is the logical switch port (and OVS iface-id) of a pod.
 func PodPortName(namespace, name string) string { return name + "." + namespace }
 
@@ -49,81 +57,118 @@ func RouterMAC(portName string) string {
 	return fmt.Sprintf("0a:%02x:%02x:%02x:%02x:%02x", h[0], h[1], h[2], h[3], h[4])
 }
 
-// For builds the desired topology. It is deterministic: equal inputs give equal outputs.
-func For(in Input) Desired {
-	var d Desired
-	subnetsByVpc := map[string][]SubnetIn{}
-	for _, s := range in.Subnets {
-		subnetsByVpc[s.Vpc] = append(subnetsByVpc[s.Vpc], s)
+// ForPod is a pod's shard: its switch port on its subnet's switch, in its node's port group.
+func ForPod(p PodIn) Shard {
+	addr := addressesOf(p.MAC, p.IPs)
+	owner := p.Namespace + "/" + p.Name
+	s := Shard{OwnerType: OwnerPod, Owner: owner, SwitchPorts: []SwitchPort{{
+		Switch: p.Switch, Name: PodPortName(p.Namespace, p.Name), Addresses: []string{addr}, PortSecurity: []string{addr},
+		ExternalIDs: map[string]string{"pod": owner, "node": p.Node},
+	}}}
+	if p.Node != "" {
+		s.Memberships = []Membership{{PortGroup: NodePortGroup(p.Node), Port: PodPortName(p.Namespace, p.Name)}}
 	}
-	podsBySubnet := map[string][]PodIn{}
-	for _, p := range in.Pods {
-		podsBySubnet[p.Subnet] = append(podsBySubnet[p.Subnet], p)
-	}
-	var join *SubnetIn
-	for i := range in.Subnets {
-		if in.Subnets[i].Name == in.JoinSubnet {
-			join = &in.Subnets[i]
-		}
-	}
-	for _, v := range in.Vpcs {
-		d.Routers = append(d.Routers, router(v, subnetsByVpc[v.Name], in, join))
-	}
-	for _, s := range in.Subnets {
-		sw := subnetSwitch(s, podsBySubnet[s.Name])
-		if join != nil && s.Name == join.Name {
-			sw.Ports = append(sw.Ports, nodePorts(in.Nodes)...)
-		}
-		sortPorts(sw.Ports)
-		d.Switches = append(d.Switches, sw)
-	}
-	sort.Slice(d.Routers, func(i, j int) bool { return d.Routers[i].Name < d.Routers[j].Name })
-	sort.Slice(d.Switches, func(i, j int) bool { return d.Switches[i].Name < d.Switches[j].Name })
-	d.PortGroups = nodePortGroups(in)
-	d.Frozen = append([]string(nil), in.InvalidSubnets...)
-	sort.Strings(d.Frozen)
-	return d
+	return s
 }
 
-func subnetSwitch(s SubnetIn, pods []PodIn) Switch {
-	sw := Switch{Name: s.Switch, Owner: s.Name, OtherConfig: map[string]string{}}
-	for _, c := range s.CIDRs {
+// ForNode is a node's shard: its ovn0 port on the join switch, its pods' port group and the
+// default VPC's reroute policies that send traffic to the node's addresses and its pods'
+// egress through its ovn0. join is the join subnet; without it (not valid yet) the node gets
+// only its port group.
+func ForNode(n NodeIn, join *SubnetIn) Shard {
+	s := Shard{OwnerType: OwnerNode, Owner: n.Name, PortGroups: []PortGroup{{Name: NodePortGroup(n.Name)}}}
+	if join == nil {
+		return s
+	}
+	if len(n.JoinIPs) > 0 && n.JoinMAC != "" {
+		// No port security: ovn0 receives traffic for addresses that are not its own (pods
+		// egressing through the node, replies to SNATed flows).
+		s.SwitchPorts = []SwitchPort{{Switch: join.Switch, Name: NodePortName(n.Name),
+			Addresses: []string{addressesOf(n.JoinMAC, n.JoinIPs)}, ExternalIDs: map[string]string{"node": n.Name}}}
+	}
+	for _, nip := range n.NodeIPs {
+		if hop, ok := joinIPOf(n, nip.Is4()); ok {
+			s.Policies = append(s.Policies, Policy{Router: join.Vpc, Priority: PriorityNodeReroute, Action: "reroute",
+				Nexthops: []string{hop.String()}, Match: fmt.Sprintf("%s.dst == %s", family(nip), nip)})
+		}
+	}
+	for _, v4 := range []bool{true, false} {
+		if hop, ok := joinIPOf(n, v4); ok {
+			f := family(hop)
+			s.Policies = append(s.Policies, Policy{Router: join.Vpc, Priority: PriorityDistributedGW, Action: "reroute",
+				Nexthops: []string{hop.String()}, Match: fmt.Sprintf("%s.src == $%s_%s", f, NodePortGroup(n.Name), f)})
+		}
+	}
+	sortPolicies(s.Policies)
+	return s
+}
+
+// ForSubnet is a subnet's shard: its switch, the link to its VPC's router and, in the VPC that
+// holds the join subnet, the policies that keep traffic between cluster subnets routed
+// normally and send a centralized subnet's egress to its active gateway. nodes holds the
+// subnet's gateway nodes (others may be left out).
+func ForSubnet(s SubnetIn, join *SubnetIn, nodes map[string]NodeIn) Shard {
+	sh := Shard{OwnerType: OwnerSubnet, Owner: s.Name}
+	sw := Switch{Name: s.Switch, OtherConfig: map[string]string{}}
+	var nets []string
+	for i, c := range s.CIDRs {
 		if c.Addr().Is4() {
 			sw.OtherConfig["subnet"] = c.String()
 		} else {
 			sw.OtherConfig["ipv6_prefix"] = c.Addr().String()
 		}
+		nets = append(nets, netip.PrefixFrom(s.Gateways[i], c.Bits()).String())
 	}
 	if len(s.ExcludeIPs) > 0 {
 		sw.OtherConfig["exclude_ips"] = strings.Join(s.ExcludeIPs, " ")
 	}
-	sw.Ports = append(sw.Ports, SwitchPort{
-		Name: SwitchRouterPortName(s.Switch, s.Vpc), Type: "router", Addresses: []string{"router"},
-		Options: map[string]string{"router-port": RouterPortName(s.Vpc, s.Switch)},
-	})
-	for _, p := range pods {
-		addr := addressesOf(p.MAC, p.IPs)
-		sw.Ports = append(sw.Ports, SwitchPort{
-			Name: PodPortName(p.Namespace, p.Name), Addresses: []string{addr}, PortSecurity: []string{addr},
-			ExternalIDs: map[string]string{"pod": p.Namespace + "/" + p.Name, "node": p.Node},
-		})
+	sh.Switches = []Switch{sw}
+	lrp := RouterPortName(s.Vpc, s.Switch)
+	sh.RouterPorts = []RouterPort{{Router: s.Vpc, Name: lrp, MAC: RouterMAC(lrp), Networks: nets}}
+	sh.SwitchPorts = []SwitchPort{{Switch: s.Switch, Name: SwitchRouterPortName(s.Switch, s.Vpc), Type: "router",
+		Addresses: []string{"router"}, Options: map[string]string{"router-port": lrp}}}
+	if join == nil || join.Vpc != s.Vpc {
+		return sh // custom VPCs: routing between their own subnets only
 	}
-	return sw
+	for _, c := range s.CIDRs {
+		sh.Policies = append(sh.Policies, Policy{Router: s.Vpc, Priority: PriorityAllowCluster, Action: "allow",
+			Match: fmt.Sprintf("%s.dst == %s", family(c.Addr()), c.Masked())})
+	}
+	if gw, ok := ActiveGateway(s, nodes); ok && s.Centralized {
+		for _, c := range s.CIDRs {
+			if hop, ok := joinIPOf(gw, c.Addr().Is4()); ok {
+				sh.Policies = append(sh.Policies, Policy{Router: s.Vpc, Priority: PriorityCentralGateway, Action: "reroute",
+					Nexthops: []string{hop.String()}, Match: fmt.Sprintf("%s.src == %s", family(c.Addr()), c.Masked())})
+			}
+		}
+	}
+	sortPolicies(sh.Policies)
+	return sh
 }
 
-func nodePorts(nodes []NodeIn) []SwitchPort {
-	var ports []SwitchPort
-	for _, n := range nodes {
-		if len(n.JoinIPs) == 0 || n.JoinMAC == "" {
-			continue
+// ForVpc is a VPC's shard: its router, the default routes through the join gateway when the
+// VPC holds the join subnet, and the static routes of its spec.
+func ForVpc(v VpcIn, join *SubnetIn) Shard {
+	sh := Shard{OwnerType: OwnerVpc, Owner: v.Name, Routers: []Router{{Name: v.Name}}}
+	if join != nil && join.Vpc == v.Name {
+		for i, c := range join.CIDRs {
+			prefix := "0.0.0.0/0"
+			if !c.Addr().Is4() {
+				prefix = "::/0"
+			}
+			sh.Routes = append(sh.Routes, StaticRoute{Router: v.Name, Prefix: prefix, Nexthop: join.Gateways[i].String()})
 		}
-		addr := addressesOf(n.JoinMAC, n.JoinIPs)
-		// No port security: ovn0 receives traffic for addresses that are not its own (pods
-		// egressing through the node, replies to SNATed flows).
-		ports = append(ports, SwitchPort{Name: NodePortName(n.Name), Addresses: []string{addr},
-			ExternalIDs: map[string]string{"node": n.Name}})
 	}
-	return ports
+	for _, r := range v.Routes {
+		r.Router = v.Name
+		sh.Routes = append(sh.Routes, r)
+	}
+	for _, p := range v.Policies {
+		p.Router = v.Name
+		sh.Policies = append(sh.Policies, p)
+	}
+	sortPolicies(sh.Policies)
+	return sh
 }
 
 func addressesOf(mac string, ips []netip.Addr) string {
@@ -132,35 +177,6 @@ func addressesOf(mac string, ips []netip.Addr) string {
 		parts = append(parts, ip.String())
 	}
 	return strings.Join(parts, " ")
-}
-
-func sortPorts(ps []SwitchPort) {
-	sort.Slice(ps, func(i, j int) bool { return ps[i].Name < ps[j].Name })
-}
-
-func router(v VpcIn, subnets []SubnetIn, in Input, join *SubnetIn) Router {
-	r := Router{Name: v.Name, Owner: v.Name}
-	for _, s := range subnets {
-		var nets []string
-		for i, c := range s.CIDRs {
-			nets = append(nets, netip.PrefixFrom(s.Gateways[i], c.Bits()).String())
-		}
-		name := RouterPortName(v.Name, s.Switch)
-		r.Ports = append(r.Ports, RouterPort{Name: name, MAC: RouterMAC(name), Networks: nets})
-	}
-	sort.Slice(r.Ports, func(i, j int) bool { return r.Ports[i].Name < r.Ports[j].Name })
-	if join == nil || join.Vpc != v.Name {
-		return r // custom VPCs: routing between their subnets only
-	}
-	r.Policies = gatewayPolicies(subnets, in, join)
-	for i, c := range join.CIDRs {
-		prefix := "0.0.0.0/0"
-		if !c.Addr().Is4() {
-			prefix = "::/0"
-		}
-		r.Routes = append(r.Routes, StaticRoute{Prefix: prefix, Nexthop: join.Gateways[i].String()})
-	}
-	return r
 }
 
 // joinIPOf returns a node's join address of the same family as want.
@@ -180,53 +196,13 @@ func family(a netip.Addr) string {
 	return "ip6"
 }
 
-func gatewayPolicies(subnets []SubnetIn, in Input, join *SubnetIn) []Policy {
-	var ps []Policy
-	for _, s := range subnets {
-		for _, c := range s.CIDRs {
-			ps = append(ps, Policy{Priority: PriorityAllowCluster, Action: "allow",
-				Match: fmt.Sprintf("%s.dst == %s", family(c.Addr()), c.Masked())})
-		}
-	}
-	nodes := map[string]NodeIn{}
-	for _, n := range in.Nodes {
-		nodes[n.Name] = n
-		for _, nip := range n.NodeIPs {
-			if hop, ok := joinIPOf(n, nip.Is4()); ok {
-				ps = append(ps, Policy{Priority: PriorityNodeReroute, Action: "reroute", Nexthops: []string{hop.String()},
-					Match: fmt.Sprintf("%s.dst == %s", family(nip), nip)})
-			}
-		}
-		for _, v4 := range []bool{true, false} {
-			if hop, ok := joinIPOf(n, v4); ok {
-				f := map[bool]string{true: "ip4", false: "ip6"}[v4]
-				ps = append(ps, Policy{Priority: PriorityDistributedGW, Action: "reroute", Nexthops: []string{hop.String()},
-					Match: fmt.Sprintf("%s.src == $%s_%s", f, NodePortGroup(n.Name), f)})
-			}
-		}
-	}
-	for _, s := range subnets {
-		if !s.Centralized {
-			continue
-		}
-		gw, ok := ActiveGateway(s, nodes)
-		if !ok {
-			continue // no eligible gateway: traffic falls back to the pod's own node
-		}
-		for _, c := range s.CIDRs {
-			if hop, ok := joinIPOf(gw, c.Addr().Is4()); ok {
-				ps = append(ps, Policy{Priority: PriorityCentralGateway, Action: "reroute", Nexthops: []string{hop.String()},
-					Match: fmt.Sprintf("%s.src == %s", family(c.Addr()), c.Masked())})
-			}
-		}
-	}
+func sortPolicies(ps []Policy) {
 	sort.Slice(ps, func(i, j int) bool {
 		if ps[i].Priority != ps[j].Priority {
 			return ps[i].Priority > ps[j].Priority
 		}
 		return ps[i].Match < ps[j].Match
 	})
-	return ps
 }
 
 // ActiveGateway is the first gateway node, in the subnet's order, that exists, is Ready and
@@ -238,23 +214,4 @@ func ActiveGateway(s SubnetIn, nodes map[string]NodeIn) (NodeIn, bool) {
 		}
 	}
 	return NodeIn{}, false
-}
-
-func nodePortGroups(in Input) []PortGroup {
-	byNode := map[string][]string{}
-	for _, n := range in.Nodes {
-		byNode[n.Name] = nil
-	}
-	for _, p := range in.Pods {
-		if _, ok := byNode[p.Node]; ok {
-			byNode[p.Node] = append(byNode[p.Node], PodPortName(p.Namespace, p.Name))
-		}
-	}
-	var pgs []PortGroup
-	for node, ports := range byNode {
-		sort.Strings(ports)
-		pgs = append(pgs, PortGroup{Name: NodePortGroup(node), Owner: node, Ports: ports})
-	}
-	sort.Slice(pgs, func(i, j int) bool { return pgs[i].Name < pgs[j].Name })
-	return pgs
 }

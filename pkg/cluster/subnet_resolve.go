@@ -1,0 +1,100 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/cluster/topology"
+)
+
+// resolve validates sn on its own, against its VPC and against every other Subnet, and turns
+// it into the topology's input. Of two conflicting subnets the older keeps what it has: its
+// CIDR, its namespaces, its default flag.
+func (r *SubnetReconciler) resolve(ctx context.Context, sn *kovnv1.Subnet, all []kovnv1.Subnet) (topology.SubnetIn, error) {
+	if err := sn.Spec.Validate(); err != nil {
+		return topology.SubnetIn{}, err
+	}
+	for i := range all {
+		o := &all[i]
+		if o.Name == sn.Name || !older(o, sn) || !o.DeletionTimestamp.IsZero() && r.gone(o) {
+			continue
+		}
+		if err := checkConflicts(sn, o); err != nil {
+			return topology.SubnetIn{}, err
+		}
+	}
+	if err := r.checkVpc(ctx, sn); err != nil {
+		return topology.SubnetIn{}, err
+	}
+	cidrs, _ := sn.Spec.CIDRs()
+	gws, err := sn.Spec.EffectiveGateways()
+	if err != nil {
+		return topology.SubnetIn{}, err
+	}
+	return topology.SubnetIn{Name: sn.Name, Vpc: sn.VpcName(), Switch: sn.LogicalSwitchName(), CIDRs: cidrs, Gateways: gws,
+		ExcludeIPs: sn.Spec.ExcludeIPs, GatewayNodes: sn.Spec.GatewayNodes,
+		Centralized: sn.Spec.EffectiveGatewayType() == kovnv1.GatewayCentralized}, nil
+}
+
+// gone reports whether a subnet being deleted no longer holds anything (its CIDR is free).
+func (r *SubnetReconciler) gone(sn *kovnv1.Subnet) bool {
+	return r.State != nil && len(r.State.IPAM.Owners(sn.Name)) == 0
+}
+
+// checkConflicts checks sn against an older subnet o: overlapping CIDRs in one VPC, a
+// namespace bound to both, two default subnets.
+func checkConflicts(sn, o *kovnv1.Subnet) error {
+	if err := kovnv1.CheckOverlap(sn, o); err != nil {
+		return err
+	}
+	for _, ns := range sn.Spec.Namespaces {
+		if containsString(o.Spec.Namespaces, ns) {
+			return &kovnv1.ValidationError{Field: "spec.namespaces", Reason: kovnv1.ReasonNamespaceConflict,
+				Message: fmt.Sprintf("namespace %s is already bound to subnet %s", ns, o.Name)}
+		}
+	}
+	if sn.Spec.Default && o.Spec.Default {
+		return &kovnv1.ValidationError{Field: "spec.default", Reason: kovnv1.ReasonMultipleDefaults,
+			Message: fmt.Sprintf("subnet %s is already the default subnet", o.Name)}
+	}
+	return nil
+}
+
+// checkVpc checks that the subnet's VPC exists and lets the subnet's namespaces attach.
+func (r *SubnetReconciler) checkVpc(ctx context.Context, sn *kovnv1.Subnet) error {
+	var vpc kovnv1.Vpc
+	err := r.Get(ctx, types.NamespacedName{Name: sn.VpcName()}, &vpc)
+	if apierrors.IsNotFound(err) {
+		return &kovnv1.ValidationError{Field: "spec.vpc", Reason: kovnv1.ReasonVpcNotFound,
+			Message: fmt.Sprintf("VPC %q does not exist", sn.VpcName())}
+	}
+	if err != nil {
+		return err
+	}
+	if len(vpc.Spec.Namespaces) == 0 {
+		return nil
+	}
+	for _, ns := range sn.Spec.Namespaces {
+		if !containsString(vpc.Spec.Namespaces, ns) {
+			return &kovnv1.ValidationError{Field: "spec.namespaces", Reason: kovnv1.ReasonNamespaceNotAllowed,
+				Message: fmt.Sprintf("namespace %s may not use VPC %s (its spec.namespaces: %v)", ns, vpc.Name, vpc.Spec.Namespaces)}
+		}
+	}
+	return nil
+}
+
+func older(a, b *kovnv1.Subnet) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
+}
+
+func mustExcludes(sn *kovnv1.Subnet) []kovnv1.IPRange {
+	rs, _ := sn.Spec.ExcludeRanges() // validated before
+	return rs
+}

@@ -1,0 +1,177 @@
+package cluster
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/annotation"
+	"github.com/kovn/kovn/pkg/ovn/model/nb"
+)
+
+func (e *reconcilerEnv) reconcile(t *testing.T, r interface {
+	Reconcile(context.Context, ctrl.Request) (ctrl.Result, error)
+}, ns, name string) {
+	t.Helper()
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}); err != nil {
+		t.Fatalf("reconcile %s/%s: %v", ns, name, err)
+	}
+}
+
+// lsp returns the named switch port from the NB cache, if any.
+func (e *reconcilerEnv) lsp(name string) *nb.LogicalSwitchPort {
+	var ports []nb.LogicalSwitchPort
+	_ = e.nb.List(context.Background(), &ports)
+	for i := range ports {
+		if ports[i].Name == name {
+			return &ports[i]
+		}
+	}
+	return nil
+}
+
+func defaultEnv(t *testing.T, objs ...client.Object) *reconcilerEnv {
+	t.Helper()
+	o := DefaultOptions()
+	objs = append(objs, subnetAt(o.DefaultSubnet, o.DefaultSubnetCIDR, created0), subnetAt(o.JoinSubnet, o.JoinCIDR, created0),
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
+	e := newReconcilerEnv(t, objs...)
+	e.reconcileSubnet(t, o.DefaultSubnet)
+	e.reconcileSubnet(t, o.JoinSubnet)
+	e.reconcile(t, e.nodes, "", "n1")
+	return e
+}
+
+// A pod that writes kovn's result annotations itself (allocated, another pod's address, a
+// cidr and gateway) gets an event and no network: no IP object, no switch port. Its victim
+// keeps its address and port.
+func TestForgedAnnotationsGetNoNetwork(t *testing.T) {
+	victim := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "victim"}, Spec: corev1.PodSpec{NodeName: "n1"}}
+	e := defaultEnv(t, victim)
+	e.reconcile(t, e.pods, "ns1", "victim")
+	e.reconcile(t, e.ports, "ns1", "victim")
+	var v corev1.Pod
+	if err := e.c.Get(context.Background(), client.ObjectKeyFromObject(victim), &v); err != nil {
+		t.Fatal(err)
+	}
+	victimIP := v.Annotations[annotation.IPAddress]
+	forged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "forger", Annotations: map[string]string{
+		annotation.Allocated: "true", annotation.IPAddress: victimIP, annotation.MACAddress: "0a:58:0a:10:00:66",
+		annotation.CIDR: "10.16.0.0/16", annotation.Gateway: "10.16.0.1", annotation.LogicalSwitch: "ovn-default",
+		annotation.PortName: "forger.ns1"}}, Spec: corev1.PodSpec{NodeName: "n1"}}
+	if err := e.c.Create(context.Background(), forged); err != nil {
+		t.Fatal(err)
+	}
+	e.events()
+	e.reconcile(t, e.pods, "ns1", "forger")
+	e.reconcile(t, e.ports, "ns1", "forger")
+	evs := strings.Join(e.events(), "\n")
+	if !strings.Contains(evs, "Warning "+ReasonUntrustedAnnotations) || !strings.Contains(evs, "Warning IPConflict") {
+		t.Fatalf("events %q, want %s and IPConflict warnings", evs, ReasonUntrustedAnnotations)
+	}
+	var ip kovnv1.IP
+	if err := e.c.Get(context.Background(), types.NamespacedName{Name: "forger.ns1"}, &ip); !apierrors.IsNotFound(err) {
+		t.Fatalf("the forger got an IP object: %+v %v", ip.Spec, err)
+	}
+	if p := e.lsp("forger.ns1"); p != nil {
+		t.Fatalf("the forger got a switch port: %+v", p)
+	}
+	if p := e.lsp("victim.ns1"); p == nil || !strings.Contains(p.Addresses[0], " "+victimIP) {
+		t.Fatalf("victim's port %+v, want address %s", p, victimIP)
+	}
+}
+
+// Results are sticky because the controller recorded them, not because the pod says so: a pod
+// that later rewrites its annotations keeps the address of its IP object.
+func TestRewrittenAnnotationsDoNotMoveAPod(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "a"}, Spec: corev1.PodSpec{NodeName: "n1"}}
+	e := defaultEnv(t, pod)
+	e.reconcile(t, e.pods, "ns1", "a")
+	e.reconcile(t, e.ports, "ns1", "a")
+	before := e.lsp("a.ns1")
+	var p corev1.Pod
+	_ = e.c.Get(context.Background(), client.ObjectKeyFromObject(pod), &p)
+	p.Annotations[annotation.IPAddress], p.Annotations[annotation.MACAddress] = "10.16.9.9", "0a:58:0a:10:09:09"
+	if err := e.c.Update(context.Background(), &p); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile(t, e.pods, "ns1", "a")
+	e.reconcile(t, e.ports, "ns1", "a")
+	if after := e.lsp("a.ns1"); after == nil || after.Addresses[0] != before.Addresses[0] {
+		t.Fatalf("port addresses %v after the pod rewrote its annotations, want %v", after, before.Addresses)
+	}
+}
+
+// Subnet status reports what is used and programmed (finding 4).
+func TestSubnetStatusReportsUsageAndProgramming(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "a"}, Spec: corev1.PodSpec{NodeName: "n1"}}
+	e := defaultEnv(t, pod)
+	e.reconcile(t, e.pods, "ns1", "a")
+	e.reconcileSubnet(t, "ovn-default") // the IP object event maps to its subnet
+	var sn kovnv1.Subnet
+	if err := e.c.Get(context.Background(), types.NamespacedName{Name: "ovn-default"}, &sn); err != nil {
+		t.Fatal(err)
+	}
+	st := sn.Status
+	if st.V4UsedIPs != 1 || st.Protocol != kovnv1.ProtocolIPv4 || st.Gateway != "10.16.0.1" || st.LogicalSwitch != "ovn-default" {
+		t.Fatalf("status %+v: want 1 used, protocol IPv4, gateway 10.16.0.1", st)
+	}
+	var lss []nb.LogicalSwitch
+	_ = e.nb.List(context.Background(), &lss)
+	found := false
+	for _, ls := range lss {
+		found = found || ls.Name == "ovn-default"
+	}
+	if c := findCondition(sn.Status.Conditions, kovnv1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || !found {
+		t.Fatalf("Ready %+v with switch in NB %v: Ready must mean programmed", c, found)
+	}
+}
+
+// A subnet whose VPC does not exist is not Ready and says why; it programs once the VPC is
+// there.
+func TestSubnetInCustomVpc(t *testing.T) {
+	sn := subnetAt("tenant", "10.16.0.0/24", created0) // overlaps ovn-default, but in another VPC
+	sn.Spec.Vpc = "blue"
+	e := defaultEnv(t, sn)
+	e.reconcileSubnet(t, "tenant")
+	var got kovnv1.Subnet
+	_ = e.c.Get(context.Background(), types.NamespacedName{Name: "tenant"}, &got)
+	if c := findCondition(got.Status.Conditions, kovnv1.ConditionValidated); c == nil || c.Reason != kovnv1.ReasonVpcNotFound {
+		t.Fatalf("Validated %+v, want VpcNotFound", c)
+	}
+	if err := e.c.Create(context.Background(), &kovnv1.Vpc{ObjectMeta: metav1.ObjectMeta{Name: "blue"},
+		Spec: kovnv1.VpcSpec{StaticRoutes: []kovnv1.StaticRoute{{CIDR: "0.0.0.0/0", NextHopIP: "10.16.0.254"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile(t, &VpcReconciler{Client: e.c, State: e.st, NB: e.nb}, "", "blue")
+	e.reconcileSubnet(t, "tenant")
+	_ = e.c.Get(context.Background(), types.NamespacedName{Name: "tenant"}, &got)
+	if c := findCondition(got.Status.Conditions, kovnv1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("Ready %+v, want True once VPC blue exists", c)
+	}
+	var lrs []nb.LogicalRouter
+	_ = e.nb.List(context.Background(), &lrs)
+	for _, lr := range lrs {
+		if lr.Name == "blue" && len(lr.Ports) == 1 && len(lr.StaticRoutes) == 1 && len(lr.Policies) == 0 {
+			return
+		}
+	}
+	t.Fatalf("router blue with one port, one static route and no gateway policies not found: %+v", lrs)
+}
+
+func findCondition(cs []metav1.Condition, typ string) *metav1.Condition {
+	for i := range cs {
+		if cs[i].Type == typ {
+			return &cs[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/annotation"
+	"github.com/kovn/kovn/pkg/cni"
+)
+
+func networksClient(t *testing.T, objs ...client.Object) client.Client {
+	t.Helper()
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = kovnv1.AddToScheme(s)
+	objs = append(objs, &kovnv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: "ovn-default"},
+		Spec: kovnv1.SubnetSpec{CIDRBlock: "10.16.0.0/16,fd00:10:16::/64"}})
+	return fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
+}
+
+// The daemon plumbs what the controller recorded in the IP object, never what the pod's
+// annotations say; until the IP object is this pod's on this node, it waits.
+func TestPodNetworkFromIPObject(t *testing.T) {
+	forged := map[string]string{annotation.Allocated: "true", annotation.IPAddress: "10.16.0.66", annotation.CIDR: "10.16.0.0/16",
+		annotation.Gateway: "10.16.0.1", annotation.MACAddress: "0a:58:0a:10:00:66", annotation.PortName: "a.ns1"}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "a", UID: "u1", Annotations: forged},
+		Spec: corev1.PodSpec{NodeName: "n1"}}
+	ip := func(node string) *kovnv1.IP {
+		return &kovnv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "a.ns1"}, Spec: kovnv1.IPSpec{PodName: "a", Namespace: "ns1",
+			Subnet: "ovn-default", NodeName: node, V4IP: "10.16.0.5", V6IP: "fd00:10:16::5", MACAddress: "0a:58:0a:10:00:05"}}
+	}
+	ctx := context.Background()
+	p := &PodNetworks{Client: networksClient(t, pod, ip("n1")), NodeName: "n1", MTU: 1400}
+	pn, err := p.WaitPodNetwork(ctx, "ns1", "a", "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pn.MAC.String() + " " + pn.IPs[0].String() + " " + pn.IPs[1].String() + " " + pn.Gateways[0].String() + " " + pn.Gateways[1].String(); got != "0a:58:0a:10:00:05 10.16.0.5/16 fd00:10:16::5/64 10.16.0.1 fd00:10:16::1" || pn.PortName != "a.ns1" {
+		t.Fatalf("pod network %q port %s, want the IP object's addresses", got, pn.PortName)
+	}
+	for desc, c := range map[string]client.Client{
+		"no IP object (annotations forged)": networksClient(t, pod),
+		"IP object of another node":         networksClient(t, pod, ip("n2")),
+	} {
+		p := &PodNetworks{Client: c, NodeName: "n1", Poll: 10 * time.Millisecond}
+		tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		_, err := p.WaitPodNetwork(tctx, "ns1", "a", "u1")
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "a.ns1") {
+			t.Errorf("%s: err %v, want to wait for the IP object", desc, err)
+		}
+	}
+	p = &PodNetworks{Client: networksClient(t, pod, ip("n1")), NodeName: "n1"}
+	if _, err := p.WaitPodNetwork(ctx, "ns1", "a", "other-uid"); !errors.Is(err, cni.ErrPodNotFound) {
+		t.Errorf("uid mismatch: %v, want ErrPodNotFound", err)
+	}
+}
