@@ -139,6 +139,10 @@ spec: {subnet: ovn-default, ips: ["10.16.200.10..10.16.200.12"]}
 
 	t.Run("bad input is rejected and disturbs nothing", func(t *testing.T) { badInput(t, c, a.Status.PodIP, b.Status.PodIP) })
 
+	t.Run("forged result annotations get no network", func(t *testing.T) { forgedAnnotations(t, c, "a", "b") })
+
+	t.Run("custom VPC: own router, isolated from the default VPC", func(t *testing.T) { customVpc(t, c, "a") })
+
 	t.Run("controller restart keeps connectivity, no duplicate IP, no stale rows", func(t *testing.T) {
 		controllerRestart(t, c, r.State, a.Status.PodIP)
 	})
