@@ -143,6 +143,8 @@ spec: {subnet: ovn-default, ips: ["10.16.200.10..10.16.200.12"]}
 
 	t.Run("custom VPC: own router, isolated from the default VPC", func(t *testing.T) { customVpc(t, c, "a") })
 
+	t.Run("subnet status: protocol, gateway, used addresses", func(t *testing.T) { subnetStatus(t, c) })
+
 	t.Run("controller restart keeps connectivity, no duplicate IP, no stale rows", func(t *testing.T) {
 		controllerRestart(t, c, r.State, a.Status.PodIP)
 	})
