@@ -44,6 +44,24 @@ step "TCP echo from demo-2 to demo-1"
 kubectl exec demo-2 -- /testbox tcp "$IP1:9000" "hello from demo-2"
 step "demo-2 reaches the external host 172.30.0.100 (it sees the node's address: SNAT on c1-n2)"
 kubectl exec demo-2 -- /testbox get http://172.30.0.100:8080/
+step "a pod that forges kovn's result annotations with demo-1's address gets no network"
+kubectl apply -f - >/dev/null <<POD
+apiVersion: v1
+kind: Pod
+metadata:
+  name: forger
+  annotations: {ovn.kovn.io/allocated: "true", ovn.kovn.io/ip_address: "$IP1", ovn.kovn.io/cidr: 10.16.0.0/16, ovn.kovn.io/gateway: 10.16.0.1}
+spec:
+  nodeName: c1-n2
+  terminationGracePeriodSeconds: 1
+  containers: [{name: testbox, image: kovn.io/testbox:latest, imagePullPolicy: Never, args: [serve]}]
+POD
+sleep 3
+kubectl get events --field-selector involvedObject.name=forger -o custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message | grep -v Scheduled || true
+kubectl get pod forger -o wide
+kubectl delete pod forger --wait=false >/dev/null
+step "subnets report the protocol, gateway and addresses in use"
+kubectl get subnets
 step "the OVN view: logical switches, ports and the gateway policies kovn programmed"
 ovn-nbctl --db="$OVN_NB_DB" show
 ovn-nbctl --db="$OVN_NB_DB" lr-policy-list ovn-cluster

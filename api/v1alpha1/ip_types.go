@@ -53,7 +53,8 @@ type IPStatus struct {
 	// ObservedGeneration is the metadata.generation the conditions refer to.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready (the logical switch port exists with these addresses).
+	// Conditions are reserved: kovn does not write them yet (one more write per pod would slow
+	// a cold start by half). The pod's logical switch port shows in OVN as <pod>.<namespace>.
 	// +listType=map
 	// +listMapKey=type
 	// +patchStrategy=merge
@@ -74,7 +75,6 @@ type IPStatus struct {
 // +kubebuilder:printcolumn:name="MAC",type=string,JSONPath=`.spec.macAddress`
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.nodeName`
 // +kubebuilder:printcolumn:name="Subnet",type=string,JSONPath=`.spec.subnet`
-// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type IP struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -199,14 +199,19 @@ func (r *PodReconciler) subnetFor(ctx context.Context, pod *corev1.Pod) (string,
 	if err := r.List(ctx, &subnets); err != nil {
 		return "", err
 	}
+	def := r.State.Opts.DefaultSubnet
 	for _, s := range subnets.Items {
-		for _, n := range s.Spec.Namespaces {
-			if n == pod.Namespace {
-				return s.Name, nil
-			}
+		if _, valid := r.State.Subnet(s.Name); !valid {
+			continue // a subnet refused for a namespace or default conflict binds nothing
+		}
+		if containsString(s.Spec.Namespaces, pod.Namespace) {
+			return s.Name, nil
+		}
+		if s.Spec.Default {
+			def = s.Name
 		}
 	}
-	return r.State.Opts.DefaultSubnet, nil
+	return def, nil
 }
 
 // statefulSetOf returns the owning StatefulSet's name and the pod's ordinal.

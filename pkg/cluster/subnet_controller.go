@@ -35,7 +35,13 @@ type SubnetReconciler struct {
 	State    *State
 	Recorder record.EventRecorder
 	NB       libovsdb.Client
+
+	lastUsageWrite map[string]time.Time // single worker: no lock needed
 }
+
+// usageInterval bounds how often address counts alone are written: a burst of pods must not
+// turn into one status write per pod, and counts stay at most this stale.
+const usageInterval = 500 * time.Millisecond
 
 // +kubebuilder:rbac:groups=kovn.io,resources=subnets;subnets/status,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=kovn.io,resources=subnets/finalizers,verbs=update
@@ -63,14 +69,32 @@ func (r *SubnetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	before := sn.DeepCopy()
 	res, err := r.sync(ctx, &sn)
 	r.fillStatus(&sn)
-	if !equality.Semantic.DeepEqual(before.Status, sn.Status) {
-		// Update, not a merge patch: the status counts are required fields, and a patch from
-		// an empty status would leave the zero ones out.
-		if uerr := r.Status().Update(ctx, &sn); uerr != nil && err == nil {
-			err = uerr
-		}
+	if equality.Semantic.DeepEqual(before.Status, sn.Status) {
+		return res, err
 	}
+	if wait := r.usageBackoff(before, &sn); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, err
+	}
+	// Update, not a merge patch: the status counts are required fields, and a patch from an
+	// empty status would leave the zero ones out.
+	if uerr := r.Status().Update(ctx, &sn); uerr != nil && err == nil {
+		err = uerr
+	}
+	r.lastUsageWrite[sn.Name] = time.Now()
 	return res, err
+}
+
+// usageBackoff returns how long to hold back a status write that changes only address counts.
+func (r *SubnetReconciler) usageBackoff(before, after *kovnv1.Subnet) time.Duration {
+	if r.lastUsageWrite == nil {
+		r.lastUsageWrite = map[string]time.Time{}
+	}
+	b, a := before.Status, after.Status
+	b.V4UsedIPs, b.V4AvailableIPs, b.V6UsedIPs, b.V6AvailableIPs = a.V4UsedIPs, a.V4AvailableIPs, a.V6UsedIPs, a.V6AvailableIPs
+	if !equality.Semantic.DeepEqual(b, a) {
+		return 0 // conditions or other fields changed: write at once
+	}
+	return usageInterval - time.Since(r.lastUsageWrite[after.Name])
 }
 
 // sync validates sn, registers it with the IPAM and programs it; conditions say how far it got.
@@ -262,8 +286,20 @@ func (r *SubnetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return reqs
 	})
-	return ctrl.NewControllerManagedBy(mgr).For(&kovnv1.Subnet{}).Watches(&kovnv1.IP{}, ipToSubnet).
-		Watches(&corev1.Node{}, nodeToSubnets).Watches(&kovnv1.Vpc{}, vpcToSubnets).Named("subnet").Complete(r)
+	// The join subnet decides every default-VPC subnet's policies: when it changes, all follow.
+	joinToAll := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		if o.GetName() != r.State.Opts.JoinSubnet {
+			return nil
+		}
+		var reqs []reconcile.Request
+		for _, s := range r.State.Subnets() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: s.Name}})
+		}
+		return reqs
+	})
+	return ctrl.NewControllerManagedBy(mgr).For(&kovnv1.Subnet{}).Watches(&kovnv1.Subnet{}, joinToAll).
+		Watches(&kovnv1.IP{}, ipToSubnet).Watches(&corev1.Node{}, nodeToSubnets).Watches(&kovnv1.Vpc{}, vpcToSubnets).
+		Named("subnet").Complete(r)
 }
 
 func containsString(xs []string, x string) bool {

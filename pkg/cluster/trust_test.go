@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -115,7 +116,22 @@ func TestSubnetStatusReportsUsageAndProgramming(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "a"}, Spec: corev1.PodSpec{NodeName: "n1"}}
 	e := defaultEnv(t, pod)
 	e.reconcile(t, e.pods, "ns1", "a")
-	e.reconcileSubnet(t, "ovn-default") // the IP object event maps to its subnet
+	// The IP object event maps to its subnet; a count-only change may be held back, never
+	// for more than a second.
+	start := time.Now()
+	for {
+		res, err := e.subnets.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "ovn-default"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.RequeueAfter == 0 {
+			break
+		}
+		time.Sleep(res.RequeueAfter)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("usage written after %v, want within 1s", d)
+	}
 	var sn kovnv1.Subnet
 	if err := e.c.Get(context.Background(), types.NamespacedName{Name: "ovn-default"}, &sn); err != nil {
 		t.Fatal(err)
@@ -174,4 +190,39 @@ func findCondition(cs []metav1.Condition, typ string) *metav1.Condition {
 		}
 	}
 	return nil
+}
+
+// The checks the API documents exist: a namespace bound to two subnets and two default subnets
+// are refused on the younger subnet; unimplemented fields are reported, not silently ignored.
+func TestSubnetConflictsAndUnsupportedFields(t *testing.T) {
+	older := subnetAt("a", "10.30.0.0/24", created0)
+	older.Spec.Namespaces, older.Spec.Default = []string{"ns1"}, true
+	sameNS := subnetAt("b", "10.31.0.0/24", created0.Add(time.Minute))
+	sameNS.Spec.Namespaces = []string{"ns2", "ns1"}
+	twoDefaults := subnetAt("c", "10.32.0.0/24", created0.Add(time.Minute))
+	twoDefaults.Spec.Default = true
+	unsupported := subnetAt("d", "10.33.0.0/24", created0.Add(time.Minute))
+	unsupported.Spec.Vlan, unsupported.Spec.BGPAdvertise = "vlan10", true
+	e := defaultEnv(t, older, sameNS, twoDefaults, unsupported)
+	for _, n := range []string{"a", "b", "c", "d"} {
+		e.reconcileSubnet(t, n)
+	}
+	cond := func(name, typ string) *metav1.Condition {
+		var sn kovnv1.Subnet
+		_ = e.c.Get(context.Background(), types.NamespacedName{Name: name}, &sn)
+		return findCondition(sn.Status.Conditions, typ)
+	}
+	for name, reason := range map[string]string{"a": kovnv1.ReasonValid, "b": kovnv1.ReasonNamespaceConflict,
+		"c": kovnv1.ReasonMultipleDefaults, "d": kovnv1.ReasonValid} {
+		if c := cond(name, kovnv1.ConditionValidated); c == nil || c.Reason != reason {
+			t.Errorf("subnet %s: Validated %+v, want reason %s", name, c, reason)
+		}
+	}
+	c := cond("d", kovnv1.ConditionSupported)
+	if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "vlan") || !strings.Contains(c.Message, "bgpAdvertise") {
+		t.Errorf("subnet d: Supported %+v, want False naming vlan and bgpAdvertise", c)
+	}
+	if c := cond("d", kovnv1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("subnet d: Ready %+v, want True (the rest is programmed)", c)
+	}
 }
