@@ -19,45 +19,31 @@ func Owners(ctx context.Context, c client.Client) (map[Owner]bool, error) {
 	out := map[Owner]bool{}
 	add := func(ids map[string]string) {
 		t, o, ok := ovn.OwnerOf(ids)
-		if !ok || !Owned(ids, t, o) || !topologyType(t) {
-			return
+		if ok && Owned(ids, t, o) && topologyType(t) {
+			out[Owner{t, o}] = true
 		}
-		out[Owner{t, o}] = true
 	}
-	var lss []nb.LogicalSwitch
-	var lsps []nb.LogicalSwitchPort
-	var lrs []nb.LogicalRouter
-	var lrps []nb.LogicalRouterPort
-	var pols []nb.LogicalRouterPolicy
-	var routes []nb.LogicalRouterStaticRoute
-	var pgs []nb.PortGroup
-	for _, l := range []any{&lss, &lsps, &lrs, &lrps, &pols, &routes, &pgs} {
-		if err := c.List(ctx, l); err != nil {
+	for _, scan := range []func(context.Context, client.Client, func(map[string]string)) error{
+		scanIDs[nb.LogicalSwitch], scanIDs[nb.LogicalSwitchPort], scanIDs[nb.LogicalRouter], scanIDs[nb.LogicalRouterPort],
+		scanIDs[nb.LogicalRouterPolicy], scanIDs[nb.LogicalRouterStaticRoute], scanIDs[nb.PortGroup],
+	} {
+		if err := scan(ctx, c, add); err != nil {
 			return nil, err
 		}
 	}
-	for i := range lss {
-		add(lss[i].ExternalIDs)
-	}
-	for i := range lsps {
-		add(lsps[i].ExternalIDs)
-	}
-	for i := range lrs {
-		add(lrs[i].ExternalIDs)
-	}
-	for i := range lrps {
-		add(lrps[i].ExternalIDs)
-	}
-	for i := range pols {
-		add(pols[i].ExternalIDs)
-	}
-	for i := range routes {
-		add(routes[i].ExternalIDs)
-	}
-	for i := range pgs {
-		add(pgs[i].ExternalIDs)
-	}
 	return out, nil
+}
+
+// scanIDs calls f with the external_ids of every cached row of T's table.
+func scanIDs[T any](ctx context.Context, c client.Client, f func(map[string]string)) error {
+	var rows []*T
+	if err := c.List(ctx, &rows); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		f(ovn.ExternalIDs(r))
+	}
+	return nil
 }
 
 func topologyType(t string) bool {
