@@ -2,14 +2,19 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"time"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/ipam"
@@ -39,22 +44,28 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			return ctrl.Result{}, err
 		}
 		r.State.IPAM.Release(nodeOwner(req.Name))
+		ip := kovnv1.IP{ObjectMeta: metav1.ObjectMeta{Name: NodeIPObjectName(req.Name)}}
+		if err := r.Delete(ctx, &ip); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, err
+		}
 		return applyShard(ctx, r.NB, emptyShard(topology.OwnerNode, req.Name))
 	}
 	join, ok := r.State.Subnet(r.State.Opts.JoinSubnet)
 	if !ok {
 		return ctrl.Result{RequeueAfter: time.Second}, nil // join subnet not registered yet
 	}
-	want := ipam.Request{Owner: nodeOwner(node.Name), Subnet: join.Name}
-	if ips, err := annotation.ParseAddrs(node.Annotations[annotation.JoinIP]); err == nil {
-		want.IPs = ips // keep what the node already uses (its ovn0 is configured with it)
+	want, err := r.request(ctx, &node, join.Name)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	want.MAC = node.Annotations[annotation.JoinMAC]
 	alloc, err := r.State.IPAM.Allocate(want)
 	if err != nil && (len(want.IPs) > 0 || want.MAC != "") {
 		alloc, err = r.State.IPAM.Allocate(ipam.Request{Owner: nodeOwner(node.Name), Subnet: join.Name})
 	}
 	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.recordIP(ctx, node.Name, join.Name, alloc); err != nil {
 		return ctrl.Result{}, err
 	}
 	cidrs, gws := addressing(join, alloc.IPs)
@@ -68,6 +79,59 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	in := nodeIn(&node)
 	in.JoinIPs, in.JoinMAC = alloc.IPs, alloc.MAC // the IPAM's record, not what the annotation says
 	return applyShard(ctx, r.NB, topology.ForNode(in, &join))
+}
+
+// NodeIPObjectName is the IP object recording a node's join address (its ovn0 port's name).
+func NodeIPObjectName(node string) string { return topology.NodePortName(node) }
+
+// request asks for the join address the node already has: the one its IP object records (the
+// controller's own record), else, for nodes addressed before IP objects recorded nodes, the
+// one in its annotations (its ovn0 is configured with it).
+func (r *NodeReconciler) request(ctx context.Context, node *corev1.Node, join string) (ipam.Request, error) {
+	want := ipam.Request{Owner: nodeOwner(node.Name), Subnet: join}
+	var ip kovnv1.IP
+	err := r.Get(ctx, types.NamespacedName{Name: NodeIPObjectName(node.Name)}, &ip)
+	switch {
+	case err == nil && ip.Spec.PodName == "" && ip.Spec.NodeName == node.Name:
+		want.IPs, _ = ipAddrs(&ip)
+		want.MAC = ip.Spec.MACAddress
+	case err == nil:
+		return want, fmt.Errorf("IP object %s belongs to pod %s/%s, not to node %s", ip.Name, ip.Spec.Namespace, ip.Spec.PodName, node.Name)
+	case apierrors.IsNotFound(err):
+		if ips, err := annotation.ParseAddrs(node.Annotations[annotation.JoinIP]); err == nil {
+			want.IPs = ips
+		}
+		want.MAC = node.Annotations[annotation.JoinMAC]
+	default:
+		return want, err
+	}
+	return want, nil
+}
+
+// recordIP writes the node's join address into its IP object, the durable record the IPAM is
+// restored from.
+func (r *NodeReconciler) recordIP(ctx context.Context, node, join string, alloc ipam.Allocation) error {
+	ip := kovnv1.IP{ObjectMeta: metav1.ObjectMeta{Name: NodeIPObjectName(node)}}
+	spec := kovnv1.IPSpec{Subnet: join, NodeName: node, MACAddress: alloc.MAC}
+	for _, a := range alloc.IPs {
+		if a.Is4() {
+			spec.V4IP = a.String()
+		} else {
+			spec.V6IP = a.String()
+		}
+	}
+	_, err := ctrl.CreateOrUpdate(ctx, r.Client, &ip, func() error {
+		if ip.Spec.PodName != "" {
+			return fmt.Errorf("IP object %s belongs to pod %s/%s", ip.Name, ip.Spec.Namespace, ip.Spec.PodName)
+		}
+		ip.Spec = spec
+		if ip.Labels == nil {
+			ip.Labels = map[string]string{}
+		}
+		ip.Labels[LabelSubnet], ip.Labels[LabelNode] = join, node
+		return nil
+	})
+	return err
 }
 
 // nodeIn is the topology's view of a node: readiness and InternalIP addresses.

@@ -132,7 +132,11 @@ func Restore(ctx context.Context, c client.Client, st *State) error {
 		ip := &ips.Items[i]
 		a := ipam.Allocation{Subnet: ip.Spec.Subnet, MAC: ip.Spec.MACAddress}
 		a.IPs, _ = ipAddrs(ip)
-		if err := st.IPAM.Restore(podOwner(ip.Spec.Namespace, ip.Spec.PodName), a); err != nil {
+		owner := podOwner(ip.Spec.Namespace, ip.Spec.PodName)
+		if ip.Spec.PodName == "" {
+			owner = nodeOwner(ip.Spec.NodeName)
+		}
+		if err := st.IPAM.Restore(owner, a); err != nil {
 			ctrl.Log.Info("IP object conflicts with another allocation; not restored", "ip", ip.Name, "err", err)
 		}
 	}
@@ -145,6 +149,10 @@ func restoreNodes(ctx context.Context, c client.Client, st *State) error {
 		return err
 	}
 	for _, n := range nodes.Items {
+		if _, ok := st.IPAM.Lookup(nodeOwner(n.Name)); ok {
+			continue // restored from its IP object
+		}
+		// Addressed before IP objects recorded nodes: its annotations are all there is.
 		ips, err := annotation.ParseAddrs(n.Annotations[annotation.JoinIP])
 		if err != nil {
 			continue

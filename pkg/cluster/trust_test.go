@@ -226,3 +226,40 @@ func TestSubnetConflictsAndUnsupportedFields(t *testing.T) {
 		t.Errorf("subnet d: Ready %+v, want True (the rest is programmed)", c)
 	}
 }
+
+// A node's join address is recorded in its IP object; a node rewriting its own annotations
+// does not move its ovn0 port, and a restart restores from the IP object.
+func TestNodeJoinAddressFromIPObject(t *testing.T) {
+	e := defaultEnv(t) // node n1 reconciled once
+	ctx := context.Background()
+	var ip kovnv1.IP
+	if err := e.c.Get(ctx, types.NamespacedName{Name: NodeIPObjectName("n1")}, &ip); err != nil || ip.Spec.NodeName != "n1" || ip.Spec.V4IP == "" {
+		t.Fatalf("node IP object %+v, %v", ip.Spec, err)
+	}
+	port := e.lsp("node-n1")
+	var n corev1.Node
+	_ = e.c.Get(ctx, types.NamespacedName{Name: "n1"}, &n)
+	n.Annotations[annotation.JoinIP], n.Annotations[annotation.JoinMAC] = "100.64.0.200", "0a:58:64:40:00:c8"
+	if err := e.c.Update(ctx, &n); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile(t, e.nodes, "", "n1")
+	if after := e.lsp("node-n1"); after == nil || after.Addresses[0] != port.Addresses[0] {
+		t.Fatalf("ovn0 port %+v after the node rewrote its annotations, want %v", after, port.Addresses)
+	}
+	_ = e.c.Get(ctx, types.NamespacedName{Name: "n1"}, &n)
+	if n.Annotations[annotation.JoinIP] != ip.Spec.V4IP {
+		t.Fatalf("join_ip annotation %q, want it restored to %s", n.Annotations[annotation.JoinIP], ip.Spec.V4IP)
+	}
+	n.Annotations[annotation.JoinIP] = "100.64.0.201" // forged again, while the controller is down
+	if err := e.c.Update(ctx, &n); err != nil {
+		t.Fatal(err)
+	}
+	st := NewState(DefaultOptions())
+	if err := Restore(ctx, e.c, st); err != nil {
+		t.Fatal(err)
+	}
+	if a, ok := st.IPAM.Lookup(nodeOwner("n1")); !ok || a.IPs[0].String() != ip.Spec.V4IP {
+		t.Fatalf("restored join allocation %+v %v, want %s", a, ok, ip.Spec.V4IP)
+	}
+}

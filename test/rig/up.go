@@ -177,6 +177,7 @@ func (r *Rig) launch(ns string, spec SupervisorSpec) (Proc, error) {
 // startDetached starts a process in its own session with output to logPath. `ip netns exec`
 // execs its command, so the pid returned is the supervisor's own.
 func startDetached(logPath string, argv ...string) (int, error) {
+	noInheritedFDs()
 	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return 0, err

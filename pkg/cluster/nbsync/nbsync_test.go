@@ -20,7 +20,7 @@ import (
 	"github.com/kovn/kovn/pkg/ovn/ovntest"
 )
 
-func connect(t *testing.T) client.Client {
+func connect(t testing.TB) client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -48,7 +48,7 @@ func pod(name, node, ip string) topology.PodIn {
 	return topology.PodIn{Namespace: "default", Name: name, Node: node, Switch: "ovn-default", IPs: []netip.Addr{a(ip)}, MAC: "0a:58:0a:10:00:05"}
 }
 
-func apply(t *testing.T, c client.Client, sh topology.Shard) int {
+func apply(t testing.TB, c client.Client, sh topology.Shard) int {
 	t.Helper()
 	n, err := Apply(context.Background(), c, sh)
 	if err != nil {
@@ -58,7 +58,7 @@ func apply(t *testing.T, c client.Client, sh topology.Shard) int {
 }
 
 // base applies the VPC, the two subnets and both nodes.
-func base(t *testing.T, c client.Client) {
+func base(t testing.TB, c client.Client) {
 	t.Helper()
 	apply(t, c, topology.ForVpc(topology.VpcIn{Name: "ovn-cluster"}, &join))
 	apply(t, c, topology.ForSubnet(join, &join, nil))
