@@ -102,3 +102,26 @@ func externalIDsField(t reflect.Type) (int, bool) {
 	}
 	return 0, false
 }
+
+// UUIDOf returns the _uuid of model m ("" if it has none).
+func UUIDOf(m model.Model) string {
+	if f := UUIDField(m); f != nil {
+		return *f
+	}
+	return ""
+}
+
+// UUIDField returns a pointer to m's _uuid field, for conditions on it (nil if it has none).
+func UUIDField(m model.Model) *string {
+	v := reflect.ValueOf(m)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	t := v.Elem().Type()
+	for i := range t.NumField() {
+		if t.Field(i).Tag.Get("ovsdb") == "_uuid" && t.Field(i).Type.Kind() == reflect.String {
+			return v.Elem().Field(i).Addr().Interface().(*string)
+		}
+	}
+	return nil
+}

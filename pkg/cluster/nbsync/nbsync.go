@@ -159,8 +159,15 @@ func (t *tx) update(m model.Model, fields ...any) {
 	t.add(ops, err)
 }
 
+// mutate mutates the row with m's UUID. The condition names the UUID explicitly: Where(m)
+// would copy the whole row out of the cache to build it, and a switch's row holds every port.
 func (t *tx) mutate(m model.Model, muts ...model.Mutation) {
-	ops, err := t.c.Where(m).Mutate(m, muts...)
+	uuid := ovn.UUIDOf(m)
+	if uuid == "" {
+		t.add(nil, fmt.Errorf("mutating a %T without UUID", m))
+		return
+	}
+	ops, err := t.c.WhereAll(m, model.Condition{Field: ovn.UUIDField(m), Function: ovsdb.ConditionEqual, Value: uuid}).Mutate(m, muts...)
 	t.add(ops, err)
 }
 

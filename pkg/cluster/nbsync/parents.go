@@ -15,18 +15,45 @@ import (
 // that several writers share. Children are added and removed by mutation; a parent created by
 // the same transaction gets them in its insert instead.
 
+// router and lswitch return a parent to attach children to: the model this transaction
+// inserts, or a stub holding only the existing row's UUID. The existing row itself is not
+// read: a switch with ten thousand ports would be copied out of the cache on every pod event.
+// Children are attached only when new or moved, so no membership check is needed.
 func (t *tx) router(name string) (*nb.LogicalRouter, bool) {
 	if m, ok := t.newParent["Logical_Router/"+name]; ok {
 		return m.(*nb.LogicalRouter), true
 	}
-	return byName(t, &nb.LogicalRouter{Name: name}), false
+	if id := t.uuidByName("Logical_Router", name); id != "" {
+		return &nb.LogicalRouter{UUID: id, Name: name}, false
+	}
+	return nil, false
 }
 
 func (t *tx) lswitch(name string) (*nb.LogicalSwitch, bool) {
 	if m, ok := t.newParent["Logical_Switch/"+name]; ok {
 		return m.(*nb.LogicalSwitch), true
 	}
-	return byName(t, &nb.LogicalSwitch{Name: name}), false
+	if id := t.uuidByName("Logical_Switch", name); id != "" {
+		return &nb.LogicalSwitch{UUID: id, Name: name}, false
+	}
+	return nil, false
+}
+
+// uuidByName looks a row up in the cache's name index without copying it.
+func (t *tx) uuidByName(table, name string) string {
+	tc := t.c.Cache().Table(table)
+	if tc == nil {
+		return ""
+	}
+	idx, err := tc.Index("name")
+	if err != nil {
+		t.add(nil, err)
+		return ""
+	}
+	if ids := idx[name]; len(ids) > 0 {
+		return ids[0]
+	}
+	return ""
 }
 
 func (t *tx) portGroup(name string) (*nb.PortGroup, bool) {
@@ -36,31 +63,54 @@ func (t *tx) portGroup(name string) (*nb.PortGroup, bool) {
 	return byName(t, &nb.PortGroup{Name: name}), false
 }
 
-// attach adds uuid to the set column col of parent m (isNew: m is inserted by this
+// ref is a reference set column of a parent table.
+type ref[M model.Model] struct {
+	table, column string
+	field         func(M) *[]string
+}
+
+var (
+	routerPorts    = ref[*nb.LogicalRouter]{"Logical_Router", "ports", func(lr *nb.LogicalRouter) *[]string { return &lr.Ports }}
+	routerPolicies = ref[*nb.LogicalRouter]{"Logical_Router", "policies", func(lr *nb.LogicalRouter) *[]string { return &lr.Policies }}
+	routerRoutes   = ref[*nb.LogicalRouter]{"Logical_Router", "static_routes", func(lr *nb.LogicalRouter) *[]string { return &lr.StaticRoutes }}
+	switchPorts    = ref[*nb.LogicalSwitch]{"Logical_Switch", "ports", func(ls *nb.LogicalSwitch) *[]string { return &ls.Ports }}
+	groupPorts     = ref[*nb.PortGroup]{"Port_Group", "ports", func(pg *nb.PortGroup) *[]string { return &pg.Ports }}
+)
+
+// attach adds uuid to the reference column r of parent m (isNew: m is inserted by this
 // transaction). It reports false, and records the parent as missing, when m is nil.
-func attach[M model.Model](t *tx, what string, m M, isNew bool, col func(M) *[]string, uuid string) bool {
+func attach[M model.Model](t *tx, what string, m M, isNew bool, r ref[M], uuid string) bool {
 	if any(m) == nil || isNilPtr(m) {
 		t.missing = append(t.missing, what)
 		return false
 	}
-	f := col(m)
+	f := r.field(m)
 	switch {
 	case isNew:
 		*f = append(*f, uuid)
-	case !slices.Contains(*f, uuid):
-		t.mutate(m, model.Mutation{Field: f, Mutator: ovsdb.MutateOperationInsert, Value: []string{uuid}})
+	case !slices.Contains(*f, uuid): // a stub lists nothing: callers attach only new or moved children
+		t.ops = append(t.ops, refMutation(r.table, ovn.UUIDOf(m), r.column, ovsdb.MutateOperationInsert, uuid))
 	}
 	return true
 }
 
-// detach removes uuid from the set column col of the existing parent m, if it holds it.
-func detach[M model.Model](t *tx, m M, col func(M) *[]string, uuid string) {
+// detach removes uuid from the reference column r of the existing parent m (callers detach
+// only children that are leaving).
+func detach[M model.Model](t *tx, m M, r ref[M], uuid string) {
 	if any(m) == nil || isNilPtr(m) {
 		return
 	}
-	if f := col(m); slices.Contains(*f, uuid) {
-		t.mutate(m, model.Mutation{Field: f, Mutator: ovsdb.MutateOperationDelete, Value: []string{uuid}})
-	}
+	t.ops = append(t.ops, refMutation(r.table, ovn.UUIDOf(m), r.column, ovsdb.MutateOperationDelete, uuid))
+}
+
+// refMutation inserts a child into, or deletes it from, a parent's reference set. It is built
+// by hand: libovsdb's Mutate copies the whole parent row out of its cache to build the
+// condition, and a switch's row lists every port.
+func refMutation(table, parent, column string, mutator ovsdb.Mutator, child string) ovsdb.Operation {
+	return ovsdb.Operation{Op: ovsdb.OperationMutate, Table: table,
+		Where: []ovsdb.Condition{{Column: "_uuid", Function: ovsdb.ConditionEqual, Value: ovsdb.UUID{GoUUID: parent}}},
+		Mutations: []ovsdb.Mutation{{Column: column, Mutator: mutator,
+			Value: ovsdb.OvsSet{GoSet: []interface{}{ovsdb.UUID{GoUUID: child}}}}}}
 }
 
 func isNilPtr[M model.Model](m M) bool {
@@ -75,15 +125,9 @@ func isNilPtr[M model.Model](m M) bool {
 	return false
 }
 
-func routerPorts(lr *nb.LogicalRouter) *[]string    { return &lr.Ports }
-func routerPolicies(lr *nb.LogicalRouter) *[]string { return &lr.Policies }
-func routerRoutes(lr *nb.LogicalRouter) *[]string   { return &lr.StaticRoutes }
-func switchPorts(ls *nb.LogicalSwitch) *[]string    { return &ls.Ports }
-func groupPorts(pg *nb.PortGroup) *[]string         { return &pg.Ports }
-
 // parentRouter returns the router referencing child uuid through col: the one its parent key
 // names, else (rows written before the key existed) the one found by a scan of the routers.
-func (t *tx) parentRouter(ids map[string]string, col func(*nb.LogicalRouter) *[]string, uuid string) *nb.LogicalRouter {
+func (t *tx) parentRouter(ids map[string]string, r ref[*nb.LogicalRouter], uuid string) *nb.LogicalRouter {
 	if name := ids[ovn.ParentKey]; name != "" {
 		lr, _ := t.router(name)
 		return lr
@@ -91,7 +135,7 @@ func (t *tx) parentRouter(ids map[string]string, col func(*nb.LogicalRouter) *[]
 	var all []*nb.LogicalRouter
 	_ = t.c.List(t.ctx, &all)
 	for _, lr := range all {
-		if slices.Contains(*col(lr), uuid) {
+		if slices.Contains(*r.field(lr), uuid) {
 			return lr
 		}
 	}

@@ -3,6 +3,8 @@
 
 package icnb
 
+import "github.com/ovn-org/libovsdb/model"
+
 const ICNBGlobalTable = "IC_NB_Global"
 
 // ICNBGlobal defines an object in IC_NB_Global table
@@ -13,3 +15,156 @@ type ICNBGlobal struct {
 	Options     map[string]string `ovsdb:"options"`
 	SSL         *string           `ovsdb:"ssl"`
 }
+
+func (a *ICNBGlobal) GetUUID() string {
+	return a.UUID
+}
+
+func (a *ICNBGlobal) GetConnections() []string {
+	return a.Connections
+}
+
+func copyICNBGlobalConnections(a []string) []string {
+	if a == nil {
+		return nil
+	}
+	b := make([]string, len(a))
+	copy(b, a)
+	return b
+}
+
+func equalICNBGlobalConnections(a, b []string) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	if len(a) != len(b) {
+		return false
+	}
+	for i, v := range a {
+		if b[i] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *ICNBGlobal) GetExternalIDs() map[string]string {
+	return a.ExternalIDs
+}
+
+func copyICNBGlobalExternalIDs(a map[string]string) map[string]string {
+	if a == nil {
+		return nil
+	}
+	b := make(map[string]string, len(a))
+	for k, v := range a {
+		b[k] = v
+	}
+	return b
+}
+
+func equalICNBGlobalExternalIDs(a, b map[string]string) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || v != w {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *ICNBGlobal) GetOptions() map[string]string {
+	return a.Options
+}
+
+func copyICNBGlobalOptions(a map[string]string) map[string]string {
+	if a == nil {
+		return nil
+	}
+	b := make(map[string]string, len(a))
+	for k, v := range a {
+		b[k] = v
+	}
+	return b
+}
+
+func equalICNBGlobalOptions(a, b map[string]string) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || v != w {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *ICNBGlobal) GetSSL() *string {
+	return a.SSL
+}
+
+func copyICNBGlobalSSL(a *string) *string {
+	if a == nil {
+		return nil
+	}
+	b := *a
+	return &b
+}
+
+func equalICNBGlobalSSL(a, b *string) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	if a == b {
+		return true
+	}
+	return *a == *b
+}
+
+func (a *ICNBGlobal) DeepCopyInto(b *ICNBGlobal) {
+	*b = *a
+	b.Connections = copyICNBGlobalConnections(a.Connections)
+	b.ExternalIDs = copyICNBGlobalExternalIDs(a.ExternalIDs)
+	b.Options = copyICNBGlobalOptions(a.Options)
+	b.SSL = copyICNBGlobalSSL(a.SSL)
+}
+
+func (a *ICNBGlobal) DeepCopy() *ICNBGlobal {
+	b := new(ICNBGlobal)
+	a.DeepCopyInto(b)
+	return b
+}
+
+func (a *ICNBGlobal) CloneModelInto(b model.Model) {
+	c := b.(*ICNBGlobal)
+	a.DeepCopyInto(c)
+}
+
+func (a *ICNBGlobal) CloneModel() model.Model {
+	return a.DeepCopy()
+}
+
+func (a *ICNBGlobal) Equals(b *ICNBGlobal) bool {
+	return a.UUID == b.UUID &&
+		equalICNBGlobalConnections(a.Connections, b.Connections) &&
+		equalICNBGlobalExternalIDs(a.ExternalIDs, b.ExternalIDs) &&
+		equalICNBGlobalOptions(a.Options, b.Options) &&
+		equalICNBGlobalSSL(a.SSL, b.SSL)
+}
+
+func (a *ICNBGlobal) EqualsModel(b model.Model) bool {
+	c := b.(*ICNBGlobal)
+	return a.Equals(c)
+}
+
+var _ model.CloneableModel = &ICNBGlobal{}
+var _ model.ComparableModel = &ICNBGlobal{}

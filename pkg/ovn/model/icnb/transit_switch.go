@@ -3,6 +3,8 @@
 
 package icnb
 
+import "github.com/ovn-org/libovsdb/model"
+
 const TransitSwitchTable = "Transit_Switch"
 
 // TransitSwitch defines an object in Transit_Switch table
@@ -12,3 +14,107 @@ type TransitSwitch struct {
 	Name        string            `ovsdb:"name"`
 	OtherConfig map[string]string `ovsdb:"other_config"`
 }
+
+func (a *TransitSwitch) GetUUID() string {
+	return a.UUID
+}
+
+func (a *TransitSwitch) GetExternalIDs() map[string]string {
+	return a.ExternalIDs
+}
+
+func copyTransitSwitchExternalIDs(a map[string]string) map[string]string {
+	if a == nil {
+		return nil
+	}
+	b := make(map[string]string, len(a))
+	for k, v := range a {
+		b[k] = v
+	}
+	return b
+}
+
+func equalTransitSwitchExternalIDs(a, b map[string]string) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || v != w {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *TransitSwitch) GetName() string {
+	return a.Name
+}
+
+func (a *TransitSwitch) GetOtherConfig() map[string]string {
+	return a.OtherConfig
+}
+
+func copyTransitSwitchOtherConfig(a map[string]string) map[string]string {
+	if a == nil {
+		return nil
+	}
+	b := make(map[string]string, len(a))
+	for k, v := range a {
+		b[k] = v
+	}
+	return b
+}
+
+func equalTransitSwitchOtherConfig(a, b map[string]string) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || v != w {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *TransitSwitch) DeepCopyInto(b *TransitSwitch) {
+	*b = *a
+	b.ExternalIDs = copyTransitSwitchExternalIDs(a.ExternalIDs)
+	b.OtherConfig = copyTransitSwitchOtherConfig(a.OtherConfig)
+}
+
+func (a *TransitSwitch) DeepCopy() *TransitSwitch {
+	b := new(TransitSwitch)
+	a.DeepCopyInto(b)
+	return b
+}
+
+func (a *TransitSwitch) CloneModelInto(b model.Model) {
+	c := b.(*TransitSwitch)
+	a.DeepCopyInto(c)
+}
+
+func (a *TransitSwitch) CloneModel() model.Model {
+	return a.DeepCopy()
+}
+
+func (a *TransitSwitch) Equals(b *TransitSwitch) bool {
+	return a.UUID == b.UUID &&
+		equalTransitSwitchExternalIDs(a.ExternalIDs, b.ExternalIDs) &&
+		a.Name == b.Name &&
+		equalTransitSwitchOtherConfig(a.OtherConfig, b.OtherConfig)
+}
+
+func (a *TransitSwitch) EqualsModel(b model.Model) bool {
+	c := b.(*TransitSwitch)
+	return a.Equals(c)
+}
+
+var _ model.CloneableModel = &TransitSwitch{}
+var _ model.ComparableModel = &TransitSwitch{}

@@ -3,6 +3,8 @@
 
 package icsb
 
+import "github.com/ovn-org/libovsdb/model"
+
 const AvailabilityZoneTable = "Availability_Zone"
 
 // AvailabilityZone defines an object in Availability_Zone table
@@ -10,3 +12,43 @@ type AvailabilityZone struct {
 	UUID string `ovsdb:"_uuid"`
 	Name string `ovsdb:"name"`
 }
+
+func (a *AvailabilityZone) GetUUID() string {
+	return a.UUID
+}
+
+func (a *AvailabilityZone) GetName() string {
+	return a.Name
+}
+
+func (a *AvailabilityZone) DeepCopyInto(b *AvailabilityZone) {
+	*b = *a
+}
+
+func (a *AvailabilityZone) DeepCopy() *AvailabilityZone {
+	b := new(AvailabilityZone)
+	a.DeepCopyInto(b)
+	return b
+}
+
+func (a *AvailabilityZone) CloneModelInto(b model.Model) {
+	c := b.(*AvailabilityZone)
+	a.DeepCopyInto(c)
+}
+
+func (a *AvailabilityZone) CloneModel() model.Model {
+	return a.DeepCopy()
+}
+
+func (a *AvailabilityZone) Equals(b *AvailabilityZone) bool {
+	return a.UUID == b.UUID &&
+		a.Name == b.Name
+}
+
+func (a *AvailabilityZone) EqualsModel(b model.Model) bool {
+	c := b.(*AvailabilityZone)
+	return a.Equals(c)
+}
+
+var _ model.CloneableModel = &AvailabilityZone{}
+var _ model.ComparableModel = &AvailabilityZone{}

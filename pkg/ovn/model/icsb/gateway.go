@@ -3,6 +3,8 @@
 
 package icsb
 
+import "github.com/ovn-org/libovsdb/model"
+
 const GatewayTable = "Gateway"
 
 // Gateway defines an object in Gateway table
@@ -14,3 +16,115 @@ type Gateway struct {
 	Hostname         string            `ovsdb:"hostname"`
 	Name             string            `ovsdb:"name"`
 }
+
+func (a *Gateway) GetUUID() string {
+	return a.UUID
+}
+
+func (a *Gateway) GetAvailabilityZone() string {
+	return a.AvailabilityZone
+}
+
+func (a *Gateway) GetEncaps() []string {
+	return a.Encaps
+}
+
+func copyGatewayEncaps(a []string) []string {
+	if a == nil {
+		return nil
+	}
+	b := make([]string, len(a))
+	copy(b, a)
+	return b
+}
+
+func equalGatewayEncaps(a, b []string) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	if len(a) != len(b) {
+		return false
+	}
+	for i, v := range a {
+		if b[i] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *Gateway) GetExternalIDs() map[string]string {
+	return a.ExternalIDs
+}
+
+func copyGatewayExternalIDs(a map[string]string) map[string]string {
+	if a == nil {
+		return nil
+	}
+	b := make(map[string]string, len(a))
+	for k, v := range a {
+		b[k] = v
+	}
+	return b
+}
+
+func equalGatewayExternalIDs(a, b map[string]string) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || v != w {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *Gateway) GetHostname() string {
+	return a.Hostname
+}
+
+func (a *Gateway) GetName() string {
+	return a.Name
+}
+
+func (a *Gateway) DeepCopyInto(b *Gateway) {
+	*b = *a
+	b.Encaps = copyGatewayEncaps(a.Encaps)
+	b.ExternalIDs = copyGatewayExternalIDs(a.ExternalIDs)
+}
+
+func (a *Gateway) DeepCopy() *Gateway {
+	b := new(Gateway)
+	a.DeepCopyInto(b)
+	return b
+}
+
+func (a *Gateway) CloneModelInto(b model.Model) {
+	c := b.(*Gateway)
+	a.DeepCopyInto(c)
+}
+
+func (a *Gateway) CloneModel() model.Model {
+	return a.DeepCopy()
+}
+
+func (a *Gateway) Equals(b *Gateway) bool {
+	return a.UUID == b.UUID &&
+		a.AvailabilityZone == b.AvailabilityZone &&
+		equalGatewayEncaps(a.Encaps, b.Encaps) &&
+		equalGatewayExternalIDs(a.ExternalIDs, b.ExternalIDs) &&
+		a.Hostname == b.Hostname &&
+		a.Name == b.Name
+}
+
+func (a *Gateway) EqualsModel(b model.Model) bool {
+	c := b.(*Gateway)
+	return a.Equals(c)
+}
+
+var _ model.CloneableModel = &Gateway{}
+var _ model.ComparableModel = &Gateway{}

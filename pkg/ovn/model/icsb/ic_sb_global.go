@@ -3,6 +3,8 @@
 
 package icsb
 
+import "github.com/ovn-org/libovsdb/model"
+
 const ICSBGlobalTable = "IC_SB_Global"
 
 // ICSBGlobal defines an object in IC_SB_Global table
@@ -13,3 +15,156 @@ type ICSBGlobal struct {
 	Options     map[string]string `ovsdb:"options"`
 	SSL         *string           `ovsdb:"ssl"`
 }
+
+func (a *ICSBGlobal) GetUUID() string {
+	return a.UUID
+}
+
+func (a *ICSBGlobal) GetConnections() []string {
+	return a.Connections
+}
+
+func copyICSBGlobalConnections(a []string) []string {
+	if a == nil {
+		return nil
+	}
+	b := make([]string, len(a))
+	copy(b, a)
+	return b
+}
+
+func equalICSBGlobalConnections(a, b []string) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	if len(a) != len(b) {
+		return false
+	}
+	for i, v := range a {
+		if b[i] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *ICSBGlobal) GetExternalIDs() map[string]string {
+	return a.ExternalIDs
+}
+
+func copyICSBGlobalExternalIDs(a map[string]string) map[string]string {
+	if a == nil {
+		return nil
+	}
+	b := make(map[string]string, len(a))
+	for k, v := range a {
+		b[k] = v
+	}
+	return b
+}
+
+func equalICSBGlobalExternalIDs(a, b map[string]string) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || v != w {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *ICSBGlobal) GetOptions() map[string]string {
+	return a.Options
+}
+
+func copyICSBGlobalOptions(a map[string]string) map[string]string {
+	if a == nil {
+		return nil
+	}
+	b := make(map[string]string, len(a))
+	for k, v := range a {
+		b[k] = v
+	}
+	return b
+}
+
+func equalICSBGlobalOptions(a, b map[string]string) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || v != w {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *ICSBGlobal) GetSSL() *string {
+	return a.SSL
+}
+
+func copyICSBGlobalSSL(a *string) *string {
+	if a == nil {
+		return nil
+	}
+	b := *a
+	return &b
+}
+
+func equalICSBGlobalSSL(a, b *string) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	if a == b {
+		return true
+	}
+	return *a == *b
+}
+
+func (a *ICSBGlobal) DeepCopyInto(b *ICSBGlobal) {
+	*b = *a
+	b.Connections = copyICSBGlobalConnections(a.Connections)
+	b.ExternalIDs = copyICSBGlobalExternalIDs(a.ExternalIDs)
+	b.Options = copyICSBGlobalOptions(a.Options)
+	b.SSL = copyICSBGlobalSSL(a.SSL)
+}
+
+func (a *ICSBGlobal) DeepCopy() *ICSBGlobal {
+	b := new(ICSBGlobal)
+	a.DeepCopyInto(b)
+	return b
+}
+
+func (a *ICSBGlobal) CloneModelInto(b model.Model) {
+	c := b.(*ICSBGlobal)
+	a.DeepCopyInto(c)
+}
+
+func (a *ICSBGlobal) CloneModel() model.Model {
+	return a.DeepCopy()
+}
+
+func (a *ICSBGlobal) Equals(b *ICSBGlobal) bool {
+	return a.UUID == b.UUID &&
+		equalICSBGlobalConnections(a.Connections, b.Connections) &&
+		equalICSBGlobalExternalIDs(a.ExternalIDs, b.ExternalIDs) &&
+		equalICSBGlobalOptions(a.Options, b.Options) &&
+		equalICSBGlobalSSL(a.SSL, b.SSL)
+}
+
+func (a *ICSBGlobal) EqualsModel(b model.Model) bool {
+	c := b.(*ICSBGlobal)
+	return a.Equals(c)
+}
+
+var _ model.CloneableModel = &ICSBGlobal{}
+var _ model.ComparableModel = &ICSBGlobal{}

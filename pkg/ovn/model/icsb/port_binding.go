@@ -3,6 +3,8 @@
 
 package icsb
 
+import "github.com/ovn-org/libovsdb/model"
+
 const PortBindingTable = "Port_Binding"
 
 // PortBinding defines an object in Port_Binding table
@@ -17,3 +19,124 @@ type PortBinding struct {
 	TransitSwitch    string            `ovsdb:"transit_switch"`
 	TunnelKey        int               `ovsdb:"tunnel_key"`
 }
+
+func (a *PortBinding) GetUUID() string {
+	return a.UUID
+}
+
+func (a *PortBinding) GetAddress() string {
+	return a.Address
+}
+
+func (a *PortBinding) GetAvailabilityZone() string {
+	return a.AvailabilityZone
+}
+
+func (a *PortBinding) GetEncap() *string {
+	return a.Encap
+}
+
+func copyPortBindingEncap(a *string) *string {
+	if a == nil {
+		return nil
+	}
+	b := *a
+	return &b
+}
+
+func equalPortBindingEncap(a, b *string) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	if a == b {
+		return true
+	}
+	return *a == *b
+}
+
+func (a *PortBinding) GetExternalIDs() map[string]string {
+	return a.ExternalIDs
+}
+
+func copyPortBindingExternalIDs(a map[string]string) map[string]string {
+	if a == nil {
+		return nil
+	}
+	b := make(map[string]string, len(a))
+	for k, v := range a {
+		b[k] = v
+	}
+	return b
+}
+
+func equalPortBindingExternalIDs(a, b map[string]string) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || v != w {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *PortBinding) GetGateway() string {
+	return a.Gateway
+}
+
+func (a *PortBinding) GetLogicalPort() string {
+	return a.LogicalPort
+}
+
+func (a *PortBinding) GetTransitSwitch() string {
+	return a.TransitSwitch
+}
+
+func (a *PortBinding) GetTunnelKey() int {
+	return a.TunnelKey
+}
+
+func (a *PortBinding) DeepCopyInto(b *PortBinding) {
+	*b = *a
+	b.Encap = copyPortBindingEncap(a.Encap)
+	b.ExternalIDs = copyPortBindingExternalIDs(a.ExternalIDs)
+}
+
+func (a *PortBinding) DeepCopy() *PortBinding {
+	b := new(PortBinding)
+	a.DeepCopyInto(b)
+	return b
+}
+
+func (a *PortBinding) CloneModelInto(b model.Model) {
+	c := b.(*PortBinding)
+	a.DeepCopyInto(c)
+}
+
+func (a *PortBinding) CloneModel() model.Model {
+	return a.DeepCopy()
+}
+
+func (a *PortBinding) Equals(b *PortBinding) bool {
+	return a.UUID == b.UUID &&
+		a.Address == b.Address &&
+		a.AvailabilityZone == b.AvailabilityZone &&
+		equalPortBindingEncap(a.Encap, b.Encap) &&
+		equalPortBindingExternalIDs(a.ExternalIDs, b.ExternalIDs) &&
+		a.Gateway == b.Gateway &&
+		a.LogicalPort == b.LogicalPort &&
+		a.TransitSwitch == b.TransitSwitch &&
+		a.TunnelKey == b.TunnelKey
+}
+
+func (a *PortBinding) EqualsModel(b model.Model) bool {
+	c := b.(*PortBinding)
+	return a.Equals(c)
+}
+
+var _ model.CloneableModel = &PortBinding{}
+var _ model.ComparableModel = &PortBinding{}

@@ -3,6 +3,8 @@
 
 package icsb
 
+import "github.com/ovn-org/libovsdb/model"
+
 const RouteTable = "Route"
 
 type (
@@ -25,3 +27,100 @@ type Route struct {
 	RouteTable       string            `ovsdb:"route_table"`
 	TransitSwitch    string            `ovsdb:"transit_switch"`
 }
+
+func (a *Route) GetUUID() string {
+	return a.UUID
+}
+
+func (a *Route) GetAvailabilityZone() string {
+	return a.AvailabilityZone
+}
+
+func (a *Route) GetExternalIDs() map[string]string {
+	return a.ExternalIDs
+}
+
+func copyRouteExternalIDs(a map[string]string) map[string]string {
+	if a == nil {
+		return nil
+	}
+	b := make(map[string]string, len(a))
+	for k, v := range a {
+		b[k] = v
+	}
+	return b
+}
+
+func equalRouteExternalIDs(a, b map[string]string) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || v != w {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *Route) GetIPPrefix() string {
+	return a.IPPrefix
+}
+
+func (a *Route) GetNexthop() string {
+	return a.Nexthop
+}
+
+func (a *Route) GetOrigin() RouteOrigin {
+	return a.Origin
+}
+
+func (a *Route) GetRouteTable() string {
+	return a.RouteTable
+}
+
+func (a *Route) GetTransitSwitch() string {
+	return a.TransitSwitch
+}
+
+func (a *Route) DeepCopyInto(b *Route) {
+	*b = *a
+	b.ExternalIDs = copyRouteExternalIDs(a.ExternalIDs)
+}
+
+func (a *Route) DeepCopy() *Route {
+	b := new(Route)
+	a.DeepCopyInto(b)
+	return b
+}
+
+func (a *Route) CloneModelInto(b model.Model) {
+	c := b.(*Route)
+	a.DeepCopyInto(c)
+}
+
+func (a *Route) CloneModel() model.Model {
+	return a.DeepCopy()
+}
+
+func (a *Route) Equals(b *Route) bool {
+	return a.UUID == b.UUID &&
+		a.AvailabilityZone == b.AvailabilityZone &&
+		equalRouteExternalIDs(a.ExternalIDs, b.ExternalIDs) &&
+		a.IPPrefix == b.IPPrefix &&
+		a.Nexthop == b.Nexthop &&
+		a.Origin == b.Origin &&
+		a.RouteTable == b.RouteTable &&
+		a.TransitSwitch == b.TransitSwitch
+}
+
+func (a *Route) EqualsModel(b model.Model) bool {
+	c := b.(*Route)
+	return a.Equals(c)
+}
+
+var _ model.CloneableModel = &Route{}
+var _ model.ComparableModel = &Route{}
