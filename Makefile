@@ -41,9 +41,11 @@ e2e: build
 ## test: what CI runs — install deps, unit tests, then e2e on the rig
 test: deps build vet unit e2e
 
-## bench: benchmarks on a real rig; they print figures and assert nothing about speed
+## bench: benchmarks on a real rig; they print figures and assert nothing about speed.
+## Knobs: KOVN_BENCH_PODS (10000), KOVN_BENCH_FAKE_NODES (200), KOVN_BENCH_RATE (pods/s, 20),
+## KOVN_BENCH_BAND (1000); figures, plot and profiles go to _output/bench.
 bench: deps build
-	KOVN_BIN_DIR=$(BIN) $(GO) test -tags bench -count=1 -timeout 30m -v ./test/bench/...
+	KOVN_BIN_DIR=$(BIN) $(GO) test -tags bench -count=1 -timeout 90m -v ./test/bench/...
 
 ## demo: bring up a rig and show it working; leaves it up for kubectl
 demo: deps build

@@ -1,11 +1,11 @@
 // Command kovn-rig brings up real multi-cluster kovn labs on one Linux host.
 //
-//	kovn-rig up [--clusters N] [--nodes M] [--dir DIR]
+//	kovn-rig up [--clusters N] [--nodes M] [--fake-nodes F] [--bridge-nodes B] [--dir DIR]
 //	kovn-rig status [--dir DIR]
 //	kovn-rig env CLUSTER [--dir DIR]
 //	kovn-rig down [--dir DIR] [--keep-logs]
 //
-// Internal subcommands used by the rig itself: supervise SPEC, forward SPEC.
+// Internal subcommands used by the rig itself: supervise SPEC, forward SPEC, fake-nodes SPEC.
 package main
 
 import (
@@ -41,6 +41,8 @@ func main() {
 		err = rig.Supervise(arg0(args))
 	case "forward":
 		err = rig.RunForwarder(arg0(args))
+	case "fake-nodes":
+		err = rig.RunFakeNodes(arg0(args))
 	default:
 		usage()
 	}
@@ -76,13 +78,16 @@ func up(args []string) error {
 	clusters := fs.Int("clusters", 1, "number of clusters")
 	nodes := fs.Int("nodes", 2, "nodes per cluster")
 	kovn := fs.Bool("kovn", true, "install kovn (controller, daemon, CNI); false gives bare clusters whose nodes stay NotReady")
+	fake := fs.Int("fake-nodes", 0, "per cluster, register this many Node objects with no kubelet behind them (scale tests; pods bound to them never run)")
+	bridge := fs.Int("bridge-nodes", 0, "per cluster, the last N nodes use the plain bridge + host-local CNI instead of kovn")
 	keep := fs.Bool("keep-on-failure", false, "leave a rig that failed to come up in place for inspection")
 	timeout := fs.Duration("timeout", 3*time.Minute, "give up if the rig is not up within this time")
 	_ = fs.Parse(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
-	r, err := rig.Up(ctx, rig.Config{Dir: *dir, Clusters: *clusters, Nodes: *nodes, ReadyTimeout: *timeout, Kovn: *kovn})
+	r, err := rig.Up(ctx, rig.Config{Dir: *dir, Clusters: *clusters, Nodes: *nodes, ReadyTimeout: *timeout, Kovn: *kovn,
+		FakeNodes: *fake, BridgeNodes: *bridge})
 	if err != nil {
 		if r != nil && !*keep && !errors.Is(err, rig.ErrAlreadyUp) {
 			fmt.Fprintf(os.Stderr, "kovn-rig up: %v\nkovn-rig up: tearing the partial rig down (use --keep-on-failure to inspect it)\n", err)
@@ -97,6 +102,10 @@ func up(args []string) error {
 	fmt.Printf("rig up in %.1fs: %d cluster(s) x %d node(s), state in %s\n", time.Since(start).Seconds(),
 		*clusters, *nodes, r.State.Config.Dir)
 	for _, c := range r.State.Clusters {
+		if c.FakeNodes > 0 {
+			fmt.Printf("  %s: %d fake nodes %s-f1 .. %s-f%d (no kubelet; taint %s)\n", c.Name, c.FakeNodes, c.Name, c.Name,
+				c.FakeNodes, rig.FakeNodeTaint)
+		}
 		fmt.Printf("  %s: nodes %v  — eval \"$(kovn-rig env %s --dir %s)\"\n", c.Name, c.Nodes, c.Name, r.State.Config.Dir)
 	}
 	return nil

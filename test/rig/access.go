@@ -70,7 +70,8 @@ func (r *Rig) startForwarder(ctx context.Context) error {
 	}
 	for cl := 1; cl <= cfg.Clusters; cl++ {
 		ci := ClusterInfo{Name: ClusterName(cl), Kubeconfig: filepath.Join(cfg.ClusterDir(cl), "kubeconfig"),
-			NBAddr: "tcp:" + st.Forwards[ClusterName(cl)+"/nb"], SBAddr: "tcp:" + st.Forwards[ClusterName(cl)+"/sb"]}
+			NBAddr: "tcp:" + st.Forwards[ClusterName(cl)+"/nb"], SBAddr: "tcp:" + st.Forwards[ClusterName(cl)+"/sb"],
+			FakeNodes: cfg.FakeNodes}
 		for n := 1; n <= cfg.Nodes; n++ {
 			ci.Nodes = append(ci.Nodes, NodeName(cl, n))
 		}
@@ -135,7 +136,7 @@ func (r *Rig) waitNodesRegistered(ctx context.Context) error {
 		}
 		for {
 			nodes, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-			if err == nil && len(nodes.Items) == len(ci.Nodes) && (!r.State.Config.Kovn || allReady(nodes.Items)) {
+			if err == nil && len(nodes.Items) == len(ci.Nodes)+ci.FakeNodes && (!r.State.Config.Kovn || allReady(nodes.Items)) {
 				break
 			}
 			select {
@@ -144,7 +145,7 @@ func (r *Rig) waitNodesRegistered(ctx context.Context) error {
 				if nodes != nil {
 					n = len(nodes.Items)
 				}
-				return fmt.Errorf("cluster %s: %d of %d nodes registered (Ready required: %v): %w (last error: %v)", ci.Name, n, len(ci.Nodes), r.State.Config.Kovn, ctx.Err(), err)
+				return fmt.Errorf("cluster %s: %d of %d nodes registered (Ready required: %v): %w (last error: %v)", ci.Name, n, len(ci.Nodes)+ci.FakeNodes, r.State.Config.Kovn, ctx.Err(), err)
 			case <-time.After(200 * time.Millisecond):
 			}
 		}

@@ -33,6 +33,14 @@ type Config struct {
 	// Kovn installs kovn: kovn-controller beside each control plane, kovn-daemon on each node
 	// (restarted if it exits, like a Deployment/DaemonSet), kovn-cni as the nodes' CNI plugin.
 	Kovn bool
+	// FakeNodes registers this many Node objects per cluster that have no kubelet, OVS or
+	// containerd behind them (scale tests): kovn gives them join ports like any node, and pods
+	// bound to them get addresses and switch ports but never run. See fakenodes.go.
+	FakeNodes int
+	// BridgeNodes makes the last BridgeNodes real nodes of each cluster use the plain
+	// containernetworking bridge + host-local CNI instead of kovn-cni (no kovn-daemon there),
+	// so a benchmark can compare both on one rig.
+	BridgeNodes int
 }
 
 // K8sVersion is the pinned Kubernetes version (hack/install-deps.sh builds it).
@@ -65,6 +73,9 @@ func (c Config) Defaults() (Config, error) {
 	}
 	if c.Clusters < 1 || c.Clusters > 9 || c.Nodes < 1 || c.Nodes > 50 {
 		return c, fmt.Errorf("rig size %d clusters x %d nodes out of range (1-9 clusters, 1-50 nodes)", c.Clusters, c.Nodes)
+	}
+	if c.FakeNodes < 0 || c.FakeNodes > MaxFakeNodes || c.BridgeNodes < 0 || c.BridgeNodes > c.Nodes {
+		return c, fmt.Errorf("fake nodes %d (0-%d) or bridge nodes %d (0-%d) out of range", c.FakeNodes, MaxFakeNodes, c.BridgeNodes, c.Nodes)
 	}
 	if c.K8sBinDir == "" {
 		c.K8sBinDir = DefaultK8sBinDir()
@@ -152,6 +163,9 @@ const (
 	PortICNB      = 6645
 	PortICSB      = 6646
 )
+
+// BridgeNode reports whether real node n of a cluster runs the bridge CNI instead of kovn.
+func (c Config) BridgeNode(n int) bool { return n > c.Nodes-c.BridgeNodes }
 
 // ClusterDir is where cluster cl keeps its control-plane files; NodeDir a node's.
 func (c Config) ClusterDir(cl int) string { return filepath.Join(c.Dir, ClusterName(cl)) }

@@ -102,6 +102,13 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 			Argv: []string{"ovn-northd", "--ovnnb-db=unix:" + filepath.Join(run, "nb.sock"),
 				"--ovnsb-db=unix:" + filepath.Join(run, "sb.sock"), "--pidfile=" + filepath.Join(run, "northd.pid")}},
 	}
+	if c.FakeNodes > 0 {
+		fake, err := c.fakeNodesStep(cl, admin, logs)
+		if err != nil {
+			return SupervisorSpec{}, err
+		}
+		steps = append(steps, fake)
+	}
 	if c.Kovn {
 		steps = append(steps, Step{Name: "kovn-controller", Daemon: true, Restart: true, Log: filepath.Join(logs, "kovn-controller.log"),
 			Argv: []string{filepath.Join(c.KovnBinDir, "kovn-controller"), "--kubeconfig=" + admin,

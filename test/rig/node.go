@@ -99,6 +99,11 @@ func (c Config) nodeSpec(cl, n int, pki clusterPKI, images []string) (Supervisor
 		"system:node:"+name, pki.NodeTokens[name]); err != nil {
 		return SupervisorSpec{}, err
 	}
+	if c.BridgeNode(n) {
+		if err := c.writeBridgeConf(cl, n); err != nil {
+			return SupervisorSpec{}, err
+		}
+	}
 	spec := SupervisorSpec{Name: name, Dir: dir, CgroupRoots: []string{c.CgroupRoot(cl, n)}, Sysctls: kubeletSysctls}
 	for src, dst := range nodeBindPaths {
 		spec.Binds = append(spec.Binds, Bind{Src: filepath.Join(dir, src), Dst: dst})
@@ -154,7 +159,7 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 	steps = append(steps, daemon("kubelet", Ready{TCP: ip + ":10250"}, c.k8sBin("kubelet"),
 		"--config="+filepath.Join(c.NodeDir(cl, n), "kubelet.yaml"), "--kubeconfig="+kubeconfig,
 		"--hostname-override="+name, "--node-ip="+ip, "--v=2"))
-	if c.Kovn {
+	if c.Kovn && !c.BridgeNode(n) {
 		d := daemon("kovn-daemon", Ready{}, filepath.Join(c.KovnBinDir, "kovn-daemon"),
 			"--kubeconfig="+filepath.Join(c.ClusterDir(cl), "admin-internal.kubeconfig"), "--node-name="+name,
 			"--ovs-db=unix:"+dbSock, "--cni-socket="+filepath.Join(filepath.Dir(ovsRun), "cni.sock"),

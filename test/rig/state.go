@@ -41,6 +41,7 @@ type ClusterInfo struct {
 	NBAddr     string   `json:"nbAddr"`     // tcp:127.0.0.1:PORT
 	SBAddr     string   `json:"sbAddr"`
 	Nodes      []string `json:"nodes"`
+	FakeNodes  int      `json:"fakeNodes,omitempty"` // FakeNodeName(c, 1..FakeNodes)
 }
 
 func statePath(dir string) string { return filepath.Join(dir, "state.json") }

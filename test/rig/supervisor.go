@@ -249,6 +249,9 @@ func (s *supervisor) keepRunning(ctx context.Context, st Step, exit chan syscall
 			return
 		case <-time.After(time.Second):
 		}
+		if !s.waitUnheld(runCtx, st.Name) {
+			return
+		}
 		pid, ch, err := s.start(st)
 		if err != nil {
 			log.Printf("restart %s: %v", st.Name, err)

@@ -36,7 +36,11 @@ func CheckDeps(cfg Config) error {
 			missing = append(missing, b)
 		}
 	}
-	for _, f := range []string{"/usr/lib/cni/loopback", filepath.Join(ovnSchemaDir, "ovn-ic-nb.ovsschema")} {
+	files := []string{"/usr/lib/cni/loopback", filepath.Join(ovnSchemaDir, "ovn-ic-nb.ovsschema")}
+	if cfg.BridgeNodes > 0 {
+		files = append(files, bridgePlugins...)
+	}
+	for _, f := range files {
 		if _, err := os.Stat(f); err != nil {
 			missing = append(missing, f)
 		}
@@ -278,6 +282,11 @@ func (r *Rig) startNodes(ctx context.Context) error {
 	_ = os.Symlink("/usr/lib/cni/loopback", filepath.Join(cfg.cniBinDir(), "loopback"))
 	if cfg.Kovn {
 		_ = os.Symlink(filepath.Join(cfg.KovnBinDir, "kovn-cni"), filepath.Join(cfg.cniBinDir(), "kovn-cni"))
+	}
+	if cfg.BridgeNodes > 0 {
+		if err := cfg.linkBridgePlugins(); err != nil {
+			return err
+		}
 	}
 	var procs []Proc
 	for cl := 1; cl <= cfg.Clusters; cl++ {

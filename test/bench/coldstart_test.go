@@ -1,0 +1,141 @@
+//go:build bench
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/annotation"
+	"github.com/kovn/kovn/test/bench/report"
+	"github.com/kovn/kovn/test/rig"
+)
+
+// benchLabel marks the baseline's throwaway IP objects.
+const benchLabel = "kovn.io/bench"
+
+// coldStart: N unallocated pods exist while kovn-controller is stopped; it starts and every pod
+// must get its port. The baseline, measured in the same run on the same apiserver, is the
+// apiserver alone accepting what kovn must write per pod.
+func coldStart(t *testing.T, sp scaleParams) []string {
+	r := upRig(t, rig.Config{Nodes: 1, FakeNodes: sp.fakes})
+	rc := restConfig(t, r)
+	kc := kubernetes.NewForConfigOrDie(rc)
+	w := watchLSPs(t, r)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	waitJoinPorts(t, ctx, w, sp.fakes)
+	if err := r.State.StopDaemon("c1", "kovn-controller"); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"cold", "baseline"} {
+		createNamespace(t, kc, ns)
+		if err := (pacer{kc: kc, ns: ns, n: sp.pods, workers: 8, fakes: sp.fakes}).run(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := baseline(t, ctx, rc, sp)
+	clearBaseline(t, ctx, rc)
+	// The stopped controller held the leader Lease; a new candidate would wait out its 15 s.
+	// A clean shutdown with release-on-cancel would have freed it: do that here.
+	_ = kc.CoordinationV1().Leases("kube-system").Delete(ctx, "kovn-controller", metav1.DeleteOptions{})
+	start := time.Now()
+	pid, err := r.State.StartDaemon(ctx, "c1", "kovn-controller")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := outDir(t)
+	stopPerf := perfRecord(t, pid, filepath.Join(out, "kovn-controller-coldstart.perf.data"), filepath.Join(out, "kovn-controller-coldstart-profile.txt"))
+	names := make([]string, sp.pods)
+	for i := range names {
+		names[i] = podName(i) + ".cold"
+	}
+	missing := w.waitAll(ctx, names)
+	cold := time.Since(start)
+	stopPerf()
+	use, _ := report.ReadProc(pid)
+	usage := report.Usage(report.ProcSample{}, use) // a fresh process: all of its CPU is the cold start
+	fmt.Printf("\n== cold start, %d existing pods on %d fake nodes (%d never got a port)\n", sp.pods, sp.fakes, missing)
+	fmt.Printf("kovn-controller start -> all %d LSPs in NB:   %8.1f s\n", sp.pods, cold.Seconds())
+	fmt.Printf("apiserver alone, %d IP creates + %d pod annotation patches (1 client, no client-side QPS limit, like kovn-controller): %8.1f s\n",
+		sp.pods, sp.pods, base.Seconds())
+	fmt.Printf("ratio cold start / apiserver baseline: %.2f (goal <= 2)\n", cold.Seconds()/base.Seconds())
+	fmt.Printf("kovn-controller over the cold start: %s\n", usage)
+	return []string{fmt.Sprintf("cold start %d pods: %.1f s, apiserver alone %.1f s, ratio %.2f (goal <= 2); %s",
+		sp.pods, cold.Seconds(), base.Seconds(), cold.Seconds()/base.Seconds(), usage)}
+}
+
+// baseline times the writes kovn-controller makes per pod — one IP object create and one
+// annotation merge-patch — issued one at a time (its pod reconciler runs one worker) by a
+// controller-runtime client configured as kovn-controller's, on the "baseline" pods.
+func baseline(t *testing.T, ctx context.Context, rc *rest.Config, sp scaleParams) time.Duration {
+	c := crClient(t, rc)
+	start := time.Now()
+	for i := 0; i < sp.pods; i++ {
+		ip4 := fmt.Sprintf("10.200.%d.%d", i/250, 1+i%250)
+		mac := fmt.Sprintf("0a:58:0a:c8:%02x:%02x", i/250, 1+i%250)
+		ip := &kovnv1.IP{ObjectMeta: metav1.ObjectMeta{Name: podName(i) + ".baseline", Labels: map[string]string{"kovn.io/subnet": "ovn-default", benchLabel: "baseline"}},
+			Spec: kovnv1.IPSpec{PodName: podName(i), Namespace: "baseline", Subnet: "ovn-default", NodeName: rig.FakeNodeName(1, 1+i%sp.fakes), MACAddress: mac, V4IP: ip4}}
+		if err := c.Create(ctx, ip); err != nil {
+			t.Fatal(err)
+		}
+		pod := fakePod("baseline", podName(i), rig.FakeNodeName(1, 1+i%sp.fakes))
+		before := pod.DeepCopy()
+		pod.Annotations = map[string]string{
+			annotation.IPAddress: ip4, annotation.MACAddress: mac, annotation.CIDR: "10.16.0.0/16", annotation.Gateway: "10.16.0.1",
+			annotation.LogicalSwitch: "ovn-default", annotation.PortName: podName(i) + ".baseline", annotation.Allocated: "true"}
+		if err := c.Patch(ctx, pod, client.MergeFrom(before)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return time.Since(start)
+}
+
+func crClient(t *testing.T, rc *rest.Config) client.Client {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = kovnv1.AddToScheme(scheme)
+	c, err := client.New(rc, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// clearBaseline deletes the baseline's objects before the controller starts, so it sees only
+// the cold-start pods.
+func clearBaseline(t *testing.T, ctx context.Context, rc *rest.Config) {
+	c := crClient(t, rc)
+	if err := c.DeleteAllOf(ctx, &kovnv1.IP{}, client.MatchingLabels{benchLabel: "baseline"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace("baseline"), client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var ips kovnv1.IPList
+		var pods corev1.PodList
+		err1 := c.List(ctx, &ips, client.MatchingLabels{benchLabel: "baseline"})
+		err2 := c.List(ctx, &pods, client.InNamespace("baseline"))
+		if err1 == nil && err2 == nil && len(ips.Items) == 0 && len(pods.Items) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("baseline objects not deleted: %v %v", err1, err2)
+		case <-time.After(time.Second):
+		}
+	}
+}
