@@ -104,11 +104,16 @@ func perfRecord(t *testing.T, pid int, data, txt string) (stop func()) {
 	return func() {
 		_ = cmd.Process.Signal(syscall.SIGINT)
 		_ = cmd.Wait()
-		out, err := exec.Command("perf", "report", "-i", data, "--stdio", "--no-children", "--sort", "symbol",
-			"--percent-limit", "0.5", "-g", "none").CombinedOutput()
-		if err != nil {
-			t.Logf("perf report: %v", err)
+		// Cumulative first (which reconciler, which call costs), then self time (hot leaves).
+		var text []byte
+		for _, mode := range []string{"--children", "--no-children"} {
+			out, err := exec.Command("perf", "report", "-i", data, "--stdio", mode, "--sort", "symbol",
+				"--percent-limit", "1", "-g", "none").CombinedOutput()
+			if err != nil {
+				t.Logf("perf report: %v", err)
+			}
+			text = append(append(text, "## perf report "+mode+"\n"...), out...)
 		}
-		_ = os.WriteFile(txt, out, 0o644)
+		_ = os.WriteFile(txt, text, 0o644)
 	}
 }

@@ -5,7 +5,10 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,8 +72,13 @@ func scaleLatency(t *testing.T, sp scaleParams) ([]time.Duration, []string) {
 	stopPerf := func() {}
 	pc := pacer{kc: kc, ns: "scale", n: sp.pods, rate: sp.rate, workers: 8, fakes: sp.fakes, before: func(i int) {
 		created[i] = time.Now()
-		if i == sp.pods*7/10 { // profile the top of the ramp, where per-event cost shows
-			stopPerf = perfRecord(t, pid, filepath.Join(out, "kovn-controller-ramp.perf.data"), filepath.Join(out, "kovn-controller-ramp-profile.txt"))
+		// Profile 60 s from 70 % of the ramp, where per-event cost shows; the bands before and
+		// after the window show whether perf itself changed the figures.
+		if i == sp.pods*7/10 {
+			stop := perfRecord(t, pid, filepath.Join(out, "kovn-controller-ramp.perf.data"), filepath.Join(out, "kovn-controller-ramp-profile.txt"))
+			var once sync.Once
+			stopPerf = func() { once.Do(stop) }
+			time.AfterFunc(time.Minute, stopPerf)
 		}
 	}}
 	start := time.Now()
@@ -95,6 +103,7 @@ func scaleLatency(t *testing.T, sp scaleParams) ([]time.Duration, []string) {
 		}
 	}
 	printLatency(sp, lat, createdIn, missing)
+	writeCSV(t, filepath.Join(out, "scale-latency.csv"), lat)
 	usage := report.Usage(before, after)
 	fmt.Printf("kovn-controller over the ramp: %s\n", usage)
 	all := report.Summarize(lat)
@@ -110,6 +119,23 @@ func printLatency(sp scaleParams, lat []time.Duration, createdIn time.Duration, 
 	}
 	s := report.Summarize(lat)
 	fmt.Printf("%-13s %6d %8s %8s %8s %8s\n", "all", s.N, report.Ms(s.P50), report.Ms(s.P90), report.Ms(s.P99), report.Ms(s.Max))
+}
+
+// writeCSV keeps the raw samples (pods existing, latency in ms; -1 = never seen) for re-plotting.
+func writeCSV(t *testing.T, path string, lat []time.Duration) {
+	var b strings.Builder
+	b.WriteString("pods,latency_ms\n")
+	for i, d := range lat {
+		ms := -1.0
+		if d >= 0 {
+			ms = float64(d) / float64(time.Millisecond)
+		}
+		fmt.Fprintf(&b, "%d,%.1f\n", i, ms)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Error(err)
+	}
+	fmt.Printf("samples: %s\n", path)
 }
 
 // waitJoinPorts waits until kovn gave every fake node its join port, so the ramp starts on
