@@ -55,7 +55,7 @@ type pass struct {
 	cidr *subnetCIDRs // listed once per pass, on first use
 }
 
-// steps lists the node's plumbing in dependency order. The CNI config — whose presence turns
+// steps lists the node's plumbing; a step comes after those it needs. The CNI config — whose presence turns
 // the node Ready for pods — needs only what a pod cannot work without: the chassis identity
 // (else ovn-controller never binds the pod's port), ovn0 and the routes (else kubelet cannot
 // reach the pod: probes fail and the pod restarts in a loop). SNAT, forwarding and the chassis
@@ -65,10 +65,11 @@ func (p *pass) steps() []Step {
 	return []Step{
 		{Name: StepChassisIdentity, Run: p.chassisIdentity},
 		{Name: StepChassisAnnotation, Run: p.chassisAnnotation},
-		{Name: StepOvn0, Needs: []string{StepChassisIdentity}, Run: p.ovn0},
-		{Name: StepRoutes, Needs: []string{StepOvn0}, Run: p.routes},
 		{Name: StepSNAT, Run: p.snat},
 		{Name: StepForwarding, Run: func(context.Context) error { return p.r.ops.forwarding() }},
+		// ovn0 may wait up to 30 s for vswitchd to create the port: after the quick steps.
+		{Name: StepOvn0, Needs: []string{StepChassisIdentity}, Run: p.ovn0},
+		{Name: StepRoutes, Needs: []string{StepOvn0}, Run: p.routes},
 		{Name: StepCNIConfig, Needs: []string{StepChassisIdentity, StepOvn0, StepRoutes},
 			Run: func(context.Context) error { return p.r.ops.cniConfig() }},
 	}
