@@ -82,7 +82,7 @@ func run(cfg node.Config, ovsDB string) error {
 	if err != nil {
 		return err
 	}
-	nr := &node.Reconciler{Client: mgr.GetClient(), OVS: ovs, Cfg: cfg}
+	nr := &node.Reconciler{Client: mgr.GetClient(), OVS: ovs, Cfg: cfg, Recorder: mgr.GetEventRecorderFor("kovn-daemon")}
 	if err := nr.SetupWithManager(mgr); err != nil {
 		return err
 	}

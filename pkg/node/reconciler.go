@@ -4,16 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"sync"
 	"time"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
@@ -33,125 +32,45 @@ type Config struct {
 	Netdev     bool   // userspace OVS datapath
 }
 
-// Reconciler keeps the node plumbed: ovn0, routes to every valid subnet, SNAT for natOutgoing
-// subnets, and the CNI config (written last, so the node turns Ready only when pods can work).
+// Reconciler keeps the node plumbed: chassis identity, ovn0, routes to every valid subnet,
+// SNAT for natOutgoing subnets, forwarding and the CNI config. Each is a Step of its own
+// (node_steps.go): a failure is retried with backoff and reported as an event on the Node,
+// and withholds only the steps that truly need it.
 type Reconciler struct {
 	client.Client
 	OVS libovsdb.Client
 	Cfg Config
+	// Recorder reports step failures and recoveries as events on the Node; nil: logs only.
+	Recorder record.EventRecorder
 
-	mu    sync.Mutex
-	ready bool
+	runner StepRunner
+	ops    *nodeOps // nil: the real side effects
 }
 
-// Ready reports whether the node finished its first successful bootstrap.
-func (r *Reconciler) Ready() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.ready }
+// Ready reports whether the CNI config is in place, i.e. the node accepts pods.
+func (r *Reconciler) Ready() bool { return r.runner.OK(StepCNIConfig) }
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=kovn.io,resources=subnets,verbs=get;list;watch
 
-// Reconcile implements reconcile.Reconciler; every request means "sync this node".
+// Reconcile implements reconcile.Reconciler; every request means "sync this node". Step
+// errors are not returned: each step keeps its own backoff, and the earliest retry is the
+// requeue; a healthy node resyncs every minute.
 func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	var node corev1.Node
 	if err := r.Get(ctx, types.NamespacedName{Name: r.Cfg.NodeName}, &node); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.ensureChassis(ctx, &node); err != nil {
-		return ctrl.Result{}, err
+	if r.ops == nil {
+		r.ops = r.realOps()
 	}
-	jc, ok, err := joinConfig(&node, r.Cfg.MTU)
-	if err != nil {
-		return ctrl.Result{}, err
+	p := &pass{r: r, node: &node}
+	retry := r.runner.Run(ctx, p.steps(), func(rep StepReport) { r.report(ctx, &node, rep) })
+	if retry == 0 {
+		retry = time.Minute
 	}
-	if !ok {
-		log.FromContext(ctx).Info("waiting for kovn-controller to assign the join address", "node", node.Name)
-		return ctrl.Result{RequeueAfter: time.Second}, nil
-	}
-	link, err := EnsureOvn0(ctx, r.OVS, r.Cfg.Bridge, jc)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	routed, nat, all, err := r.subnetCIDRs(ctx)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := SyncRoutes(link, routed, jc.Gateways); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := SyncNAT(nat, all); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := EnableForwarding(); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := WriteCNIConfig(r.Cfg.CNIConfDir, r.Cfg.CNISocket, r.Cfg.MTU); err != nil {
-		return ctrl.Result{}, err
-	}
-	r.mu.Lock()
-	r.ready = true
-	r.mu.Unlock()
-	return ctrl.Result{RequeueAfter: time.Minute}, nil
-}
-
-// ensureChassis registers the node as an OVN chassis named after it, tunnelling from its
-// InternalIP, and records the chassis name on the Node.
-func (r *Reconciler) ensureChassis(ctx context.Context, node *corev1.Node) error {
-	var encap string
-	for _, a := range node.Status.Addresses {
-		if a.Type == corev1.NodeInternalIP && encap == "" {
-			encap = a.Address
-		}
-	}
-	if encap == "" {
-		return fmt.Errorf("node %s has no InternalIP to use as tunnel endpoint", node.Name)
-	}
-	id := ChassisIdentity{SystemID: node.Name, OVNRemote: r.Cfg.OVNRemote, EncapIP: encap, Netdev: r.Cfg.Netdev}
-	if err := EnsureChassisIdentity(ctx, r.OVS, id); err != nil {
-		return fmt.Errorf("chassis identity in Open_vSwitch: %w", err)
-	}
-	if node.Annotations[annotation.Chassis] == node.Name {
-		return nil
-	}
-	patch := client.MergeFrom(node.DeepCopy())
-	if node.Annotations == nil {
-		node.Annotations = map[string]string{}
-	}
-	node.Annotations[annotation.Chassis] = node.Name
-	return r.Patch(ctx, node, patch)
-}
-
-// subnetCIDRs returns the CIDRs to route via ovn0 (every Ready subnet but join), those to
-// masquerade (natOutgoing) and every cluster CIDR (not masqueraded as destinations).
-func (r *Reconciler) subnetCIDRs(ctx context.Context) (routed, nat, all []netip.Prefix, err error) {
-	var subnets kovnv1.SubnetList
-	if err := r.List(ctx, &subnets); err != nil {
-		return nil, nil, nil, err
-	}
-	for _, s := range subnets.Items {
-		cidrs, err := s.Spec.CIDRs()
-		if err != nil || !isReady(&s) {
-			continue
-		}
-		all = append(all, cidrs...)
-		if s.Name == r.Cfg.JoinSubnet {
-			continue
-		}
-		routed = append(routed, cidrs...)
-		if s.Spec.NATOutgoing {
-			nat = append(nat, cidrs...)
-		}
-	}
-	return routed, nat, all, nil
-}
-
-func isReady(s *kovnv1.Subnet) bool {
-	for _, c := range s.Status.Conditions {
-		if c.Type == kovnv1.ConditionReady {
-			return c.Status == "True"
-		}
-	}
-	return false
+	return ctrl.Result{RequeueAfter: retry}, nil
 }
 
 func joinConfig(n *corev1.Node, mtu int) (JoinConfig, bool, error) {

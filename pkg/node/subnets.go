@@ -1,0 +1,41 @@
+package node
+
+import (
+	"net/netip"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+)
+
+// subnetCIDRs are the node's share of the subnets: what to route via ovn0, what to masquerade
+// and which destinations are the cluster's own (never masqueraded).
+type subnetCIDRs struct {
+	routed, nat, all []netip.Prefix
+}
+
+// desiredCIDRs picks every subnet whose spec the controller validated, the join subnet excepted
+// from routing. It keys on Validated, not Ready, on purpose: a Subnet being deleted while pods
+// still hold addresses in it stays Validated (the controller's finalizer holds it, Ready=False
+// InUse), and its pods still need the node route for kubelet probes and node->pod traffic. The
+// route goes when the object is gone or Validated turns False. Ready means "programmed in OVN"
+// and flips for reasons that must not cut running pods off their node.
+func desiredCIDRs(subnets []kovnv1.Subnet, joinSubnet string) subnetCIDRs {
+	var out subnetCIDRs
+	for i := range subnets {
+		s := &subnets[i]
+		cidrs, err := s.Spec.CIDRs()
+		if err != nil || !meta.IsStatusConditionTrue(s.Status.Conditions, kovnv1.ConditionValidated) {
+			continue
+		}
+		out.all = append(out.all, cidrs...)
+		if s.Name == joinSubnet {
+			continue
+		}
+		out.routed = append(out.routed, cidrs...)
+		if s.Spec.NATOutgoing {
+			out.nat = append(out.nat, cidrs...)
+		}
+	}
+	return out
+}

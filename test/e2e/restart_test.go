@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kovn/kovn/test/rig"
+)
+
+// restartPings is how many echo requests run across the controller restart: at ~0.2 s each,
+// ~60 s, which outlasts the kill, the 15 s leader lease, the new leader's restore and first
+// sync, and a pod created after the takeover.
+const restartPings = 300
+
+// controllerRestart kills the leading kovn-controller while pods ping each other and checks
+// that the replacement takes the lease over, restores, syncs and serves a new pod with no
+// packet lost, no duplicate address and no stale row.
+func controllerRestart(t *testing.T, c *cluster, st *rig.State, aIP string) {
+	c.t = t
+	oldHolder := leaseHolder(t, c)
+	old := procPid(t, st, "c1", "kovn-controller")
+	type result struct {
+		out string
+		end time.Time
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, _ := c.exec("default", "b", "ping", "-c", strconv.Itoa(restartPings), "-W", "1s", aIP)
+		done <- result{out, time.Now()}
+	}()
+	time.Sleep(2 * time.Second)
+	kill := time.Now()
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// The new process leads only once the dead leader's lease expires (15 s after its last
+	// renewal); a pod created before that would be served by nobody.
+	var holder string
+	if err := eventually(60*time.Second, func() error {
+		holder = leaseHolder(t, c)
+		if holder == oldHolder || holder == "" {
+			return fmt.Errorf("lease kube-system/kovn-controller still held by %q", holder)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	takeover := time.Since(kill)
+	if p := procPid(t, st, "c1", "kovn-controller"); p == old || !rig.Alive(p) {
+		t.Fatalf("lease moved to %s but no new kovn-controller process runs", holder)
+	}
+	c.createPod(testboxPod("default", "after", onNode("c1-n2")))
+	p := c.waitRunning("default", "after", 90*time.Second)
+	running := time.Now()
+	c.ping("default", "a", p.Status.PodIP)
+	res := <-done
+	sent, lost, err := pingLoss(res.out)
+	if err != nil || sent != restartPings || lost != 0 {
+		t.Fatalf("pings across the controller restart: %d sent, %d lost (want %d, 0): %v\n%s", sent, lost, restartPings, err, res.out)
+	}
+	if !res.end.After(running) {
+		t.Fatalf("the pings ended %.1fs after the kill, before the new pod ran (%.1fs): they did not cover the takeover",
+			res.end.Sub(kill).Seconds(), running.Sub(kill).Seconds())
+	}
+	n := assertNoDuplicateIPs(t, c)
+	t.Logf("kill -> new leader %s after %.1fs; pod created after the takeover Running at %.1fs with %s; pings %d/%d over %.1fs; %d pods, no duplicate address",
+		holder, takeover.Seconds(), running.Sub(kill).Seconds(), p.Status.PodIP, sent-lost, sent, res.end.Sub(kill).Seconds()+2, n)
+	for _, name := range []string{"after", "pooled"} {
+		c.deletePod("default", name)
+	}
+	if err := eventually(60*time.Second, func() error {
+		out := c.nbctl("--bare", "--columns=name", "find", "Logical_Switch_Port", "external_ids:pod=default/after")
+		out += c.nbctl("--bare", "--columns=name", "find", "Logical_Switch_Port", "external_ids:pod=default/pooled")
+		if strings.TrimSpace(out) != "" {
+			return fmt.Errorf("stale ports: %s", out)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// leaseHolder is the identity holding kovn-controller's leader lease ("" if none).
+func leaseHolder(t *testing.T, c *cluster) string {
+	t.Helper()
+	l, err := c.kc.CoordinationV1().Leases("kube-system").Get(context.Background(), "kovn-controller", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("leader lease: %v", err)
+	}
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// assertNoDuplicateIPs fails if two pods share an address or the check cannot be made.
+func assertNoDuplicateIPs(t *testing.T, c *cluster) int {
+	t.Helper()
+	n, err := checkNoDuplicateIPs(context.Background(), c.kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// checkNoDuplicateIPs returns how many pod addresses it checked; a failed List is an error,
+// never an empty (and so duplicate-free) list.
+func checkNoDuplicateIPs(ctx context.Context, kc kubernetes.Interface) (int, error) {
+	pods, err := kc.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("list pods for the duplicate-address check: %w", err)
+	}
+	seen := map[string]string{}
+	for _, q := range pods.Items {
+		if q.Status.PodIP == "" || q.Spec.HostNetwork {
+			continue
+		}
+		if other, dup := seen[q.Status.PodIP]; dup {
+			return 0, fmt.Errorf("pods %s and %s/%s share %s", other, q.Namespace, q.Name, q.Status.PodIP)
+		}
+		seen[q.Status.PodIP] = q.Namespace + "/" + q.Name
+	}
+	if len(seen) == 0 {
+		return 0, fmt.Errorf("no pod with an address listed: the duplicate-address check checked nothing")
+	}
+	return len(seen), nil
+}
