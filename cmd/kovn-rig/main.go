@@ -5,7 +5,7 @@
 //	kovn-rig env CLUSTER [--dir DIR]
 //	kovn-rig down [--dir DIR] [--keep-logs]
 //
-// Internal subcommands used by the rig itself: supervise SPEC, forward SPEC.
+// Internal subcommands used by the rig itself: supervise SPEC, forward SPEC, credentials FLAGS.
 package main
 
 import (
@@ -41,6 +41,8 @@ func main() {
 		err = rig.Supervise(arg0(args))
 	case "forward":
 		err = rig.RunForwarder(arg0(args))
+	case "credentials":
+		err = credentials(args)
 	default:
 		usage()
 	}
