@@ -86,7 +86,7 @@ func (cr Credentials) Run(ctx context.Context, renew bool) error {
 	}
 	for {
 		var expires time.Time
-		if err := retry(ctx, func() (err error) { expires, err = cr.refresh(ctx, kc); return err }); err != nil {
+		if err := retry(ctx, func() (err error) { expires, err = cr.refresh(ctx, admin, kc); return err }); err != nil {
 			return err
 		}
 		if !renew {
@@ -100,20 +100,23 @@ func (cr Credentials) Run(ctx context.Context, renew bool) error {
 	}
 }
 
-// refresh mints a token, writes it and the kubeconfig, and checks the apiserver accepts it as
-// the component with its permissions in force (RBAC informers lag the objects by a moment).
-func (cr Credentials) refresh(ctx context.Context, kc kubernetes.Interface) (time.Time, error) {
+// refresh mints a token, checks the apiserver accepts it as the component with its permissions
+// in force, then writes it and the kubeconfig. Checking first matters: the component starts as
+// soon as its kubeconfig exists, and RBAC informers lag the objects by a moment.
+func (cr Credentials) refresh(ctx context.Context, admin *rest.Config, kc kubernetes.Interface) (time.Time, error) {
 	token, expires, err := mintToken(ctx, kc, cr.ServiceAccount, cr.Node, cr.Lifetime)
 	if err != nil {
+		return time.Time{}, err
+	}
+	as := rest.AnonymousClientConfig(admin)
+	as.BearerToken = token
+	if err := verifyIdentity(ctx, as, cr.ServiceAccount, cr.Node); err != nil {
 		return time.Time{}, err
 	}
 	if err := writeFileAtomic(cr.Out+".token", []byte(token), 0o600); err != nil {
 		return time.Time{}, err
 	}
-	if err := writeTokenKubeconfig(cr.AdminKubeconfig, cr.Out, cr.ServiceAccount, cr.Out+".token"); err != nil {
-		return time.Time{}, err
-	}
-	return expires, verifyIdentity(ctx, cr.Out, cr.ServiceAccount, cr.Node)
+	return expires, writeTokenKubeconfig(cr.AdminKubeconfig, cr.Out, cr.ServiceAccount, cr.Out+".token")
 }
 
 func mintToken(ctx context.Context, kc kubernetes.Interface, sa, node string, lifetime time.Duration) (string, time.Time, error) {
@@ -159,13 +162,8 @@ func writeTokenKubeconfig(adminPath, out, user, tokenFile string) error {
 	return writeFileAtomic(out, b, 0o600)
 }
 
-// verifyIdentity asks the apiserver who the kubeconfig is and whether its role is in force.
-func verifyIdentity(ctx context.Context, kubeconfig, sa, node string) error {
-	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return err
-	}
-	rc.Timeout = 10 * time.Second
+// verifyIdentity asks the apiserver who rc is and whether its role is in force.
+func verifyIdentity(ctx context.Context, rc *rest.Config, sa, node string) error {
 	kc, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err
