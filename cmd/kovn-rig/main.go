@@ -5,7 +5,8 @@
 //	kovn-rig env CLUSTER [--dir DIR]
 //	kovn-rig down [--dir DIR] [--keep-logs]
 //
-// Internal subcommands used by the rig itself: supervise SPEC, forward SPEC, fake-nodes SPEC.
+// Internal subcommands used by the rig itself: supervise SPEC, forward SPEC, fake-nodes SPEC,
+// credentials FLAGS.
 package main
 
 import (
@@ -43,6 +44,8 @@ func main() {
 		err = rig.RunForwarder(arg0(args))
 	case "fake-nodes":
 		err = rig.RunFakeNodes(arg0(args))
+	case "credentials":
+		err = credentials(args)
 	default:
 		usage()
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/kovn/kovn/pkg/ovn/model/nb"
 )
 
-// +kubebuilder:rbac:groups=kovn.io,resources=vpcs;vpcs/status,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=kovn.io,resources=vpcs/status,verbs=get;update;patch
 
 // VpcReconciler programs each VPC's logical router with its static and policy routes and
 // reports the router and its subnets. Every VPC is its own router: subnets of different VPCs

@@ -46,6 +46,7 @@ func upRig(t *testing.T, cfg rig.Config) *rig.Rig {
 	start := time.Now()
 	r, err := rig.Up(ctx, cfg)
 	t.Cleanup(func() {
+		assertNoForbidden(t, cfg.Dir)
 		if t.Failed() {
 			saveLogs(t, cfg.Dir)
 		}

@@ -110,8 +110,11 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 		steps = append(steps, fake)
 	}
 	if c.Kovn {
+		kubeconfig := c.ControllerKubeconfig(cl)
+		steps = append(steps, c.credentialsStep("kovn-controller-credentials", logs, Credentials{AdminKubeconfig: admin,
+			ServiceAccount: ControllerServiceAccount, ApplyDeploy: true, Out: kubeconfig}))
 		steps = append(steps, Step{Name: "kovn-controller", Daemon: true, Restart: true, Log: filepath.Join(logs, "kovn-controller.log"),
-			Argv: []string{filepath.Join(c.KovnBinDir, "kovn-controller"), "--kubeconfig=" + admin,
+			Argv: []string{filepath.Join(c.KovnBinDir, "kovn-controller"), "--kubeconfig=" + kubeconfig,
 				"--ovn-nb-addr=unix:" + filepath.Join(run, "nb.sock"), "--default-cidr=" + PodCIDR(cl).String(),
 				"--join-cidr=" + JoinCIDR.String(), "--leader-elect=true"}})
 	}

@@ -160,8 +160,12 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 		"--config="+filepath.Join(c.NodeDir(cl, n), "kubelet.yaml"), "--kubeconfig="+kubeconfig,
 		"--hostname-override="+name, "--node-ip="+ip, "--v=2"))
 	if c.Kovn && !c.BridgeNode(n) {
+		kovnKubeconfig := c.DaemonKubeconfig(cl, n)
+		steps = append(steps, c.credentialsStep("kovn-daemon-credentials", logs, Credentials{
+			AdminKubeconfig: filepath.Join(c.ClusterDir(cl), "admin-internal.kubeconfig"),
+			ServiceAccount:  DaemonServiceAccount, Node: name, Out: kovnKubeconfig}))
 		d := daemon("kovn-daemon", Ready{}, filepath.Join(c.KovnBinDir, "kovn-daemon"),
-			"--kubeconfig="+filepath.Join(c.ClusterDir(cl), "admin-internal.kubeconfig"), "--node-name="+name,
+			"--kubeconfig="+kovnKubeconfig, "--node-name="+name,
 			"--ovs-db=unix:"+dbSock, "--cni-socket="+filepath.Join(filepath.Dir(ovsRun), "cni.sock"),
 			"--cni-conf-dir=/etc/cni/net.d", "--mtu=1400", "--netdev",
 			fmt.Sprintf("--ovn-remote=tcp:%s:%d", ControlPlaneIP(cl), PortSB))

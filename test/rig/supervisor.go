@@ -65,6 +65,7 @@ type Ready struct {
 	TCP   string `json:"tcp,omitempty"`   // a TCP address accepts connections
 	HTTPS string `json:"https,omitempty"` // GET returns 200 (certificate not verified: readiness only)
 	Token string `json:"token,omitempty"` // bearer token for HTTPS
+	File  string `json:"file,omitempty"`  // a file exists (e.g. a kubeconfig a step writes)
 }
 
 const (
@@ -270,6 +271,9 @@ func probe(r Ready) bool {
 		return dialOK("tcp", r.TCP)
 	case r.HTTPS != "":
 		return httpsOK(r.HTTPS, r.Token)
+	case r.File != "":
+		_, err := os.Stat(r.File)
+		return err == nil
 	}
 	return true
 }

@@ -1,0 +1,247 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kovn/kovn/test/rig"
+)
+
+// TestRBAC: in the rig kovn-controller and every kovn-daemon authenticate as their own
+// ServiceAccounts with exactly the RBAC and policy of deploy/, a daemon may change only its own
+// Node, its credentials cannot write what only the controller writes, and pods still get
+// networking. (Every e2e rig also fails on a Forbidden in the kovn logs: assertNoForbidden.)
+func TestRBAC(t *testing.T) {
+	cfg := rigConfig(t, 1, 2)
+	cfg.Kovn = true
+	r := upRig(t, cfg)
+	c := newCluster(t, r, "c1")
+
+	t.Run("components authenticate as their ServiceAccounts", func(t *testing.T) {
+		u := whoami(t, componentConfig(t, r.State, "c1", "kovn-controller"))
+		if u.Username != "system:serviceaccount:kube-system:kovn-controller" {
+			t.Errorf("kovn-controller runs as %q", u.Username)
+		}
+		for _, node := range []string{"c1-n1", "c1-n2"} {
+			u := whoami(t, componentConfig(t, r.State, node, "kovn-daemon"))
+			if u.Username != "system:serviceaccount:kube-system:kovn-daemon" {
+				t.Errorf("kovn-daemon on %s runs as %q", node, u.Username)
+			}
+			if got := u.Extra[rig.NodeNameExtra]; len(got) != 1 || got[0] != node {
+				t.Errorf("kovn-daemon on %s: token's %s = %v, want [%s]", node, rig.NodeNameExtra, got, node)
+			}
+		}
+	})
+
+	n1 := kubeClient(t, componentConfig(t, r.State, "c1-n1", "kovn-daemon"))
+	t.Run("a daemon changes only its own Node", func(t *testing.T) {
+		if err := annotateNode(n1, "c1-n1", "own"); err != nil {
+			t.Fatalf("daemon of c1-n1 patching its own Node: %v", err)
+		}
+		defer func() { _ = annotateNode(c.kc, "c1-n1", "") }()
+		expectPolicyDenial(t, "daemon of c1-n1 patching Node c1-n2", annotateNode(n1, "c1-n2", "other"))
+		// A kovn-daemon token bound to no Node names no node: refused everywhere.
+		unbound := kubeClient(t, unboundDaemonConfig(t, r.State, c.kc))
+		expectPolicyDenial(t, "unbound kovn-daemon token patching Node c1-n1", annotateNode(unbound, "c1-n1", "unbound"))
+	})
+
+	t.Run("daemon credentials cannot write pods, IPs or subnets", func(t *testing.T) {
+		daemonWritesRefused(t, n1, dynamicClient(t, componentConfig(t, r.State, "c1-n1", "kovn-daemon")))
+	})
+
+	t.Run("controller writes IPPool status", func(t *testing.T) {
+		c.t = t
+		if out, err := c.apply("apiVersion: kovn.io/v1alpha1\nkind: IPPool\nmetadata: {name: rbac-pool}\n" +
+			"spec: {subnet: ovn-default, ips: [\"10.16.210.10..10.16.210.12\"]}\n"); err != nil {
+			t.Fatalf("create IPPool: %v %s", err, out)
+		}
+		err := eventually(30*time.Second, func() error {
+			out, err := c.kubectl("get", "ippool", "rbac-pool", "-o", `jsonpath={.status.conditions[?(@.type=="Validated")].status}`)
+			if err == nil && out != "True" {
+				err = fmt.Errorf("Validated=%q", out)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatalf("IPPool status never written by kovn-controller (ippools/status): %v", err)
+		}
+	})
+
+	t.Run("pods get networking", func(t *testing.T) {
+		c.t = t
+		c.createPod(testboxPod("default", "ra", onNode("c1-n1")))
+		c.createPod(testboxPod("default", "rb", onNode("c1-n2")))
+		c.waitRunning("default", "ra", 90*time.Second)
+		b := c.waitRunning("default", "rb", 90*time.Second)
+		c.ping("default", "ra", b.Status.PodIP)
+	})
+}
+
+// daemonWritesRefused tries, as a kovn-daemon, what only the controller or users may do. Every
+// call is a dry run, so a wrongly granted permission fails the test without changing the rig.
+func daemonWritesRefused(t *testing.T, kc kubernetes.Interface, dyn dynamic.Interface) {
+	ctx, dry := context.Background(), []string{metav1.DryRunAll}
+	_, err := kc.CoreV1().Pods("default").Create(ctx, testboxPod("default", "rbac-probe"), metav1.CreateOptions{DryRun: dry})
+	expectForbidden(t, "create pod", err)
+	err = kc.CoreV1().Nodes().Delete(ctx, "c1-n1", metav1.DeleteOptions{DryRun: dry})
+	expectForbidden(t, "delete own Node", err)
+	ips := dyn.Resource(schema.GroupVersionResource{Group: "kovn.io", Version: "v1alpha1", Resource: "ips"})
+	ip := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kovn.io/v1alpha1", "kind": "IP",
+		"metadata": map[string]any{"name": "rbac-probe"}, "spec": map[string]any{"subnet": "ovn-default", "v4IP": "10.16.0.250"}}}
+	_, err = ips.Create(ctx, ip, metav1.CreateOptions{DryRun: dry})
+	expectForbidden(t, "create IP", err)
+	subnets := dyn.Resource(schema.GroupVersionResource{Group: "kovn.io", Version: "v1alpha1", Resource: "subnets"})
+	sn, err := subnets.Get(ctx, "ovn-default", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("daemon reading Subnet ovn-default (it must): %v", err)
+	}
+	_, err = subnets.Update(ctx, sn, metav1.UpdateOptions{DryRun: dry})
+	expectForbidden(t, "update Subnet", err)
+	_, err = subnets.UpdateStatus(ctx, sn, metav1.UpdateOptions{DryRun: dry})
+	expectForbidden(t, "update Subnet status", err)
+}
+
+// componentConfig is the client config of a running kovn component: the kubeconfig named on
+// its command line (so the check is about the process, not about a file that might be unused),
+// reached through the host forwarder.
+func componentConfig(t *testing.T, st *rig.State, supervisor, name string) *rest.Config {
+	t.Helper()
+	pid := procPid(t, st, supervisor, name)
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, arg := range bytes.Split(b, []byte{0}) {
+		if path, ok := strings.CutPrefix(string(arg), "--kubeconfig="); ok {
+			rc, err := st.RestConfigAs("c1", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rc
+		}
+	}
+	t.Fatalf("%s/%s (pid %d) has no --kubeconfig", supervisor, name, pid)
+	return nil
+}
+
+// unboundDaemonConfig authenticates as kovn-daemon with a token bound to no Node.
+func unboundDaemonConfig(t *testing.T, st *rig.State, admin kubernetes.Interface) *rest.Config {
+	t.Helper()
+	tr, err := admin.CoreV1().ServiceAccounts(rig.KovnNamespace).CreateToken(context.Background(), rig.DaemonServiceAccount,
+		&authnv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var adminConfig string
+	for _, ci := range st.Clusters {
+		if ci.Name == "c1" {
+			adminConfig = ci.Kubeconfig
+		}
+	}
+	rc, err := st.RestConfigAs("c1", adminConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc = rest.AnonymousClientConfig(rc)
+	rc.BearerToken = tr.Status.Token
+	return rc
+}
+
+func whoami(t *testing.T, rc *rest.Config) authnv1.UserInfo {
+	t.Helper()
+	r, err := kubeClient(t, rc).AuthenticationV1().SelfSubjectReviews().Create(context.Background(), &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("SelfSubjectReview: %v", err)
+	}
+	return r.Status.UserInfo
+}
+
+// annotateNode sets (or, with an empty value, removes) the e2e.kovn.io/rbac annotation.
+func annotateNode(kc kubernetes.Interface, node, value string) error {
+	v := strconv.Quote(value)
+	if value == "" {
+		v = "null"
+	}
+	patch := []byte(`{"metadata":{"annotations":{"e2e.kovn.io/rbac":` + v + `}}}`)
+	_, err := kc.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
+func expectForbidden(t *testing.T, what string, err error) {
+	t.Helper()
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("%s as kovn-daemon: got %v, want Forbidden", what, err)
+	}
+}
+
+// expectPolicyDenial wants a refusal by the ValidatingAdmissionPolicy, not by RBAC (which
+// lets the daemon patch Nodes: only the policy can tell its own Node from another).
+func expectPolicyDenial(t *testing.T, what string, err error) {
+	t.Helper()
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "kovn-daemon-own-node") {
+		t.Errorf("%s: got %v, want Forbidden by ValidatingAdmissionPolicy kovn-daemon-own-node", what, err)
+	}
+}
+
+func kubeClient(t *testing.T, rc *rest.Config) kubernetes.Interface {
+	t.Helper()
+	kc, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kc
+}
+
+func dynamicClient(t *testing.T, rc *rest.Config) dynamic.Interface {
+	t.Helper()
+	dc, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dc
+}
+
+// assertNoForbidden fails the test if kovn-controller or a kovn-daemon was refused anything by
+// the apiserver during the run: the rig grants exactly deploy/'s RBAC, so a Forbidden in their
+// logs is a permission missing from the generated roles.
+func assertNoForbidden(t *testing.T, dir string) {
+	t.Helper()
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || (d.Name() != "kovn-controller.log" && d.Name() != "kovn-daemon.log") {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return nil
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "is forbidden") {
+				rel, _ := filepath.Rel(dir, p)
+				t.Errorf("%s: a kovn component was refused by the apiserver (RBAC gap?): %s", rel, sc.Text())
+				return nil
+			}
+		}
+		return nil
+	})
+}

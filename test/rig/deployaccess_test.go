@@ -1,0 +1,30 @@
+package rig
+
+import (
+	"sort"
+	"strings"
+	"testing"
+)
+
+// The rig applies deploy/'s identities, RBAC and policy, never its workloads (the rig runs
+// those as processes), and knows every kind it finds there.
+func TestAccessObjects(t *testing.T) {
+	objs, err := AccessObjects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, u := range objs {
+		got = append(got, u.GetKind()+"/"+u.GetNamespace()+"/"+u.GetName())
+	}
+	sort.Strings(got)
+	want := []string{
+		"ClusterRole//kovn-controller", "ClusterRole//kovn-daemon",
+		"ClusterRoleBinding//kovn-controller", "ClusterRoleBinding//kovn-daemon",
+		"ServiceAccount/kube-system/kovn-controller", "ServiceAccount/kube-system/kovn-daemon",
+		"ValidatingAdmissionPolicy//kovn-daemon-own-node", "ValidatingAdmissionPolicyBinding//kovn-daemon-own-node",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("access objects:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
