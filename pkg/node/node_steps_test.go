@@ -43,6 +43,11 @@ func deleting(s *kovnv1.Subnet) *kovnv1.Subnet {
 	return s
 }
 
+func inVpc(s *kovnv1.Subnet, vpc string) *kovnv1.Subnet {
+	s.Spec.Vpc = vpc
+	return s
+}
+
 func prefixes(ss ...string) []netip.Prefix {
 	var out []netip.Prefix
 	for _, s := range ss {
@@ -62,6 +67,8 @@ func TestDesiredCIDRsKeepsSubnetsBeingDeleted(t *testing.T) {
 		*subnet("unready", "10.201.0.0/24", false, valid, cond(kovnv1.ConditionReady, false, "Reconciling")),
 		*subnet("invalid", "10.202.0.0/24", true, cond(kovnv1.ConditionValidated, false, "Overlap")),
 		*subnet("new", "10.203.0.0/24", true), // no conditions yet
+		// Another VPC, reusing the default subnet's CIDR: isolated from ovn0, never routed.
+		*inVpc(subnet("blue", "10.16.0.0/24", true, valid, cond(kovnv1.ConditionReady, true, "Reconciled")), "blue"),
 	}
 	got := desiredCIDRs(subnets, "join")
 	want := subnetCIDRs{

@@ -20,12 +20,21 @@ type subnetCIDRs struct {
 // InUse), and its pods still need the node route for kubelet probes and node->pod traffic. The
 // route goes when the object is gone or Validated turns False. Ready means "programmed in OVN"
 // and flips for reasons that must not cut running pods off their node.
+//
+// Only subnets of the join subnet's VPC are the node's business: ovn0 sits on that VPC's
+// router, other VPCs are isolated from it and may reuse the same CIDRs.
 func desiredCIDRs(subnets []kovnv1.Subnet, joinSubnet string) subnetCIDRs {
 	var out subnetCIDRs
+	vpc := kovnv1.DefaultVpcName
+	for i := range subnets {
+		if subnets[i].Name == joinSubnet {
+			vpc = subnets[i].VpcName()
+		}
+	}
 	for i := range subnets {
 		s := &subnets[i]
 		cidrs, err := s.Spec.CIDRs()
-		if err != nil || !meta.IsStatusConditionTrue(s.Status.Conditions, kovnv1.ConditionValidated) {
+		if err != nil || !meta.IsStatusConditionTrue(s.Status.Conditions, kovnv1.ConditionValidated) || s.VpcName() != vpc {
 			continue
 		}
 		out.all = append(out.all, cidrs...)
