@@ -22,7 +22,7 @@ import (
 func TestFakeNodes(t *testing.T) {
 	const fakes, pods = 3, 20
 	cfg := rigConfig(t, 1, 1)
-	cfg.FakeNodes = fakes
+	cfg.Kovn, cfg.FakeNodes = true, fakes
 	r := upRig(t, cfg)
 	up := time.Now()
 	c := newCluster(t, r, "c1")
