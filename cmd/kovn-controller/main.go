@@ -39,10 +39,11 @@ func main() {
 	probeAddr := flag.String("health-probe-bind-address", "0", "health probe listen address (0 disables)")
 	flag.StringVar(&opts.DefaultSubnetCIDR, "default-cidr", opts.DefaultSubnetCIDR, "CIDR of the default subnet")
 	flag.StringVar(&opts.JoinCIDR, "join-cidr", opts.JoinCIDR, "CIDR of the join subnet (node ovn0 addresses)")
-	// Each new pod costs two writes (IP object, annotations): client-go's default of 5 QPS would
-	// make a restart with thousands of unallocated pods take hours.
-	flag.Float64Var(&apiQPS, "kube-api-qps", 200, "queries per second to the Kubernetes API")
-	flag.IntVar(&apiBurst, "kube-api-burst", 400, "burst of queries to the Kubernetes API")
+	// Each new pod costs two writes (IP object, annotations). By default there is no client-side
+	// limit (controller-runtime's -1): the apiserver's API Priority and Fairness paces us, and a
+	// cold start with ten thousand pods is not throttled to a fixed rate.
+	flag.Float64Var(&apiQPS, "kube-api-qps", -1, "queries per second to the Kubernetes API (-1: no client-side limit)")
+	flag.IntVar(&apiBurst, "kube-api-burst", 0, "burst of queries to the Kubernetes API (with --kube-api-qps > 0)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -67,7 +68,9 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 	if err != nil {
 		return err
 	}
-	cfg.QPS, cfg.Burst = float32(apiQPS), apiBurst
+	if apiQPS != -1 {
+		cfg.QPS, cfg.Burst = float32(apiQPS), apiBurst
+	}
 	ctx := ctrl.SetupSignalHandler()
 	direct, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
