@@ -95,7 +95,7 @@ func (cr Credentials) Run(ctx context.Context, renew bool) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(max(time.Until(expires)*8/10, time.Minute)): // floor: never a hot loop
+		case <-time.After(renewAfter(time.Now(), expires)):
 		}
 	}
 }
@@ -117,6 +117,13 @@ func (cr Credentials) refresh(ctx context.Context, admin *rest.Config, kc kubern
 		return time.Time{}, err
 	}
 	return expires, writeTokenKubeconfig(cr.AdminKubeconfig, cr.Out, cr.ServiceAccount, cr.Out+".token")
+}
+
+// renewAfter is when to renew a token that expires at expires: at 80 % of its remaining life,
+// as kubelet does for projected tokens, but never sooner than a minute (no hot loop on a token
+// that is already expiring, or an apiserver that returned no expiry).
+func renewAfter(now, expires time.Time) time.Duration {
+	return max(expires.Sub(now)*8/10, time.Minute)
 }
 
 func mintToken(ctx context.Context, kc kubernetes.Interface, sa, node string, lifetime time.Duration) (string, time.Time, error) {
