@@ -31,7 +31,7 @@ type NodeReconciler struct {
 
 func nodeOwner(name string) string { return "node/" + name }
 
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 
 // Reconcile implements reconcile.Reconciler.
 func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

@@ -50,11 +50,12 @@ func podOwner(ns, name string) string { return ns + "/" + name }
 // IPObjectName is the name of a pod's IP object.
 func IPObjectName(ns, name string) string { return topology.PodPortName(ns, name) }
 
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch
-// +kubebuilder:rbac:groups=kovn.io,resources=ips;ippools,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=kovn.io,resources=ips,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=kovn.io,resources=ippools,verbs=get;list;watch
 
 // Reconcile implements reconcile.Reconciler.
 func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

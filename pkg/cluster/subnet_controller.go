@@ -43,7 +43,8 @@ type SubnetReconciler struct {
 // turn into one status write per pod, and counts stay at most this stale.
 const usageInterval = 500 * time.Millisecond
 
-// +kubebuilder:rbac:groups=kovn.io,resources=subnets;subnets/status,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=kovn.io,resources=subnets,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=kovn.io,resources=subnets/status,verbs=get;update
 // +kubebuilder:rbac:groups=kovn.io,resources=subnets/finalizers,verbs=update
 
 // Reconcile implements reconcile.Reconciler.
