@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -107,7 +108,9 @@ func (r *SubnetReconciler) sync(ctx context.Context, sn *kovnv1.Subnet) (ctrl.Re
 	// Warn once when a subnet turns invalid, not on every reconcile while it stays so.
 	warn := len(sn.Status.Conditions) == 0 || meta.IsStatusConditionTrue(sn.Status.Conditions, kovnv1.ConditionValidated)
 	in, verr := r.resolve(ctx, sn, all.Items)
-	if verr == nil {
+	// Rebuilding the IPAM's subnet costs as much as the subnet is large; most Subnet events are
+	// address holders coming and going (usage), which change nothing the IPAM was given.
+	if prev, ok := r.State.Subnet(sn.Name); verr == nil && (!ok || !reflect.DeepEqual(prev, in)) {
 		if err := r.State.IPAM.AddOrUpdateSubnet(in.Name, in.CIDRs, in.Gateways, mustExcludes(sn)); err != nil {
 			verr = &kovnv1.ValidationError{Field: "spec", Reason: kovnv1.ReasonInvalidCIDR, Message: err.Error()}
 		}
