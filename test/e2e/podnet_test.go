@@ -283,13 +283,18 @@ func egressNode(c *cluster, ns, pod string, byIP map[string]string, url string) 
 	if err != nil {
 		return "error: " + strings.TrimSpace(out)
 	}
-	f := strings.Fields(out) // "<hostname> <ip>:<port>"
-	if len(f) != 2 {
-		return "unexpected answer: " + out
+	// kubectl mixes its own stderr (e.g. websocket warnings) into the output: find the answer line.
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l) // "<hostname> <ip>:<port>"
+		if len(f) != 2 {
+			continue
+		}
+		if ap, err := netip.ParseAddrPort(f[1]); err == nil {
+			if n, ok := byIP[ap.Addr().String()]; ok {
+				return n
+			}
+			return ap.Addr().String()
+		}
 	}
-	host, _, _ := strings.Cut(f[1], ":")
-	if n, ok := byIP[host]; ok {
-		return n
-	}
-	return host
+	return "unexpected answer: " + out
 }
