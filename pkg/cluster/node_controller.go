@@ -93,7 +93,7 @@ func (r *NodeReconciler) request(ctx context.Context, node *corev1.Node, join st
 	err := r.Get(ctx, types.NamespacedName{Name: NodeIPObjectName(node.Name)}, &ip)
 	switch {
 	case err == nil && ip.Spec.PodName == "" && ip.Spec.NodeName == node.Name:
-		want.IPs, _ = ipAddrs(&ip)
+		want.IPs, _ = ip.Spec.Addrs()
 		want.MAC = ip.Spec.MACAddress
 	case err == nil:
 		return want, fmt.Errorf("IP object %s belongs to pod %s/%s, not to node %s", ip.Name, ip.Spec.Namespace, ip.Spec.PodName, node.Name)
@@ -113,13 +113,7 @@ func (r *NodeReconciler) request(ctx context.Context, node *corev1.Node, join st
 func (r *NodeReconciler) recordIP(ctx context.Context, node, join string, alloc ipam.Allocation) error {
 	ip := kovnv1.IP{ObjectMeta: metav1.ObjectMeta{Name: NodeIPObjectName(node)}}
 	spec := kovnv1.IPSpec{Subnet: join, NodeName: node, MACAddress: alloc.MAC}
-	for _, a := range alloc.IPs {
-		if a.Is4() {
-			spec.V4IP = a.String()
-		} else {
-			spec.V6IP = a.String()
-		}
-	}
+	spec.SetAddrs(alloc.IPs)
 	_, err := ctrl.CreateOrUpdate(ctx, r.Client, &ip, func() error {
 		if ip.Spec.PodName != "" {
 			return fmt.Errorf("IP object %s belongs to pod %s/%s", ip.Name, ip.Spec.Namespace, ip.Spec.PodName)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -132,7 +133,7 @@ func (r *PodReconciler) request(ctx context.Context, pod *corev1.Pod) (podReques
 	var name string
 	if err == nil && ip.Spec.Namespace == pod.Namespace && ip.Spec.PodName == pod.Name {
 		name, req.MAC = ip.Spec.Subnet, ip.Spec.MACAddress
-		req.IPs, _ = ipAddrs(&ip)
+		req.IPs, _ = ip.Spec.Addrs()
 	} else {
 		req.fresh = true
 		if err := requestedAddrs(pod.Annotations, &req.Request); err != nil {
@@ -205,7 +206,7 @@ func (r *PodReconciler) subnetFor(ctx context.Context, pod *corev1.Pod) (string,
 		if _, valid := r.State.Subnet(s.Name); !valid {
 			continue // a subnet refused for a namespace or default conflict binds nothing
 		}
-		if containsString(s.Spec.Namespaces, pod.Namespace) {
+		if slices.Contains(s.Spec.Namespaces, pod.Namespace) {
 			return s.Name, nil
 		}
 		if s.Spec.Default {
@@ -233,13 +234,7 @@ func (r *PodReconciler) recordIP(ctx context.Context, pod *corev1.Pod, sn topolo
 		labels[LabelStatefulSet] = sts
 	}
 	spec := kovnv1.IPSpec{PodName: pod.Name, Namespace: pod.Namespace, Subnet: sn.Name, NodeName: pod.Spec.NodeName, MACAddress: alloc.MAC}
-	for _, a := range alloc.IPs {
-		if a.Is4() {
-			spec.V4IP = a.String()
-		} else {
-			spec.V6IP = a.String()
-		}
-	}
+	spec.SetAddrs(alloc.IPs)
 	_, err := ctrl.CreateOrUpdate(ctx, r.Client, &ip, func() error {
 		ip.Spec = spec
 		if ip.Labels == nil {

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net/netip"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
 	corev1 "k8s.io/api/core/v1"
@@ -16,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
-	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/cluster/topology"
 )
 
@@ -83,9 +81,9 @@ func podInFromIP(ip *kovnv1.IP, pod *corev1.Pod, st *State) (topology.PodIn, err
 	if !ok {
 		return topology.PodIn{}, fmt.Errorf("subnet %q of IP %s is not valid", ip.Spec.Subnet, ip.Name)
 	}
-	ips, err := ipAddrs(ip)
+	ips, err := ip.Spec.Addrs()
 	if err != nil {
-		return topology.PodIn{}, err
+		return topology.PodIn{}, fmt.Errorf("IP %s: %w", ip.Name, err)
 	}
 	return topology.PodIn{Namespace: pod.Namespace, Name: pod.Name, Node: pod.Spec.NodeName, Switch: sn.Switch,
 		IPs: ips, MAC: ip.Spec.MACAddress}, nil
@@ -102,23 +100,4 @@ func (r *PodPortReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	return ctrl.NewControllerManagedBy(mgr).For(&corev1.Pod{}).Watches(&kovnv1.IP{}, ipToPod).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).Named("pod-port").Complete(r)
-}
-
-// ipAddrs returns the addresses an IP object records.
-func ipAddrs(ip *kovnv1.IP) ([]netip.Addr, error) {
-	var out []netip.Addr
-	for _, s := range []string{ip.Spec.V4IP, ip.Spec.V6IP} {
-		if s == "" {
-			continue
-		}
-		a, err := annotation.ParseAddrs(s)
-		if err != nil {
-			return nil, fmt.Errorf("IP %s: %w", ip.Name, err)
-		}
-		out = append(out, a...)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("IP %s records no address", ip.Name)
-	}
-	return out, nil
 }

@@ -131,7 +131,7 @@ func Restore(ctx context.Context, c client.Client, st *State) error {
 	for i := range ips.Items {
 		ip := &ips.Items[i]
 		a := ipam.Allocation{Subnet: ip.Spec.Subnet, MAC: ip.Spec.MACAddress}
-		a.IPs, _ = ipAddrs(ip)
+		a.IPs, _ = ip.Spec.Addrs()
 		owner := podOwner(ip.Spec.Namespace, ip.Spec.PodName)
 		if ip.Spec.PodName == "" {
 			owner = nodeOwner(ip.Spec.NodeName)

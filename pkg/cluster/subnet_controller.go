@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -159,9 +160,7 @@ func (r *SubnetReconciler) gatewayNodes(ctx context.Context, in topology.SubnetI
 		if err := r.Get(ctx, types.NamespacedName{Name: name}, &n); err == nil {
 			ni := nodeIn(&n)
 			if alloc, ok := r.State.IPAM.Lookup(nodeOwner(name)); ok {
-				ni.JoinIPs = alloc.IPs
-			} else {
-				ni.JoinIPs, _ = annotation.ParseAddrs(n.Annotations[annotation.JoinIP])
+				ni.JoinIPs = alloc.IPs // the IPAM's record: a node's own annotations are not trusted
 			}
 			out[name] = ni
 		}
@@ -271,7 +270,7 @@ func (r *SubnetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	nodeToSubnets := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		var reqs []reconcile.Request
 		for _, s := range r.State.Subnets() {
-			if s.Centralized && containsString(s.GatewayNodes, o.GetName()) {
+			if s.Centralized && slices.Contains(s.GatewayNodes, o.GetName()) {
 				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: s.Name}})
 			}
 		}
@@ -304,13 +303,4 @@ func (r *SubnetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).For(&kovnv1.Subnet{}).Watches(&kovnv1.Subnet{}, joinToAll).
 		Watches(&kovnv1.IP{}, ipToSubnet).Watches(&corev1.Node{}, nodeToSubnets).Watches(&kovnv1.Vpc{}, vpcToSubnets).
 		Named("subnet").Complete(r)
-}
-
-func containsString(xs []string, x string) bool {
-	for _, s := range xs {
-		if s == x {
-			return true
-		}
-	}
-	return false
 }

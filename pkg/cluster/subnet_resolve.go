@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -52,7 +53,7 @@ func checkConflicts(sn, o *kovnv1.Subnet) error {
 		return err
 	}
 	for _, ns := range sn.Spec.Namespaces {
-		if containsString(o.Spec.Namespaces, ns) {
+		if slices.Contains(o.Spec.Namespaces, ns) {
 			return &kovnv1.ValidationError{Field: "spec.namespaces", Reason: kovnv1.ReasonNamespaceConflict,
 				Message: fmt.Sprintf("namespace %s is already bound to subnet %s", ns, o.Name)}
 		}
@@ -79,7 +80,7 @@ func (r *SubnetReconciler) checkVpc(ctx context.Context, sn *kovnv1.Subnet) erro
 		return nil
 	}
 	for _, ns := range sn.Spec.Namespaces {
-		if !containsString(vpc.Spec.Namespaces, ns) {
+		if !slices.Contains(vpc.Spec.Namespaces, ns) {
 			return &kovnv1.ValidationError{Field: "spec.namespaces", Reason: kovnv1.ReasonNamespaceNotAllowed,
 				Message: fmt.Sprintf("namespace %s may not use VPC %s (its spec.namespaces: %v)", ns, vpc.Name, vpc.Spec.Namespaces)}
 		}

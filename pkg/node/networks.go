@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
-	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/cni"
 )
@@ -96,16 +95,12 @@ func (p *PodNetworks) convert(ip *kovnv1.IP, sn *kovnv1.Subnet, port string) (*c
 	if err != nil {
 		return nil, fmt.Errorf("%w: subnet %s: %v", cni.ErrInvalidConfig, sn.Name, err)
 	}
+	addrs, err := ip.Spec.Addrs()
+	if err != nil {
+		return nil, fmt.Errorf("%w: IP %s: %v", cni.ErrInvalidConfig, ip.Name, err)
+	}
 	out := &cni.PodNetwork{MAC: mac, MTU: p.MTU, PortName: port}
-	for _, s := range []string{ip.Spec.V4IP, ip.Spec.V6IP} {
-		if s == "" {
-			continue
-		}
-		addrs, err := annotation.ParseAddrs(s)
-		if err != nil {
-			return nil, fmt.Errorf("%w: IP %s: %v", cni.ErrInvalidConfig, ip.Name, err)
-		}
-		a := addrs[0]
+	for _, a := range addrs {
 		i := cidrIndex(cidrs, a)
 		if i < 0 {
 			return nil, fmt.Errorf("%w: IP %s: %s is outside subnet %s", cni.ErrInvalidConfig, ip.Name, a, sn.Name)

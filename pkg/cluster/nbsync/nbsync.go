@@ -20,7 +20,6 @@ import (
 
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/ovn"
-	"github.com/kovn/kovn/pkg/ovn/model/nb"
 )
 
 // Writer is the value of ovn.WriterKey on every row nbsync writes.
@@ -205,6 +204,3 @@ func waitForInserts(ctx context.Context, c client.Client, ops []ovsdb.Operation,
 	}
 	return nil
 }
-
-// Ensure nb models satisfy model.Model for the generic helpers.
-var _ model.Model = &nb.LogicalSwitch{}
