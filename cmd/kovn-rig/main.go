@@ -83,6 +83,7 @@ func up(args []string) error {
 	kovn := fs.Bool("kovn", true, "install kovn (controller, daemon, CNI); false gives bare clusters whose nodes stay NotReady")
 	fake := fs.Int("fake-nodes", 0, "per cluster, register this many Node objects with no kubelet behind them (scale tests; pods bound to them never run)")
 	bridge := fs.Int("bridge-nodes", 0, "per cluster, the last N nodes use the plain bridge + host-local CNI instead of kovn")
+	family := fs.String("ip-family", rig.Dual, "address family of fabric, nodes, control planes and pods: ipv4, ipv6 or dual")
 	keep := fs.Bool("keep-on-failure", false, "leave a rig that failed to come up in place for inspection")
 	timeout := fs.Duration("timeout", 3*time.Minute, "give up if the rig is not up within this time")
 	_ = fs.Parse(args)
@@ -90,7 +91,7 @@ func up(args []string) error {
 	defer stop()
 	start := time.Now()
 	r, err := rig.Up(ctx, rig.Config{Dir: *dir, Clusters: *clusters, Nodes: *nodes, ReadyTimeout: *timeout, Kovn: *kovn,
-		FakeNodes: *fake, BridgeNodes: *bridge})
+		FakeNodes: *fake, BridgeNodes: *bridge, IPFamily: *family})
 	if err != nil {
 		if r != nil && !*keep && !errors.Is(err, rig.ErrAlreadyUp) {
 			fmt.Fprintf(os.Stderr, "kovn-rig up: %v\nkovn-rig up: tearing the partial rig down (use --keep-on-failure to inspect it)\n", err)
@@ -102,8 +103,8 @@ func up(args []string) error {
 		}
 		return err
 	}
-	fmt.Printf("rig up in %.1fs: %d cluster(s) x %d node(s), state in %s\n", time.Since(start).Seconds(),
-		*clusters, *nodes, r.State.Config.Dir)
+	fmt.Printf("rig up in %.1fs: %d cluster(s) x %d node(s), %s, state in %s\n", time.Since(start).Seconds(),
+		*clusters, *nodes, r.State.Config.IPFamily, r.State.Config.Dir)
 	for _, c := range r.State.Clusters {
 		if c.FakeNodes > 0 {
 			fmt.Printf("  %s: %d fake nodes %s-f1 .. %s-f%d (no kubelet; taint %s)\n", c.Name, c.FakeNodes, c.Name, c.Name,

@@ -39,16 +39,16 @@ func (r *Rig) startForwarder(ctx context.Context) error {
 		return nil
 	}
 	for cl := 1; cl <= cfg.Clusters; cl++ {
-		ns, ip := cfg.ControlPlaneNS(cl), ControlPlaneIP(cl).String()
+		ns, ip := cfg.ControlPlaneNS(cl), cfg.ControlPlaneIPs(cl)[0]
 		for key, port := range map[string]int{"apiserver": PortAPIServer, "nb": PortNB, "sb": PortSB} {
-			if err := add(ClusterName(cl)+"/"+key, ns, fmt.Sprintf("%s:%d", ip, port)); err != nil {
+			if err := add(ClusterName(cl)+"/"+key, ns, hostPort(ip, port)); err != nil {
 				return err
 			}
 		}
 	}
 	if cfg.Clusters > 1 {
 		for key, port := range map[string]int{"ic/nb": PortICNB, "ic/sb": PortICSB} {
-			if err := add(key, cfg.ICNS(), fmt.Sprintf("%s:%d", ICDBIP(), port)); err != nil {
+			if err := add(key, cfg.ICNS(), hostPort(cfg.ICDBIPs()[0], port)); err != nil {
 				return err
 			}
 		}

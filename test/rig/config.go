@@ -41,7 +41,18 @@ type Config struct {
 	// containernetworking bridge + host-local CNI instead of kovn-cni (no kovn-daemon there),
 	// so a benchmark can compare both on one rig.
 	BridgeNodes int
+	// IPFamily is the rig's address family: "ipv4", "ipv6" or "dual" (both, IPv4 primary).
+	// Fabric, nodes, control planes, the external host, service and pod CIDRs and kubelet node
+	// IPs all follow it.
+	IPFamily string
 }
+
+// IP families of a rig.
+const (
+	IPv4 = "ipv4"
+	IPv6 = "ipv6"
+	Dual = "dual"
+)
 
 // K8sVersion is the pinned Kubernetes version (hack/install-deps.sh builds it).
 const K8sVersion = "v1.31.4"
@@ -76,6 +87,13 @@ func (c Config) Defaults() (Config, error) {
 	}
 	if c.FakeNodes < 0 || c.FakeNodes > MaxFakeNodes || c.BridgeNodes < 0 || c.BridgeNodes > c.Nodes {
 		return c, fmt.Errorf("fake nodes %d (0-%d) or bridge nodes %d (0-%d) out of range", c.FakeNodes, MaxFakeNodes, c.BridgeNodes, c.Nodes)
+	}
+	switch c.IPFamily {
+	case "":
+		c.IPFamily = Dual
+	case IPv4, IPv6, Dual:
+	default:
+		return c, fmt.Errorf("ip family %q: want ipv4, ipv6 or dual", c.IPFamily)
 	}
 	if c.K8sBinDir == "" {
 		c.K8sBinDir = DefaultK8sBinDir()
@@ -171,4 +189,117 @@ func (c Config) BridgeNode(n int) bool { return n > c.Nodes-c.BridgeNodes }
 func (c Config) ClusterDir(cl int) string { return filepath.Join(c.Dir, ClusterName(cl)) }
 func (c Config) NodeDir(cl, n int) string {
 	return filepath.Join(c.ClusterDir(cl), "nodes", NodeName(cl, n))
+}
+
+// IPv6 address plan, mirroring the IPv4 one so an address reads the same in both families:
+// the fabric is fd00:30::/64, cluster c's control plane fd00:30::c:1, its node n
+// fd00:30::c:(10+n), the IC databases fd00:30::2 and the external host fd00:30::100. Decimal
+// digits of the IPv4 plan are written as hex groups ("1:11" for 172.30.1.11).
+var fabricPrefix6 = netip.MustParsePrefix("fd00:30::/64")
+
+// FabricBits6 is the prefix length of the fabric segment in IPv6.
+const FabricBits6 = 64
+
+// hexGroup reads the decimal digits of n as a hex group: 11 -> 0x11.
+func hexGroup(n int) uint16 {
+	var g uint16
+	for _, d := range fmt.Sprint(n) {
+		g = g<<4 | uint16(d-'0')
+	}
+	return g
+}
+
+// v6 builds an address from a /48-or-shorter base plus its last two groups.
+func v6(base netip.Prefix, g6, g7 uint16) netip.Addr {
+	b := base.Addr().As16()
+	b[12], b[13], b[14], b[15] = byte(g6>>8), byte(g6), byte(g7>>8), byte(g7)
+	return netip.AddrFrom16(b)
+}
+
+func ControlPlaneIP6(c int) netip.Addr { return v6(fabricPrefix6, hexGroup(c), 1) }
+func NodeIP6(c, n int) netip.Addr      { return v6(fabricPrefix6, hexGroup(c), hexGroup(10+n)) }
+func ICDBIP6() netip.Addr              { return v6(fabricPrefix6, 0, 2) }
+func ExternalHostIP6() netip.Addr      { return v6(fabricPrefix6, 0, 0x100) }
+
+// ServiceCIDR6 is cluster c's IPv6 service range (fd00:10:96::/112 for cluster 1: the
+// apiserver refuses IPv6 service ranges wider than /108).
+func ServiceCIDR6(c int) netip.Prefix {
+	g := hexGroup(95 + c)
+	b := [16]byte{0xfd, 0, 0, 0x10, byte(g >> 8), byte(g)}
+	return netip.PrefixFrom(netip.AddrFrom16(b), 112)
+}
+
+// PodCIDR6 is cluster c's IPv6 default pod subnet (fd00:10:16::/64 for cluster 1).
+func PodCIDR6(c int) netip.Prefix {
+	g := hexGroup(15 + c)
+	b := [16]byte{0xfd, 0, 0, 0x10, byte(g >> 8), byte(g)}
+	return netip.PrefixFrom(netip.AddrFrom16(b), 64)
+}
+
+// JoinCIDR6 is the IPv6 join subnet of every cluster.
+var JoinCIDR6 = netip.MustParsePrefix("fd00:100:64::/64")
+
+// HasIPv4 and HasIPv6 say which families the rig carries.
+func (c Config) HasIPv4() bool { return c.IPFamily != IPv6 }
+func (c Config) HasIPv6() bool { return c.IPFamily == IPv6 || c.IPFamily == Dual }
+
+// pick returns the rig's addresses of a thing in family order, primary (IPv4 in dual) first.
+func pick[T any](c Config, v4, v6 T) []T {
+	var out []T
+	if c.HasIPv4() {
+		out = append(out, v4)
+	}
+	if c.HasIPv6() {
+		out = append(out, v6)
+	}
+	return out
+}
+
+// Family-ordered addresses and CIDRs of the rig; the first is the primary.
+func (c Config) ControlPlaneIPs(cl int) []netip.Addr {
+	return pick(c, ControlPlaneIP(cl), ControlPlaneIP6(cl))
+}
+func (c Config) NodeIPs(cl, n int) []netip.Addr { return pick(c, NodeIP(cl, n), NodeIP6(cl, n)) }
+func (c Config) ICDBIPs() []netip.Addr          { return pick(c, ICDBIP(), ICDBIP6()) }
+func (c Config) ExternalHostIPs() []netip.Addr  { return pick(c, ExternalHostIP(), ExternalHostIP6()) }
+func (c Config) ServiceCIDRs(cl int) []netip.Prefix {
+	return pick(c, ServiceCIDR(cl), ServiceCIDR6(cl))
+}
+func (c Config) PodCIDRs(cl int) []netip.Prefix { return pick(c, PodCIDR(cl), PodCIDR6(cl)) }
+func (c Config) JoinCIDRs() []netip.Prefix      { return pick(c, JoinCIDR, JoinCIDR6) }
+
+// FabricAddrs are the CIDR-notation fabric addresses for the given family-ordered IPs.
+func FabricAddrs(ips []netip.Addr) []string {
+	var out []string
+	for _, ip := range ips {
+		bits := FabricBits
+		if ip.Is6() {
+			bits = FabricBits6
+		}
+		out = append(out, netip.PrefixFrom(ip, bits).String())
+	}
+	return out
+}
+
+// joinCSV joins addresses or prefixes with commas, the form kubelet and apiserver flags take.
+func joinCSV[T fmt.Stringer](xs []T) string {
+	s := ""
+	for i, x := range xs {
+		if i > 0 {
+			s += ","
+		}
+		s += x.String()
+	}
+	return s
+}
+
+// hostPort is addr:port with IPv6 brackets.
+func hostPort(a netip.Addr, port int) string { return netip.AddrPortFrom(a, uint16(port)).String() }
+
+// anyAddr is the wildcard listen address covering the rig's families.
+func (c Config) anyAddr() string {
+	if c.HasIPv6() {
+		return "::"
+	}
+	return "0.0.0.0"
 }

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -39,6 +41,67 @@ func TestAddressPlanIsDisjoint(t *testing.T) {
 	}
 	if PodCIDR(1).String() != "10.16.0.0/16" {
 		t.Fatalf("cluster 1 pod CIDR %s, want kovn's default 10.16.0.0/16", PodCIDR(1))
+	}
+}
+
+func TestIPv6AddressPlanMirrorsIPv4(t *testing.T) {
+	seen := map[netip.Addr]string{}
+	add := func(what string, ip netip.Addr) {
+		if other, dup := seen[ip]; dup {
+			t.Fatalf("%s and %s share %s", what, other, ip)
+		}
+		if !fabricPrefix6.Contains(ip) {
+			t.Fatalf("%s at %s is off the IPv6 fabric", what, ip)
+		}
+		seen[ip] = what
+	}
+	add("ic", ICDBIP6())
+	add("ext", ExternalHostIP6())
+	for c := 1; c <= 9; c++ {
+		add("cp", ControlPlaneIP6(c))
+		for n := 1; n <= 50; n++ {
+			add(NodeName(c, n), NodeIP6(c, n))
+		}
+		for d := c + 1; d <= 9; d++ {
+			if PodCIDR6(c).Overlaps(PodCIDR6(d)) || ServiceCIDR6(c).Overlaps(ServiceCIDR6(d)) || PodCIDR6(c).Overlaps(ServiceCIDR6(d)) {
+				t.Fatalf("clusters %d and %d overlap", c, d)
+			}
+		}
+		if PodCIDR6(c).Overlaps(JoinCIDR6) || fabricPrefix6.Overlaps(PodCIDR6(c)) || ServiceCIDR6(c).Bits() < 108 {
+			t.Fatalf("cluster %d: pod CIDR overlaps join or fabric, or service range %s wider than /108", c, ServiceCIDR6(c))
+		}
+	}
+	for got, want := range map[string]string{NodeIP6(1, 1).String(): "fd00:30::1:11", ControlPlaneIP6(9).String(): "fd00:30::9:1",
+		NodeIP6(9, 50).String(): "fd00:30::9:60", PodCIDR6(1).String(): "fd00:10:16::/64", ServiceCIDR6(9).String(): "fd00:10:104::/112",
+		ExternalHostIP6().String(): "fd00:30::100"} {
+		if got != want {
+			t.Errorf("IPv6 plan gives %s, want %s", got, want)
+		}
+	}
+}
+
+func TestFamiliesOrderPrimaryFirst(t *testing.T) {
+	for fam, want := range map[string][]string{IPv4: {"172.30.1.11/16"}, IPv6: {"fd00:30::1:11/64"},
+		Dual: {"172.30.1.11/16", "fd00:30::1:11/64"}} {
+		cfg, err := Config{Dir: t.TempDir(), IPFamily: fam}.Defaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := FabricAddrs(cfg.NodeIPs(1, 1)); !slices.Equal(got, want) {
+			t.Errorf("%s: node addresses %v, want %v", fam, got, want)
+		}
+		if got := len(cfg.PodCIDRs(1)); got != len(want) {
+			t.Errorf("%s: %d pod CIDRs, want %d", fam, got, len(want))
+		}
+	}
+	if cfg, _ := (Config{Dir: t.TempDir()}).Defaults(); cfg.IPFamily != Dual {
+		t.Fatalf("default family %q, want dual", cfg.IPFamily)
+	}
+	if _, err := (Config{Dir: t.TempDir(), IPFamily: "ipv5"}).Defaults(); err == nil {
+		t.Fatal("ip family ipv5 accepted")
+	}
+	if got := strings.Join(addrAddArgs("fd00::1/64", "eth0"), " "); got != "addr add fd00::1/64 dev eth0 nodad" {
+		t.Fatalf("IPv6 address without nodad: %s", got)
 	}
 }
 

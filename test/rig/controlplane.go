@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -33,12 +34,13 @@ func createDB(file, schema string) error {
 	return nil
 }
 
-// ovsdbServerStep serves one database file on a unix socket and a TCP port.
-func ovsdbServerStep(name, db, run string, port int, logDir string) Step {
+// ovsdbServerStep serves one database file on a unix socket and a TCP port (every family the
+// rig carries: an IPv6 wildcard socket also takes IPv4).
+func (c Config) ovsdbServerStep(name, db, run string, port int, logDir string) Step {
 	sock := filepath.Join(run, name+".sock")
 	return Step{
 		Name: "ovsdb-server-" + name, Daemon: true, Log: filepath.Join(logDir, "ovsdb-server-"+name+".log"),
-		Argv: []string{"ovsdb-server", db, "--remote=punix:" + sock, fmt.Sprintf("--remote=ptcp:%d:0.0.0.0", port),
+		Argv: []string{"ovsdb-server", db, "--remote=punix:" + sock, fmt.Sprintf("--remote=ptcp:%d:%s", port, ovsdbHost(c.anyAddr())),
 			"--pidfile=" + filepath.Join(run, name+".pid"), "--unixctl=" + filepath.Join(run, name+".ctl")},
 		Ready: Ready{Unix: sock},
 	}
@@ -61,10 +63,10 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 			return SupervisorSpec{}, err
 		}
 	}
-	ip := ControlPlaneIP(cl).String()
-	svc := ServiceCIDR(cl)
+	ip := c.ControlPlaneIPs(cl)[0].String()
+	apiURL := "https://" + hostPort(c.ControlPlaneIPs(cl)[0], PortAPIServer)
 	admin := filepath.Join(dir, "admin-internal.kubeconfig")
-	if err := pki.writeKubeconfig(admin, ClusterName(cl), fmt.Sprintf("https://%s:%d", ip, PortAPIServer), "admin", pki.AdminToken); err != nil {
+	if err := pki.writeKubeconfig(admin, ClusterName(cl), apiURL, "admin", pki.AdminToken); err != nil {
 		return SupervisorSpec{}, err
 	}
 	step := func(name string, ready Ready, argv ...string) Step {
@@ -78,14 +80,14 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 			"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", PortEtcdPeer),
 			"--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", PortEtcdPeer),
 			"--initial-cluster", fmt.Sprintf("%s=http://127.0.0.1:%d", ClusterName(cl), PortEtcdPeer)),
-		step("kube-apiserver", Ready{HTTPS: fmt.Sprintf("https://%s:%d/readyz", ip, PortAPIServer), Token: pki.AdminToken},
-			c.k8sBin("kube-apiserver"), "--bind-address=0.0.0.0", "--advertise-address="+ip,
+		step("kube-apiserver", Ready{HTTPS: apiURL + "/readyz", Token: pki.AdminToken},
+			c.k8sBin("kube-apiserver"), "--bind-address="+c.anyAddr(), "--advertise-address="+ip,
 			fmt.Sprintf("--secure-port=%d", PortAPIServer), fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", PortEtcd),
 			"--tls-cert-file="+pki.path("apiserver.crt"), "--tls-private-key-file="+pki.path("apiserver.key"),
 			"--client-ca-file="+pki.path("ca.crt"), "--token-auth-file="+pki.path("tokens.csv"),
 			"--authorization-mode=Node,RBAC", "--service-account-key-file="+pki.path("sa.pub"),
 			"--service-account-signing-key-file="+pki.path("sa.key"),
-			"--service-account-issuer=https://kubernetes.default.svc", "--service-cluster-ip-range="+svc.String(),
+			"--service-account-issuer=https://kubernetes.default.svc", "--service-cluster-ip-range="+joinCSV(c.ServiceCIDRs(cl)),
 			"--allow-privileged=true", "--kubelet-preferred-address-types=InternalIP,Hostname",
 			"--enable-admission-plugins=NodeRestriction"),
 		step("kube-controller-manager", Ready{}, c.k8sBin("kube-controller-manager"), "--kubeconfig="+admin,
@@ -95,8 +97,8 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 			"--flex-volume-plugin-dir="+filepath.Join(dir, "kcm-flex")),
 		step("kube-scheduler", Ready{}, c.k8sBin("kube-scheduler"), "--kubeconfig="+admin,
 			"--bind-address=127.0.0.1", "--leader-elect=false"),
-		ovsdbServerStep("nb", filepath.Join(ovnDir, "nb.db"), run, PortNB, logs),
-		ovsdbServerStep("sb", filepath.Join(ovnDir, "sb.db"), run, PortSB, logs),
+		c.ovsdbServerStep("nb", filepath.Join(ovnDir, "nb.db"), run, PortNB, logs),
+		c.ovsdbServerStep("sb", filepath.Join(ovnDir, "sb.db"), run, PortSB, logs),
 		{Name: "ovn-northd", Daemon: true, Log: filepath.Join(logs, "ovn-northd.log"),
 			Env: []string{"OVN_RUNDIR=" + run},
 			Argv: []string{"ovn-northd", "--ovnnb-db=unix:" + filepath.Join(run, "nb.sock"),
@@ -115,8 +117,8 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 			ServiceAccount: ControllerServiceAccount, ApplyDeploy: true, Out: kubeconfig}))
 		steps = append(steps, Step{Name: "kovn-controller", Daemon: true, Restart: true, Log: filepath.Join(logs, "kovn-controller.log"),
 			Argv: []string{filepath.Join(c.KovnBinDir, "kovn-controller"), "--kubeconfig=" + kubeconfig,
-				"--ovn-nb-addr=unix:" + filepath.Join(run, "nb.sock"), "--default-cidr=" + PodCIDR(cl).String(),
-				"--join-cidr=" + JoinCIDR.String(), "--leader-elect=true"}})
+				"--ovn-nb-addr=unix:" + filepath.Join(run, "nb.sock"), "--default-cidr=" + joinCSV(c.PodCIDRs(cl)),
+				"--join-cidr=" + joinCSV(c.JoinCIDRs()), "--leader-elect=true"}})
 	}
 	return SupervisorSpec{Name: ClusterName(cl), Dir: dir, Steps: steps}, nil
 }
@@ -137,8 +139,8 @@ func (c Config) interconnectSpec() (SupervisorSpec, error) {
 		}
 	}
 	return SupervisorSpec{Name: "ic", Dir: dir, Steps: []Step{
-		ovsdbServerStep("icnb", filepath.Join(dir, "icnb.db"), run, PortICNB, logs),
-		ovsdbServerStep("icsb", filepath.Join(dir, "icsb.db"), run, PortICSB, logs),
+		c.ovsdbServerStep("icnb", filepath.Join(dir, "icnb.db"), run, PortICNB, logs),
+		c.ovsdbServerStep("icsb", filepath.Join(dir, "icsb.db"), run, PortICSB, logs),
 	}}, nil
 }
 
@@ -148,6 +150,14 @@ func (c Config) externalHostSpec() SupervisorSpec {
 	dir := filepath.Join(c.Dir, "ext")
 	_ = os.MkdirAll(dir, 0o755)
 	return SupervisorSpec{Name: "ext", Dir: dir, Steps: []Step{{Name: "testbox", Daemon: true,
-		Log: filepath.Join(dir, "testbox.log"), Ready: Ready{TCP: ExternalHostIP().String() + ":8080"},
+		Log: filepath.Join(dir, "testbox.log"), Ready: Ready{TCP: hostPort(c.ExternalHostIPs()[0], 8080)},
 		Argv: []string{filepath.Join(c.KovnBinDir, "kovn-testbox"), "serve", "-http", ":8080", "-tcp", ":9000"}}}}
+}
+
+// ovsdbHost is an address as OVSDB connection strings write it: IPv6 in brackets.
+func ovsdbHost(a string) string {
+	if strings.Contains(a, ":") {
+		return "[" + a + "]"
+	}
+	return a
 }

@@ -45,14 +45,19 @@ func createFabric(ns string) error {
 }
 
 // plugIntoFabric connects ns to the fabric bridge with a veth created directly inside the two
-// namespaces (never in the host's), and gives its eth0 addr (CIDR notation).
-func plugIntoFabric(fabric, ns, port, addr string) error {
-	for _, args := range [][]string{
+// namespaces (never in the host's), and gives its eth0 addrs (CIDR notation). IPv6 addresses
+// skip duplicate address detection: the rig's plan makes them unique, and a tentative address
+// would make the first seconds of the rig fail to bind or connect.
+func plugIntoFabric(fabric, ns, port string, addrs []string) error {
+	cmds := [][]string{
 		{"link", "add", port, "netns", fabric, "type", "veth", "peer", "name", "eth0", "netns", ns},
 		{"-n", fabric, "link", "set", port, "master", "br-fab", "up"},
-		{"-n", ns, "addr", "add", addr, "dev", "eth0"},
-		{"-n", ns, "link", "set", "eth0", "up"},
-	} {
+	}
+	for _, a := range addrs {
+		cmds = append(cmds, append([]string{"-n", ns}, addrAddArgs(a, "eth0")...))
+	}
+	cmds = append(cmds, []string{"-n", ns, "link", "set", "eth0", "up"})
+	for _, args := range cmds {
 		if err := ipCmd(args...); err != nil {
 			return err
 		}
@@ -78,4 +83,13 @@ func rigNamespaces(prefix string) []string {
 		}
 	}
 	return out
+}
+
+// addrAddArgs is the iproute2 argv adding address a (CIDR notation) to dev, with nodad for IPv6.
+func addrAddArgs(a, dev string) []string {
+	args := []string{"addr", "add", a, "dev", dev}
+	if strings.Contains(a, ":") {
+		args = append(args, "nodad")
+	}
+	return args
 }

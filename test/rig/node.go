@@ -44,13 +44,13 @@ const kubeletYAML = `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: cgroupfs
 cgroupRoot: /%s
-address: %s
+address: "%s"
 readOnlyPort: 0
 healthzPort: 0
 failSwapOn: false
 makeIPTablesUtilChains: false
 oomScoreAdj: 0
-clusterDNS: [%s]
+clusterDNS: ["%s"]
 clusterDomain: cluster.local
 resolvConf: %s
 imageGCHighThresholdPercent: 100
@@ -61,10 +61,13 @@ authorization: {mode: AlwaysAllow}
 serializeImagePulls: false
 `
 
-// clusterDNSIP is the tenth address of the service range, where a cluster DNS will live.
-func clusterDNSIP(cl int) string {
-	a := ServiceCIDR(cl).Addr().As4()
-	return fmt.Sprintf("%d.%d.%d.10", a[0], a[1], a[2])
+// clusterDNSIP is the tenth address of the primary service range, where a cluster DNS will live.
+func (c Config) clusterDNSIP(cl int) string {
+	a := c.ServiceCIDRs(cl)[0].Masked().Addr()
+	for i := 0; i < 10; i++ {
+		a = a.Next()
+	}
+	return a.String()
 }
 
 // nodeSpec is node n of cluster cl: OVS (ovsdb-server, userspace vswitchd with br-phy holding the
@@ -83,11 +86,11 @@ func (c Config) nodeSpec(cl, n int, pki clusterPKI, images []string) (Supervisor
 	if err := createDB(confDB, filepath.Join(ovsSchemaDir, "vswitch.ovsschema")); err != nil {
 		return SupervisorSpec{}, err
 	}
-	ip := NodeIP(cl, n).String()
+	dns := c.clusterDNSIP(cl)
 	files := map[string]string{
 		"containerd.toml": fmt.Sprintf(containerdTOML, PauseImage, c.cniBinDir()),
-		"kubelet.yaml":    fmt.Sprintf(kubeletYAML, c.CgroupRoot(cl, n), ip, clusterDNSIP(cl), filepath.Join(dir, "resolv.conf")),
-		"resolv.conf":     "nameserver " + clusterDNSIP(cl) + "\nsearch default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n",
+		"kubelet.yaml":    fmt.Sprintf(kubeletYAML, c.CgroupRoot(cl, n), c.anyAddr(), dns, filepath.Join(dir, "resolv.conf")),
+		"resolv.conf":     "nameserver " + dns + "\nsearch default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n",
 	}
 	for f, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, f), []byte(content), 0o644); err != nil {
@@ -95,7 +98,7 @@ func (c Config) nodeSpec(cl, n int, pki clusterPKI, images []string) (Supervisor
 		}
 	}
 	kubeconfig := filepath.Join(dir, "kubelet.kubeconfig")
-	if err := pki.writeKubeconfig(kubeconfig, ClusterName(cl), fmt.Sprintf("https://%s:%d", ControlPlaneIP(cl), PortAPIServer),
+	if err := pki.writeKubeconfig(kubeconfig, ClusterName(cl), "https://"+hostPort(c.ControlPlaneIPs(cl)[0], PortAPIServer),
 		"system:node:"+name, pki.NodeTokens[name]); err != nil {
 		return SupervisorSpec{}, err
 	}
@@ -114,7 +117,12 @@ func (c Config) nodeSpec(cl, n int, pki clusterPKI, images []string) (Supervisor
 }
 
 func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig string, images []string) []Step {
-	name, ip := NodeName(cl, n), NodeIP(cl, n).String()
+	name, ips := NodeName(cl, n), c.NodeIPs(cl, n)
+	ip, sbRemote := ips[0].String(), "tcp:"+hostPort(c.ControlPlaneIPs(cl)[0], PortSB)
+	brPhyAddrs := []string{"ip addr flush dev eth0"}
+	for _, a := range FabricAddrs(ips) {
+		brPhyAddrs = append(brPhyAddrs, "ip "+strings.Join(addrAddArgs(a, "br-phy"), " "))
+	}
 	dbSock := filepath.Join(ovsRun, "db.sock")
 	env := []string{"OVS_RUNDIR=" + ovsRun, "OVN_RUNDIR=" + ovnRun, "OVS_DBDIR=" + filepath.Dir(confDB)}
 	vsctl := "ovs-vsctl --db=unix:" + dbSock + " --timeout=30 "
@@ -132,7 +140,7 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 		// The chassis identity: what ovn-controller needs to register in the SB database.
 		sh("ovs-init", vsctl+"--no-wait init",
 			vsctl+"--no-wait set Open_vSwitch . external_ids:system-id="+name+" external_ids:hostname="+name+
-				fmt.Sprintf(" external_ids:ovn-remote=tcp:%s:%d", ControlPlaneIP(cl), PortSB)+
+				" external_ids:ovn-remote="+sbRemote+
 				" external_ids:ovn-encap-type=geneve external_ids:ovn-encap-ip="+ip+
 				" external_ids:ovn-bridge-datapath-type=netdev"),
 		daemon("ovs-vswitchd", Ready{Unix: filepath.Join(ovsRun, "ovs-vswitchd.ctl")}, "ovs-vswitchd", "unix:"+dbSock,
@@ -140,13 +148,12 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 			"--unixctl="+filepath.Join(ovsRun, "ovs-vswitchd.ctl")),
 		// Userspace geneve egresses through a netdev bridge that owns the node address. TX
 		// checksum offload must be off on kernel interfaces feeding OVS or TCP breaks.
-		sh("br-phy",
-			vsctl+"-- --may-exist add-br br-phy -- set bridge br-phy datapath_type=netdev -- --may-exist add-port br-phy eth0",
-			"for i in $(seq 100); do ip link show br-phy >/dev/null 2>&1 && break; sleep 0.1; done",
-			"ip addr flush dev eth0",
-			fmt.Sprintf("ip addr add %s/%d dev br-phy", ip, FabricBits),
+		sh("br-phy", append(append([]string{
+			vsctl + "-- --may-exist add-br br-phy -- set bridge br-phy datapath_type=netdev -- --may-exist add-port br-phy eth0",
+			"for i in $(seq 100); do ip link show br-phy >/dev/null 2>&1 && break; sleep 0.1; done"},
+			brPhyAddrs...),
 			"ip link set br-phy up",
-			"ethtool -K eth0 tx off >/dev/null", "ethtool -K br-phy tx off >/dev/null"),
+			"ethtool -K eth0 tx off >/dev/null", "ethtool -K br-phy tx off >/dev/null")...),
 		daemon("ovn-controller", Ready{}, "ovn-controller", "unix:"+dbSock,
 			"--pidfile="+filepath.Join(ovnRun, "ovn-controller.pid")),
 		daemon("containerd", Ready{Unix: "/run/containerd/containerd.sock"}, "containerd", "--config",
@@ -156,9 +163,9 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 		steps = append(steps, Step{Name: fmt.Sprintf("import-image-%d", i), Log: filepath.Join(logs, "images.log"),
 			Argv: []string{"ctr", "-n", "k8s.io", "images", "import", "--snapshotter", "overlayfs", img}})
 	}
-	steps = append(steps, daemon("kubelet", Ready{TCP: ip + ":10250"}, c.k8sBin("kubelet"),
+	steps = append(steps, daemon("kubelet", Ready{TCP: hostPort(ips[0], 10250)}, c.k8sBin("kubelet"),
 		"--config="+filepath.Join(c.NodeDir(cl, n), "kubelet.yaml"), "--kubeconfig="+kubeconfig,
-		"--hostname-override="+name, "--node-ip="+ip, "--v=2"))
+		"--hostname-override="+name, "--node-ip="+joinCSV(ips), "--v=2"))
 	if c.Kovn && !c.BridgeNode(n) {
 		kovnKubeconfig := c.DaemonKubeconfig(cl, n)
 		steps = append(steps, c.credentialsStep("kovn-daemon-credentials", logs, Credentials{
@@ -168,7 +175,7 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 			"--kubeconfig="+kovnKubeconfig, "--node-name="+name,
 			"--ovs-db=unix:"+dbSock, "--cni-socket="+filepath.Join(filepath.Dir(ovsRun), "cni.sock"),
 			"--cni-conf-dir=/etc/cni/net.d", "--mtu=1400", "--netdev",
-			fmt.Sprintf("--ovn-remote=tcp:%s:%d", ControlPlaneIP(cl), PortSB))
+			"--ovn-remote="+sbRemote)
 		d.Restart = true
 		steps = append(steps, d)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -130,27 +131,27 @@ func (r *Rig) network(context.Context) error {
 		return err
 	}
 	st.Namespaces = append(st.Namespaces, cfg.FabricNS())
-	plug := func(ns, port, ip string) error {
+	plug := func(ns, port string, ips []netip.Addr) error {
 		if err := addNetNS(ns); err != nil {
 			return err
 		}
 		st.Namespaces = append(st.Namespaces, ns)
-		return plugIntoFabric(cfg.FabricNS(), ns, port, fmt.Sprintf("%s/%d", ip, FabricBits))
+		return plugIntoFabric(cfg.FabricNS(), ns, port, FabricAddrs(ips))
 	}
 	if cfg.Clusters > 1 {
-		if err := plug(cfg.ICNS(), "ic", ICDBIP().String()); err != nil {
+		if err := plug(cfg.ICNS(), "ic", cfg.ICDBIPs()); err != nil {
 			return err
 		}
 	}
-	if err := plug(cfg.ExtNS(), "ext", ExternalHostIP().String()); err != nil {
+	if err := plug(cfg.ExtNS(), "ext", cfg.ExternalHostIPs()); err != nil {
 		return err
 	}
 	for cl := 1; cl <= cfg.Clusters; cl++ {
-		if err := plug(cfg.ControlPlaneNS(cl), fmt.Sprintf("c%dcp", cl), ControlPlaneIP(cl).String()); err != nil {
+		if err := plug(cfg.ControlPlaneNS(cl), fmt.Sprintf("c%dcp", cl), cfg.ControlPlaneIPs(cl)); err != nil {
 			return err
 		}
 		for n := 1; n <= cfg.Nodes; n++ {
-			if err := plug(cfg.NodeNS(cl, n), fmt.Sprintf("c%dn%d", cl, n), NodeIP(cl, n).String()); err != nil {
+			if err := plug(cfg.NodeNS(cl, n), fmt.Sprintf("c%dn%d", cl, n), cfg.NodeIPs(cl, n)); err != nil {
 				return err
 			}
 		}
@@ -246,7 +247,13 @@ func (r *Rig) startControlPlanes(ctx context.Context) error {
 		for n := 1; n <= cfg.Nodes; n++ {
 			nodes = append(nodes, NodeName(cl, n))
 		}
-		ips := []net.IP{net.ParseIP(ControlPlaneIP(cl).String()), net.ParseIP("127.0.0.1"), firstServiceIP(cl)}
+		ips := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")}
+		for _, a := range cfg.ControlPlaneIPs(cl) {
+			ips = append(ips, a.AsSlice())
+		}
+		for _, svc := range cfg.ServiceCIDRs(cl) {
+			ips = append(ips, firstServiceIP(svc).AsSlice())
+		}
 		pki, err := newClusterPKI(filepath.Join(cfg.ClusterDir(cl), "pki"), ips, nodes)
 		if err != nil {
 			return err
@@ -265,10 +272,8 @@ func (r *Rig) startControlPlanes(ctx context.Context) error {
 	return waitSupervisors(ctx, procs)
 }
 
-func firstServiceIP(cl int) net.IP {
-	a := ServiceCIDR(cl).Addr().As4()
-	return net.IPv4(a[0], a[1], a[2], a[3]+1)
-}
+// firstServiceIP is the apiserver's ClusterIP in a service range.
+func firstServiceIP(svc netip.Prefix) netip.Addr { return svc.Masked().Addr().Next() }
 
 func (r *Rig) startNodes(ctx context.Context) error {
 	cfg := r.State.Config

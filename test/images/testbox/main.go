@@ -3,11 +3,12 @@
 //
 //	testbox sleep                    block until SIGTERM
 //	testbox serve [-http :8080] [-tcp :9000]   HTTP server answering its hostname, TCP echo server
-//	testbox ping [-c N] [-W secs] IP  ICMP echo (needs CAP_NET_RAW, pods run as root)
+//	testbox ping [-c N] [-W secs] IP  ICMP or ICMPv6 echo (needs CAP_NET_RAW, pods run as root)
 //	testbox get URL                  HTTP GET, prints the body
 //	testbox tcp ADDR MSG             connect, send MSG, print the echo
 //	testbox connect ADDR             open a TCP connection and close it (any listener will do)
-//	testbox ip                       print each interface with its MAC, MTU and addresses
+//	testbox ip                       print each interface (MAC, MTU, addresses) and the routes of both families
+//	testbox rs [-i IFACE]            send an IPv6 router solicitation, print the advertisement answering it
 package main
 
 import (
@@ -24,6 +25,7 @@ import (
 
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
 )
 
 func main() {
@@ -47,6 +49,8 @@ func main() {
 		err = connect(args)
 	case "ip":
 		err = showIP()
+	case "rs":
+		err = routerSolicit(args)
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -95,23 +99,27 @@ func ping(args []string) error {
 	wait := fs.Duration("W", 2*time.Second, "time to wait for each reply")
 	_ = fs.Parse(args)
 	dst := net.ParseIP(fs.Arg(0))
-	if dst == nil || dst.To4() == nil {
-		return fmt.Errorf("ping: want an IPv4 address, got %q", fs.Arg(0))
+	if dst == nil {
+		return fmt.Errorf("ping: want an IPv4 or IPv6 address, got %q", fs.Arg(0))
 	}
-	conn, err := icmp.ListenPacket("ip4:icmp", "0.0.0.0")
+	f := icmpV4
+	if dst.To4() == nil {
+		f = icmpV6
+	}
+	conn, err := icmp.ListenPacket(f.network, f.any)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	got := 0
 	for seq := 1; seq <= *count; seq++ {
-		msg := icmp.Message{Type: ipv4.ICMPTypeEcho, Body: &icmp.Echo{ID: os.Getpid() & 0xffff, Seq: seq, Data: []byte("kovn")}}
-		b, _ := msg.Marshal(nil)
+		msg := icmp.Message{Type: f.request, Body: &icmp.Echo{ID: os.Getpid() & 0xffff, Seq: seq, Data: []byte("kovn")}}
+		b, _ := msg.Marshal(nil) // the kernel fills the ICMPv6 checksum
 		start := time.Now()
 		if _, err := conn.WriteTo(b, &net.IPAddr{IP: dst}); err != nil {
 			return err
 		}
-		if echoReply(conn, dst, seq, start.Add(*wait)) {
+		if echoReply(conn, f, dst, seq, start.Add(*wait)) {
 			got++
 			fmt.Printf("reply from %s seq=%d time=%s\n", dst, seq, time.Since(start).Round(time.Microsecond))
 		}
@@ -124,7 +132,19 @@ func ping(args []string) error {
 	return nil
 }
 
-func echoReply(conn *icmp.PacketConn, dst net.IP, seq int, deadline time.Time) bool {
+// icmpFamily is what differs between ICMP and ICMPv6 echo.
+type icmpFamily struct {
+	network, any   string
+	proto          int
+	request, reply icmp.Type
+}
+
+var (
+	icmpV4 = icmpFamily{"ip4:icmp", "0.0.0.0", 1, ipv4.ICMPTypeEcho, ipv4.ICMPTypeEchoReply}
+	icmpV6 = icmpFamily{"ip6:ipv6-icmp", "::", 58, ipv6.ICMPTypeEchoRequest, ipv6.ICMPTypeEchoReply}
+)
+
+func echoReply(conn *icmp.PacketConn, f icmpFamily, dst net.IP, seq int, deadline time.Time) bool {
 	buf := make([]byte, 1500)
 	_ = conn.SetReadDeadline(deadline)
 	for {
@@ -132,8 +152,8 @@ func echoReply(conn *icmp.PacketConn, dst net.IP, seq int, deadline time.Time) b
 		if err != nil {
 			return false
 		}
-		m, err := icmp.ParseMessage(1, buf[:n])
-		if err != nil || m.Type != ipv4.ICMPTypeEchoReply || !peer.(*net.IPAddr).IP.Equal(dst) {
+		m, err := icmp.ParseMessage(f.proto, buf[:n])
+		if err != nil || m.Type != f.reply || !peer.(*net.IPAddr).IP.Equal(dst) {
 			continue
 		}
 		if e, ok := m.Body.(*icmp.Echo); ok && e.Seq == seq && e.ID == os.Getpid()&0xffff {
@@ -199,9 +219,5 @@ func showIP() error {
 		}
 		fmt.Println()
 	}
-	routes, err := os.ReadFile("/proc/net/route")
-	if err == nil {
-		fmt.Print(string(routes))
-	}
-	return nil
+	return printRoutes()
 }
