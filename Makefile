@@ -43,7 +43,7 @@ test: deps build vet unit e2e
 
 ## bench: benchmarks on a real rig; they print figures and assert nothing about speed.
 ## Knobs: KOVN_BENCH_PODS (10000), KOVN_BENCH_FAKE_NODES (200), KOVN_BENCH_RATE (pods/s, 20),
-## KOVN_BENCH_BAND (1000); figures, plot and profiles go to _output/bench. One package (the
+## KOVN_BENCH_BAND (1000), KOVN_BENCH_IP_FAMILY (ipv4); figures, plot and profiles go to _output/bench. One package (the
 ## report helpers are unit-tested by `make unit`), so -v output streams while it runs.
 bench: deps build
 	KOVN_BIN_DIR=$(BIN) $(GO) test -tags bench -count=1 -timeout 90m -v ./test/bench

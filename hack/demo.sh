@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# demo.sh — `make demo`: bring up a 2-cluster x 2-node rig with kovn, show pods on two nodes
-# talking to each other and to a host outside the cluster, and leave it up for kubectl.
+# demo.sh — `make demo`: bring up a dual-stack 2-cluster x 2-node rig with kovn, show pods on two
+# nodes talking to each other and to a host outside the cluster over IPv4 and IPv6, and leave it
+# up for kubectl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$PWD/_output/bin
@@ -35,8 +36,10 @@ POD
 done
 kubectl wait --for=condition=Ready pod/demo-1 pod/demo-2 --timeout=120s >/dev/null
 kubectl get pods -o wide
-IP1=$(kubectl get pod demo-1 -o jsonpath='{.status.podIP}')
-IP2=$(kubectl get pod demo-2 -o jsonpath='{.status.podIP}')
+IP1=$(kubectl get pod demo-1 -o jsonpath='{.status.podIPs[0].ip}')
+IP2=$(kubectl get pod demo-2 -o jsonpath='{.status.podIPs[0].ip}')
+IP1v6=$(kubectl get pod demo-1 -o jsonpath='{.status.podIPs[1].ip}')
+IP2v6=$(kubectl get pod demo-2 -o jsonpath='{.status.podIPs[1].ip}')
 
 step "demo-1 ($IP1, on c1-n1) pings demo-2 ($IP2, on c1-n2) through a geneve tunnel"
 kubectl exec demo-1 -- /testbox ping -c 3 "$IP2" || kubectl exec demo-1 -- /testbox ping -c 3 "$IP2"
@@ -44,6 +47,16 @@ step "TCP echo from demo-2 to demo-1"
 kubectl exec demo-2 -- /testbox tcp "$IP1:9000" "hello from demo-2"
 step "demo-2 reaches the external host 172.30.0.100 (it sees the node's address: SNAT on c1-n2)"
 kubectl exec demo-2 -- /testbox get http://172.30.0.100:8080/
+
+step "the cluster is dual stack: every pod has an IPv6 address and an IPv6 default route too"
+kubectl exec demo-1 -- /testbox ip | grep -E '^eth0|route (0.0.0.0|::)/0'
+step "demo-1 ($IP1v6) pings demo-2 ($IP2v6) over IPv6, then TCP echo over IPv6"
+kubectl exec demo-1 -- /testbox ping -c 3 "$IP2v6"
+kubectl exec demo-2 -- /testbox tcp "[$IP1v6]:9000" "hello over IPv6"
+step "IPv6 egress: the external host [fd00:30::100] sees c1-n2's IPv6 address"
+kubectl exec demo-2 -- /testbox get "http://[fd00:30::100]:8080/"
+step "OVN answers demo-1's router solicitation (managed: addresses come from kovn's IPAM, not SLAAC)"
+kubectl exec demo-1 -- /testbox rs
 step "a pod that forges kovn's result annotations with demo-1's address gets no network"
 kubectl apply -f - >/dev/null <<POD
 apiVersion: v1
@@ -68,7 +81,8 @@ ovn-nbctl --db="$OVN_NB_DB" lr-policy-list ovn-cluster
 
 cat <<MSG
 
-The rig is up (2 clusters; cross-cluster networking arrives with the interconnect work).
+The rig is up (2 clusters, dual stack; cross-cluster networking arrives with the interconnect work).
+An IPv6-only or IPv4-only rig: kovn-rig up --ip-family ipv6|ipv4.
 Use it from this shell:
   eval "\$($RIG env c1 --dir $DIR)"   # KUBECONFIG, OVN_NB_DB, OVN_SB_DB, OVN_IC_* and PATH with kubectl
   kubectl get pods -o wide

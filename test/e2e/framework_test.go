@@ -23,6 +23,7 @@ type cluster struct {
 	st   *rig.State
 	info rig.ClusterInfo
 	kc   kubernetes.Interface
+	plan netPlan // addresses the suites use, in the rig's primary family
 }
 
 func newCluster(t *testing.T, r *rig.Rig, name string) *cluster {
@@ -33,7 +34,7 @@ func newCluster(t *testing.T, r *rig.Rig, name string) *cluster {
 	}
 	for _, ci := range r.State.Clusters {
 		if ci.Name == name {
-			return &cluster{t: t, st: r.State, info: ci, kc: kc}
+			return &cluster{t: t, st: r.State, info: ci, kc: kc, plan: planFor(r.State.Config.IPFamily)}
 		}
 	}
 	t.Fatalf("no cluster %s", name)

@@ -16,70 +16,54 @@ import (
 	"github.com/kovn/kovn/test/rig"
 )
 
-// TestPodNetwork runs kovn in a 1-cluster x 3-node rig and checks single-cluster pod
-// networking with real kubelets creating real pods through kovn-cni. The subtests share the
-// rig and run in order; later ones rely on the pods the earlier ones made. Pods run on c1-n1
-// and c1-n2; c1-n3 is there so the centralized gateway can fail over to a node that is not
-// the pod's own (failover and fallback then egress from different nodes).
-func TestPodNetwork(t *testing.T) {
+// TestPodNetwork runs kovn in a dual-stack 1-cluster x 3-node rig and checks single-cluster
+// pod networking with real kubelets creating real pods through kovn-cni, over IPv4 and IPv6.
+func TestPodNetwork(t *testing.T) { podNetworkSuite(t, rig.Dual) }
+
+// TestPodNetworkIPv6Only runs the same suite on an IPv6-only rig: fabric, nodes, control
+// plane, Service range, pods and the external host have no IPv4, so nothing passes over IPv4 by
+// accident.
+func TestPodNetworkIPv6Only(t *testing.T) { podNetworkSuite(t, rig.IPv6) }
+
+// podNetworkSuite: the subtests share the rig and run in order; later ones rely on the pods the
+// earlier ones made. Pods run on c1-n1 and c1-n2; c1-n3 is there so the centralized gateway can
+// fail over to a node that is not the pod's own (failover and fallback then egress from
+// different nodes).
+func podNetworkSuite(t *testing.T, family string) {
 	cfg := rigConfig(t, 1, 3)
-	cfg.Kovn = true
+	cfg.Kovn, cfg.IPFamily = true, family
 	r := upRig(t, cfg)
 	c := newCluster(t, r, "c1")
-	ext := rig.ExternalHostIP().String()
-	n1, n2 := rig.NodeIP(1, 1).String(), rig.NodeIP(1, 2).String()
+	plan := c.plan
 
 	c.createPod(testboxPod("default", "a", onNode("c1-n1")))
 	c.createPod(testboxPod("default", "b", onNode("c1-n2")))
 	start := time.Now()
 	a := c.waitRunning("default", "a", 90*time.Second)
 	b := c.waitRunning("default", "b", 90*time.Second)
-	t.Logf("two pods Running in %.1fs: a=%s (c1-n1) b=%s (c1-n2)", time.Since(start).Seconds(), a.Status.PodIP, b.Status.PodIP)
-	if !rig.PodCIDR(1).Contains(netip.MustParseAddr(a.Status.PodIP)) {
-		t.Fatalf("pod a got %s, outside the default subnet %s", a.Status.PodIP, rig.PodCIDR(1))
+	t.Logf("two pods Running in %.1fs: a=%v (c1-n1) b=%v (c1-n2)", time.Since(start).Seconds(), a.Status.PodIPs, b.Status.PodIPs)
+	if !plan.podCIDR.Contains(netip.MustParseAddr(a.Status.PodIP)) || len(a.Status.PodIPs) != len(cfg.PodCIDRs(1)) {
+		t.Fatalf("pod a got %v, want one address in each of %v (primary in %s)", a.Status.PodIPs, cfg.PodCIDRs(1), plan.podCIDR)
 	}
 
-	t.Run("pod-to-pod across nodes, ping and TCP both ways", func(t *testing.T) {
-		c.t = t
-		c.pingNewPeer("default", "a", b.Status.PodIP) // the first packets from c1-n1 to c1-n2
-		c.ping("default", "b", a.Status.PodIP)
-		if out := c.mustExec("default", "a", "tcp", b.Status.PodIP+":9000", "from-a"); !strings.Contains(out, "from-a") {
-			t.Fatalf("TCP echo a->b: %q", out)
-		}
-		if out := c.mustExec("default", "b", "tcp", a.Status.PodIP+":9000", "from-b"); !strings.Contains(out, "from-b") {
-			t.Fatalf("TCP echo b->a: %q", out)
-		}
-	})
-
-	t.Run("pod to its node and the other node via ovn0", func(t *testing.T) {
-		c.t = t
-		for _, ip := range []string{n1, n2} {
-			c.ping("default", "a", ip)
-			c.mustExec("default", "a", "connect", ip+":10250") // kubelet's port
-		}
-	})
-
-	t.Run("pod to external host via distributed gateway with SNAT", func(t *testing.T) {
-		c.t = t
-		c.ping("default", "b", ext)
-		out := c.mustExec("default", "b", "get", "http://"+ext+":8080/")
-		if !strings.Contains(out, " "+n2+":") {
-			t.Fatalf("external host saw %q, want the address of b's node %s (SNAT on c1-n2)", out, n2)
-		}
-	})
+	familyChecks(t, c, r.State, plan.v6, a, b)
+	if family == rig.Dual {
+		familyChecks(t, c, r.State, true, a, b)
+	}
 
 	t.Run("static IP and MAC honoured", func(t *testing.T) {
 		c.t = t
 		c.createPod(testboxPod("default", "static", onNode("c1-n2"),
-			withAnnotations(annotation.IPAddress, "10.16.100.100", annotation.MACAddress, "0a:00:00:10:01:00")))
+			withAnnotations(annotation.IPAddress, plan.static, annotation.MACAddress, plan.mac)))
 		p := c.waitRunning("default", "static", 90*time.Second)
-		if p.Status.PodIP != "10.16.100.100" {
-			t.Fatalf("static pod IP %s, want 10.16.100.100", p.Status.PodIP)
+		if p.Status.PodIP != plan.static {
+			t.Fatalf("static pod IP %s, want %s", p.Status.PodIP, plan.static)
 		}
-		if out := c.mustExec("default", "static", "ip"); !strings.Contains(out, "mac=0a:00:00:10:01:00") || !strings.Contains(out, "10.16.100.100/16") {
-			t.Fatalf("inside the pod: %s", out)
+		withLen := netip.PrefixFrom(netip.MustParseAddr(plan.static), plan.podCIDR.Bits()).String()
+		if out := c.mustExec("default", "static", "ip"); !strings.Contains(out, "mac="+plan.mac) || !strings.Contains(out, withLen) {
+			t.Fatalf("inside the pod, want mac=%s and %s: %s", plan.mac, withLen, out)
 		}
-		c.ping("default", "a", "10.16.100.100")
+		c.ping("default", "a", plan.static)
 	})
 
 	t.Run("IPPool honoured", func(t *testing.T) {
@@ -87,7 +71,7 @@ func TestPodNetwork(t *testing.T) {
 		if out, err := c.apply(`apiVersion: kovn.io/v1alpha1
 kind: IPPool
 metadata: {name: pool1}
-spec: {subnet: ovn-default, ips: ["10.16.200.10..10.16.200.12"]}
+spec: {subnet: ovn-default, ips: ["`+plan.ipRange()+`"]}
 `); err != nil {
 			t.Fatalf("create IPPool: %v %s", err, out)
 		}
@@ -95,8 +79,8 @@ spec: {subnet: ovn-default, ips: ["10.16.200.10..10.16.200.12"]}
 		c.createPod(testboxPod("default", "pooled", onNode("c1-n1"), withAnnotations(annotation.IPPool, "pool1")))
 		p := c.waitRunning("default", "pooled", 90*time.Second)
 		ip := netip.MustParseAddr(p.Status.PodIP)
-		if ip.Compare(netip.MustParseAddr("10.16.200.10")) < 0 || ip.Compare(netip.MustParseAddr("10.16.200.12")) > 0 {
-			t.Fatalf("pooled pod got %s, outside pool1 10.16.200.10..12", ip)
+		if ip.Compare(netip.MustParseAddr(plan.pool[0])) < 0 || ip.Compare(netip.MustParseAddr(plan.pool[1])) > 0 {
+			t.Fatalf("pooled pod got %s, outside pool1 %s", ip, plan.ipRange())
 		}
 		c.ping("default", "pooled", b.Status.PodIP)
 	})
@@ -152,6 +136,10 @@ spec: {subnet: ovn-default, ips: ["10.16.200.10..10.16.200.12"]}
 		controllerRestart(t, c, r.State, a.Status.PodIP)
 	})
 
+	// The rig is dual stack: the subtests above ran over IPv4, these repeat them over IPv6
+	// (before the failover test below stops c1-n2's kubelet).
+	familyChecks(t, c, r.State, true, a, b)
+
 	t.Run("centralized gateway and failover", func(t *testing.T) { centralizedGateway(t, c, r.State) })
 }
 
@@ -178,15 +166,15 @@ spec:
 func badInput(t *testing.T, c *cluster, aIP, bIP string) {
 	c.t = t
 	// The same static IP twice: the second pod gets an event and never runs with a wrong address.
-	c.createPod(testboxPod("default", "dup", onNode("c1-n1"), withAnnotations(annotation.IPAddress, "10.16.100.100")))
+	c.createPod(testboxPod("default", "dup", onNode("c1-n1"), withAnnotations(annotation.IPAddress, c.plan.static)))
 	msg := c.waitEvent("default", "dup", "IPConflict", 30*time.Second)
 	t.Logf("duplicate static IP: %s", msg)
 	// Malformed annotations.
-	c.createPod(testboxPod("default", "badann", onNode("c1-n1"), withAnnotations(annotation.IPAddress, "10.16.300.1")))
+	c.createPod(testboxPod("default", "badann", onNode("c1-n1"), withAnnotations(annotation.IPAddress, c.plan.badIP)))
 	msg = c.waitEvent("default", "badann", "InvalidNetworkRequest", 30*time.Second)
 	t.Logf("malformed annotation: %s", msg)
 	// A subnet overlapping the default one: condition False with a clear message.
-	if out, err := c.apply("apiVersion: kovn.io/v1alpha1\nkind: Subnet\nmetadata: {name: overlap}\nspec: {cidrBlock: 10.16.5.0/24}\n"); err != nil {
+	if out, err := c.apply("apiVersion: kovn.io/v1alpha1\nkind: Subnet\nmetadata: {name: overlap}\nspec: {cidrBlock: \"" + c.plan.overlap + "\"}\n"); err != nil {
 		t.Fatalf("create overlapping subnet: %v %s", err, out)
 	}
 	err := eventually(30*time.Second, func() error {
@@ -200,7 +188,7 @@ func badInput(t *testing.T, c *cluster, aIP, bIP string) {
 		t.Fatalf("overlapping subnet: %v", err)
 	}
 	// A gateway outside the CIDR is rejected by the API server.
-	out, err := c.apply("apiVersion: kovn.io/v1alpha1\nkind: Subnet\nmetadata: {name: badgw}\nspec: {cidrBlock: 10.30.0.0/24, gateway: 10.31.0.1}\n")
+	out, err := c.apply(fmt.Sprintf("apiVersion: kovn.io/v1alpha1\nkind: Subnet\nmetadata: {name: badgw}\nspec: {cidrBlock: %q, gateway: %q}\n", c.plan.badGw[0], c.plan.badGw[1]))
 	if err == nil || !strings.Contains(out, "gateway") {
 		t.Fatalf("subnet with gateway outside its CIDR was accepted: %v %s", err, out)
 	}
@@ -229,7 +217,7 @@ func centralizedGateway(t *testing.T, c *cluster, st *rig.State) {
 kind: Subnet
 metadata: {name: central}
 spec:
-  cidrBlock: 10.200.0.0/24
+  cidrBlock: "`+c.plan.central+`"
   gatewayType: centralized
   gatewayNodes: [c1-n2, c1-n3]
   natOutgoing: true
@@ -240,13 +228,13 @@ spec:
 	time.Sleep(2 * time.Second)
 	c.createPod(testboxPod("central", "c", onNode("c1-n1")))
 	p := c.waitRunning("central", "c", 90*time.Second)
-	if !strings.HasPrefix(p.Status.PodIP, "10.200.0.") {
-		t.Fatalf("pod in namespace central got %s, want 10.200.0.x", p.Status.PodIP)
+	if !inPrefix(p.Status.PodIP, c.plan.central) {
+		t.Fatalf("pod in namespace central got %s, want one in %s", p.Status.PodIP, c.plan.central)
 	}
-	ext := "http://" + rig.ExternalHostIP().String() + ":8080/"
+	ext := "http://" + hostPort(c.plan.ext(), 8080) + "/"
 	byIP := map[string]string{}
 	for i := 1; i <= 3; i++ {
-		byIP[rig.NodeIP(1, i).String()] = rig.NodeName(1, i)
+		byIP[c.plan.nodeIP(i)] = rig.NodeName(1, i)
 	}
 	if got := egressNode(c, "central", "c", byIP, ext); got != "c1-n2" {
 		t.Fatalf("centralized egress from %q, want gateway c1-n2 (the pod runs on c1-n1)", got)

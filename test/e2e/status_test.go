@@ -12,7 +12,7 @@ import (
 func subnetStatus(t *testing.T, c *cluster) {
 	c.t = t
 	used := func() (string, error) {
-		return c.kubectl("get", "subnet", "ovn-default", "-o", "jsonpath={.status.protocol} {.status.gateway} {.status.v4UsedIPs}")
+		return c.kubectl("get", "subnet", "ovn-default", "-o", "jsonpath={.status.protocol} {.status.gateway} {.status."+c.plan.used+"}")
 	}
 	ips := func() int {
 		out, _ := c.kubectl("get", "ips", "-l", "kovn.io/subnet=ovn-default", "-o", "name")
@@ -23,7 +23,7 @@ func subnetStatus(t *testing.T, c *cluster) {
 		if err := eventually(time.Second, func() error {
 			out, err := used()
 			last = out
-			if want := fmt.Sprintf("IPv4 10.16.0.1 %d", ips()); err != nil || out != want {
+			if want := fmt.Sprintf("%s %s %d", c.plan.protocol, c.plan.gateways, ips()); err != nil || out != want {
 				return fmt.Errorf("status %q, want %q (%v)", out, want, err)
 			}
 			return nil
@@ -47,7 +47,7 @@ func subnetStatus(t *testing.T, c *cluster) {
 	check("after the pod went")
 	out, _ := c.kubectl("get", "subnet", "ovn-default")
 	t.Logf("kubectl get subnet:\n%s", out)
-	if !strings.Contains(out, "IPv4") || !strings.Contains(out, "10.16.0.1") {
+	if !strings.Contains(out, c.plan.protocol) || !strings.Contains(out, c.plan.gateways) {
 		t.Fatalf("printer columns miss protocol or gateway:\n%s", out)
 	}
 }

@@ -20,7 +20,7 @@ func forgedAnnotations(t *testing.T, c *cluster, victim, peer string) {
 	victimIP := c.podIP("default", victim)
 	forged := testboxPod("default", "forger", onNode("c1-n2"), withAnnotations(
 		annotation.Allocated, "true", annotation.IPAddress, victimIP, annotation.MACAddress, "0a:58:0a:10:ff:01",
-		annotation.CIDR, "10.16.0.0/16", annotation.Gateway, "10.16.0.1", annotation.LogicalSwitch, "ovn-default",
+		annotation.CIDR, c.plan.podCIDR.String(), annotation.Gateway, c.plan.forgedGw, annotation.LogicalSwitch, "ovn-default",
 		annotation.PortName, "forger.default"))
 	c.createPod(forged)
 	t.Logf("UntrustedAnnotations: %s", c.waitEvent("default", "forger", "UntrustedAnnotations", 30*time.Second))

@@ -13,18 +13,18 @@ import (
 func customVpc(t *testing.T, c *cluster, defaultPod string) {
 	c.t = t
 	c.createNamespace("blue")
-	if out, err := c.apply(`apiVersion: kovn.io/v1alpha1
+	if out, err := c.apply(fmt.Sprintf(`apiVersion: kovn.io/v1alpha1
 kind: Vpc
 metadata: {name: blue}
 spec:
   namespaces: [blue]
-  staticRoutes: [{cidr: 192.0.2.0/24, nextHopIP: 10.50.0.254}]
+  staticRoutes: [{cidr: %q, nextHopIP: %q}]
 ---
 apiVersion: kovn.io/v1alpha1
 kind: Subnet
 metadata: {name: blue-net}
-spec: {vpc: blue, cidrBlock: 10.50.0.0/24, namespaces: [blue]}
-`); err != nil {
+spec: {vpc: blue, cidrBlock: %q, namespaces: [blue]}
+`, c.plan.route[0], c.plan.route[1], c.plan.vpc)); err != nil {
 		t.Fatalf("create Vpc and Subnet: %v %s", err, out)
 	}
 	if err := eventually(30*time.Second, func() error {
@@ -40,12 +40,12 @@ spec: {vpc: blue, cidrBlock: 10.50.0.0/24, namespaces: [blue]}
 	c.createPod(testboxPod("blue", "blue2", onNode("c1-n2")))
 	b1 := c.waitRunning("blue", "blue1", 90*time.Second).Status.PodIP
 	b2 := c.waitRunning("blue", "blue2", 90*time.Second).Status.PodIP
-	if !strings.HasPrefix(b1, "10.50.0.") || !strings.HasPrefix(b2, "10.50.0.") {
-		t.Fatalf("blue pods got %s and %s, want 10.50.0.x", b1, b2)
+	if !inPrefix(b1, c.plan.vpc) || !inPrefix(b2, c.plan.vpc) {
+		t.Fatalf("blue pods got %s and %s, want addresses in %s", b1, b2, c.plan.vpc)
 	}
 	c.ping("blue", "blue1", b2) // the first packet to a new tunnel peer may be lost (RIG-NOTES)
 	c.pingExact("blue", "blue1", b2, 5)
-	if out := c.mustExec("blue", "blue2", "tcp", b1+":9000", "blue"); !strings.Contains(out, "blue") {
+	if out := c.mustExec("blue", "blue2", "tcp", hostPort(b1, 9000), "blue"); !strings.Contains(out, "blue") {
 		t.Fatalf("TCP echo blue2->blue1: %q", out)
 	}
 	defIP := c.podIP("default", defaultPod)
@@ -55,7 +55,7 @@ spec: {vpc: blue, cidrBlock: 10.50.0.0/24, namespaces: [blue]}
 			t.Fatalf("VPC isolation: %s/%s -> %s: %s", probe.ns, probe.pod, probe.ip, out)
 		}
 	}
-	if out := c.nbctl("lr-route-list", "blue"); !strings.Contains(out, "192.0.2.0/24") || !strings.Contains(out, "10.50.0.254") {
+	if out := c.nbctl("lr-route-list", "blue"); !strings.Contains(out, c.plan.route[0]) || !strings.Contains(out, c.plan.route[1]) {
 		t.Fatalf("blue's static route not on its router:\n%s", out)
 	}
 	for _, p := range []string{"blue1", "blue2"} {
