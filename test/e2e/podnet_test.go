@@ -71,7 +71,7 @@ func podNetworkSuite(t *testing.T, family string) {
 		if out, err := c.apply(`apiVersion: kovn.io/v1alpha1
 kind: IPPool
 metadata: {name: pool1}
-spec: {subnet: ovn-default, ips: ["`+plan.ipRange()+`"]}
+spec: {subnet: ovn-default, ips: ["` + plan.ipRange() + `"]}
 `); err != nil {
 			t.Fatalf("create IPPool: %v %s", err, out)
 		}
@@ -217,7 +217,7 @@ func centralizedGateway(t *testing.T, c *cluster, st *rig.State) {
 kind: Subnet
 metadata: {name: central}
 spec:
-  cidrBlock: "`+c.plan.central+`"
+  cidrBlock: "` + c.plan.central + `"
   gatewayType: centralized
   gatewayNodes: [c1-n2, c1-n3]
   natOutgoing: true
