@@ -1,7 +1,7 @@
 // Package node is kovn-daemon's node bootstrap: the node's ovn0 port on the join subnet,
-// routes from the node to every pod subnet through it, SNAT for subnets with natOutgoing,
-// the node's chassis identity in Open_vSwitch, and the CNI config file that turns the node
-// Ready once what pods need is in place. Each is a Step (node_steps.go) that fails, retries
+// routes from the node to every pod subnet through it, SNAT (IPv4 and IPv6) for subnets with
+// natOutgoing, the node's chassis identity in Open_vSwitch, and the CNI config file that turns
+// the node Ready once what pods need is in place. Each is a Step (node_steps.go) that fails, retries
 // and reports on its own.
 package node
 
