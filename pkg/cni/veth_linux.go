@@ -103,7 +103,7 @@ func configurePodIf(spec *vethSpec) (net.HardwareAddr, error) {
 				return nil, err
 			}
 		}
-		if err := netlink.AddrReplace(link, podAddr(ip)); err != nil {
+		if err := netlink.AddrReplace(link, AddrNoDAD(ip)); err != nil {
 			return nil, fmt.Errorf("adding address %s to %s in the pod: %w", ip, spec.podIf, err)
 		}
 	}
@@ -147,9 +147,12 @@ func enableIPv6(ifName string) error {
 	return nil
 }
 
-// podAddr is the netlink address for ip; IPv6 addresses skip duplicate address detection
-// (OVN owns the address plan, and a tentative address would delay the pod's traffic).
-func podAddr(ip netip.Prefix) *netlink.Addr {
+// AddrNoDAD is the netlink address for ip as kovn adds it to a pod interface or ovn0: IPv6
+// addresses skip duplicate address detection (IFA_F_NODAD). Uniqueness is already guaranteed:
+// kovn's IPAM hands each address out once and OVN's port security drops packets from any
+// other MAC/address pair, so DAD would find nothing and only keep the address "tentative"
+// (unusable as a source, no bind) for a second or two after the interface comes up.
+func AddrNoDAD(ip netip.Prefix) *netlink.Addr {
 	addr := &netlink.Addr{IPNet: ipNet(ip)}
 	if ip.Addr().Is6() {
 		addr.Flags = unix.IFA_F_NODAD

@@ -54,11 +54,8 @@ func EnsureOvn0(ctx context.Context, ovs libovsdb.Client, bridge string, jc Join
 			return nil, fmt.Errorf("set %s MTU: %w", Ovn0, err)
 		}
 	}
-	for _, p := range jc.IPs {
-		addr := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
-		if err := netlink.AddrReplace(link, addr); err != nil {
-			return nil, fmt.Errorf("address %s on %s: %w", p, Ovn0, err)
-		}
+	if err := setAddrs(link, jc.IPs); err != nil {
+		return nil, err
 	}
 	if err := netlink.LinkSetUp(link); err != nil {
 		return nil, err
@@ -68,6 +65,17 @@ func EnsureOvn0(ctx context.Context, ovs libovsdb.Client, bridge string, jc Join
 		return nil, fmt.Errorf("disable tx checksum offload on %s: %w", Ovn0, err)
 	}
 	return link, nil
+}
+
+// setAddrs adds the node's join addresses to link; IPv6 ones without duplicate address
+// detection, so the node can reach pods through ovn0 as soon as it is up.
+func setAddrs(link netlink.Link, ips []netip.Prefix) error {
+	for _, p := range ips {
+		if err := netlink.AddrReplace(link, cni.AddrNoDAD(p)); err != nil {
+			return fmt.Errorf("address %s on %s: %w", p, link.Attrs().Name, err)
+		}
+	}
+	return nil
 }
 
 func waitLink(ctx context.Context, name string) (netlink.Link, error) {

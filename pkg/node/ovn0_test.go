@@ -1,0 +1,47 @@
+package node
+
+import (
+	"os/exec"
+	"slices"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// TestSetAddrsIPv6NotTentative: ovn0's IPv6 join address is usable the moment it is added (no
+// duplicate address detection holding it "tentative"), on a link that is up with a live peer,
+// where the kernel would otherwise run DAD for about a second.
+func TestSetAddrsIPv6NotTentative(t *testing.T) {
+	inThrowawayNetNS(t, func() {
+		for _, args := range [][]string{
+			{"link", "add", "kv-ovn0", "type", "veth", "peer", "name", "kv-peer"},
+			{"link", "set", "kv-ovn0", "up"},
+			{"link", "set", "kv-peer", "up"},
+		} {
+			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+				t.Fatalf("ip %v: %v %s", args, err, out)
+			}
+		}
+		link, err := netlink.LinkByName("kv-ovn0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 2; i++ { // idempotent: the daemon re-applies on every sync
+			if err := setAddrs(link, prefixes("100.64.0.2/16", "fd00:100:64::2/112")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		addrs, err := netlink.AddrList(link, netlink.FAMILY_ALL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"100.64.0.2/16", "fd00:100:64::2/112"} {
+			if !slices.ContainsFunc(addrs, func(a netlink.Addr) bool {
+				return a.IPNet.String() == want && a.Flags&unix.IFA_F_TENTATIVE == 0
+			}) {
+				t.Errorf("ovn0 lacks usable (non-tentative) address %s; has %v", want, addrs)
+			}
+		}
+	})
+}
