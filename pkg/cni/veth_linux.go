@@ -99,7 +99,7 @@ func configurePodIf(spec *vethSpec) (net.HardwareAddr, error) {
 	}
 	for _, ip := range spec.ips {
 		if ip.Addr().Is6() {
-			if err := enableIPv6(spec.podIf); err != nil {
+			if err := EnableIPv6(spec.podIf); err != nil {
 				return nil, err
 			}
 		}
@@ -130,19 +130,19 @@ func bringUpLoopback() error {
 	return nil
 }
 
-// enableIPv6 clears disable_ipv6 on ifName (calling thread's netns), which some runtimes set
-// by default; adding an IPv6 address would fail otherwise.
-func enableIPv6(ifName string) error {
+// EnableIPv6 clears disable_ipv6 on ifName (calling thread's netns), which some runtimes and
+// node images set by default; adding an IPv6 address would fail otherwise.
+func EnableIPv6(ifName string) error {
 	path := "/proc/sys/net/ipv6/conf/" + ifName + "/disable_ipv6"
 	cur, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("pod network has an IPv6 address but IPv6 is unavailable in the pod: %w", err)
+		return fmt.Errorf("%s needs an IPv6 address but IPv6 is unavailable in its network namespace: %w", ifName, err)
 	}
 	if strings.TrimSpace(string(cur)) == "0" {
 		return nil
 	}
 	if err := os.WriteFile(path, []byte("0"), 0o644); err != nil {
-		return fmt.Errorf("enabling IPv6 on %s in the pod: %w", ifName, err)
+		return fmt.Errorf("enabling IPv6 on %s: %w", ifName, err)
 	}
 	return nil
 }

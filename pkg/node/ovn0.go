@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"slices"
 	"time"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
@@ -70,10 +72,31 @@ func EnsureOvn0(ctx context.Context, ovs libovsdb.Client, bridge string, jc Join
 // setAddrs adds the node's join addresses to link; IPv6 ones without duplicate address
 // detection, so the node can reach pods through ovn0 as soon as it is up.
 func setAddrs(link netlink.Link, ips []netip.Prefix) error {
+	if slices.ContainsFunc(ips, func(p netip.Prefix) bool { return p.Addr().Is6() }) {
+		if err := ipv6Sysctls(link.Attrs().Name); err != nil {
+			return err
+		}
+	}
 	for _, p := range ips {
 		if err := netlink.AddrReplace(link, cni.AddrNoDAD(p)); err != nil {
 			return fmt.Errorf("address %s on %s: %w", p, link.Attrs().Name, err)
 		}
+	}
+	return nil
+}
+
+// ipv6Sysctls readies ifName for its IPv6 join address: IPv6 enabled (nodes may disable it for
+// new interfaces by default) and router advertisements ignored. The join router port answers
+// router solicitations (ipv6_ra_configs), and an RA accepted on ovn0 would give the node a
+// second IPv6 default route, into the cluster, for as long as forwarding is not on yet (with
+// forwarding on the kernel ignores RAs anyway).
+func ipv6Sysctls(ifName string) error {
+	if err := cni.EnableIPv6(ifName); err != nil {
+		return err
+	}
+	path := "/proc/sys/net/ipv6/conf/" + ifName + "/accept_ra"
+	if err := os.WriteFile(path, []byte("0"), 0o644); err != nil {
+		return fmt.Errorf("ignore router advertisements on %s: %w", ifName, err)
 	}
 	return nil
 }

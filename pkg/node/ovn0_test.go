@@ -1,8 +1,10 @@
 package node
 
 import (
+	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -11,7 +13,9 @@ import (
 
 // TestSetAddrsIPv6NotTentative: ovn0's IPv6 join address is usable the moment it is added (no
 // duplicate address detection holding it "tentative"), on a link that is up with a live peer,
-// where the kernel would otherwise run DAD for about a second.
+// where the kernel would otherwise run DAD for about a second. IPv6 disabled on the link (as
+// some node images do for new interfaces) is turned back on, and router advertisements (the
+// join router port answers solicitations) are ignored.
 func TestSetAddrsIPv6NotTentative(t *testing.T) {
 	inThrowawayNetNS(t, func() {
 		for _, args := range [][]string{
@@ -23,6 +27,11 @@ func TestSetAddrsIPv6NotTentative(t *testing.T) {
 				t.Fatalf("ip %v: %v %s", args, err, out)
 			}
 		}
+		// kv-ovn0 exists only in the throwaway namespace: a sysctl written here cannot be the host's.
+		sysctl := func(name string) string { return "/proc/sys/net/ipv6/conf/kv-ovn0/" + name }
+		if err := os.WriteFile(sysctl("disable_ipv6"), []byte("1"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		link, err := netlink.LinkByName("kv-ovn0")
 		if err != nil {
 			t.Fatal(err)
@@ -31,6 +40,9 @@ func TestSetAddrsIPv6NotTentative(t *testing.T) {
 			if err := setAddrs(link, prefixes("100.64.0.2/16", "fd00:100:64::2/112")); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if ra, err := os.ReadFile(sysctl("accept_ra")); err != nil || strings.TrimSpace(string(ra)) != "0" {
+			t.Errorf("accept_ra on ovn0 = %q (%v), want 0", ra, err)
 		}
 		addrs, err := netlink.AddrList(link, netlink.FAMILY_ALL)
 		if err != nil {
