@@ -16,6 +16,7 @@ import (
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/kovn/kovn/pkg/cni"
 )
@@ -76,10 +77,35 @@ func setAddrs(link netlink.Link, ips []netip.Prefix) error {
 		if err := ipv6Sysctls(link.Attrs().Name); err != nil {
 			return err
 		}
+		if err := dropDADStuck(link, ips); err != nil {
+			return err
+		}
 	}
 	for _, p := range ips {
 		if err := netlink.AddrReplace(link, cni.AddrNoDAD(p)); err != nil {
 			return fmt.Errorf("address %s on %s: %w", p, link.Attrs().Name, err)
+		}
+	}
+	return nil
+}
+
+// dropDADStuck deletes those of ips already on link that duplicate address detection failed
+// or still holds tentative (added before kovn set IFA_F_NODAD, or by hand): replacing an
+// address does not reset its DAD state, so a "dadfailed" address would stay unusable for good.
+// Added again afterwards, without DAD, it is usable at once.
+func dropDADStuck(link netlink.Link, ips []netip.Prefix) error {
+	cur, err := netlink.AddrList(link, netlink.FAMILY_V6)
+	if err != nil {
+		return fmt.Errorf("list addresses of %s: %w", link.Attrs().Name, err)
+	}
+	for i := range cur {
+		a, ok := netip.AddrFromSlice(cur[i].IP)
+		stuck := cur[i].Flags&(unix.IFA_F_DADFAILED|unix.IFA_F_TENTATIVE) != 0 && cur[i].Flags&unix.IFA_F_NODAD == 0
+		if !ok || !stuck || !slices.ContainsFunc(ips, func(p netip.Prefix) bool { return p.Addr() == a.Unmap() }) {
+			continue
+		}
+		if err := netlink.AddrDel(link, &cur[i]); err != nil {
+			return fmt.Errorf("remove %s from %s (DAD failed or pending): %w", cur[i].IPNet, link.Attrs().Name, err)
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -54,6 +55,49 @@ func TestSetAddrsIPv6NotTentative(t *testing.T) {
 			}) {
 				t.Errorf("ovn0 lacks usable (non-tentative) address %s; has %v", want, addrs)
 			}
+		}
+	})
+}
+
+// TestSetAddrsRecoversFailedDAD: a join address that duplicate address detection marked failed
+// (here: the peer held it for a moment) is usable after the next sync; replacing it in place
+// would keep it "dadfailed" for good.
+func TestSetAddrsRecoversFailedDAD(t *testing.T) {
+	inThrowawayNetNS(t, func() {
+		ip := func(args ...string) string {
+			out, err := exec.Command("ip", args...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("ip %v: %v %s", args, err, out)
+			}
+			return string(out)
+		}
+		ip("link", "add", "kv-ovn0", "type", "veth", "peer", "name", "kv-peer")
+		ip("link", "set", "kv-ovn0", "up")
+		ip("link", "set", "kv-peer", "up")
+		ip("addr", "add", "fd00:100:64::2/112", "dev", "kv-peer", "nodad")
+		ip("addr", "add", "fd00:100:64::2/112", "dev", "kv-ovn0") // with DAD: the peer answers
+		for deadline := time.Now().Add(5 * time.Second); !strings.Contains(ip("-6", "addr", "show", "dev", "kv-ovn0"), "dadfailed"); {
+			if time.Now().After(deadline) {
+				t.Fatalf("DAD did not fail on kv-ovn0:\n%s", ip("-6", "addr", "show", "dev", "kv-ovn0"))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		ip("addr", "del", "fd00:100:64::2/112", "dev", "kv-peer") // the conflict is gone
+		link, err := netlink.LinkByName("kv-ovn0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := setAddrs(link, prefixes("fd00:100:64::2/112")); err != nil {
+			t.Fatal(err)
+		}
+		addrs, err := netlink.AddrList(link, netlink.FAMILY_V6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(addrs, func(a netlink.Addr) bool {
+			return a.IPNet.String() == "fd00:100:64::2/112" && a.Flags&(unix.IFA_F_TENTATIVE|unix.IFA_F_DADFAILED) == 0
+		}) {
+			t.Errorf("after the sync, fd00:100:64::2/112 is still not usable:\n%s", ip("-6", "addr", "show", "dev", "kv-ovn0"))
 		}
 	})
 }
