@@ -357,3 +357,38 @@ func TestPodHandlerEnablesIPv6(t *testing.T) {
 	}
 	checkPodSide(t, r.podNS)
 }
+
+// TestPodHandlerIPv6Only: a pod of an IPv6-only subnet gets its address usable at once (not
+// tentative), exactly one default route (::/0 via the IPv6 gateway, none for IPv4), and CHECK
+// accepts what ADD made.
+func TestPodHandlerIPv6Only(t *testing.T) {
+	r := newRig(t)
+	r.db.fakeOVNController(t, func(string) bool { return true })
+	r.networks.pn.IPs = []netip.Prefix{netip.MustParsePrefix("fd00:10:16::5/64")}
+	r.networks.pn.Gateways = []netip.Addr{netip.MustParseAddr("fd00:10:16::1")}
+	res, err := r.handler.Add(context.Background(), r.request(CmdAdd))
+	if err != nil {
+		t.Fatalf("ADD: %v", err)
+	}
+	if len(res.IPs) != 1 || res.IPs[0].Address.String() != "fd00:10:16::5/64" || len(res.Routes) != 1 || res.Routes[0].Dst.String() != "::/0" {
+		t.Errorf("result IPs %v routes %v, want fd00:10:16::5/64 and ::/0 only", res.IPs, res.Routes)
+	}
+	v := inspect(t, r.podNS, "eth0")
+	if v.lookupErr != nil {
+		t.Fatalf("eth0 missing in the pod: %v", v.lookupErr)
+	}
+	if !slices.ContainsFunc(v.addrs, func(a netlink.Addr) bool {
+		return a.IPNet.String() == "fd00:10:16::5/64" && a.Flags&unix.IFA_F_TENTATIVE == 0
+	}) {
+		t.Errorf("pod eth0 lacks usable (non-tentative) fd00:10:16::5/64; has %v", v.addrs)
+	}
+	if !hasRoute(v.routes, Route{Dst: netip.MustParsePrefix("::/0"), Gateway: netip.MustParseAddr("fd00:10:16::1")}) {
+		t.Errorf("pod lacks ::/0 via fd00:10:16::1; has %v", v.routes)
+	}
+	if slices.ContainsFunc(v.routes, func(rt netlink.Route) bool { return rt.Family == netlink.FAMILY_V4 }) {
+		t.Errorf("IPv6-only pod has IPv4 routes: %v", v.routes)
+	}
+	if err := r.handler.Check(context.Background(), r.request(CmdCheck)); err != nil {
+		t.Errorf("CHECK after ADD: %v", err)
+	}
+}

@@ -74,6 +74,13 @@ func TestPodRoutes(t *testing.T) {
 	if got := n.podRoutes(); !reflect.DeepEqual(got, want) {
 		t.Errorf("podRoutes with own v4 default = %v, want %v", got, want)
 	}
+	// IPv6 only: the IPv6 default route and nothing of IPv4.
+	n = dualStack()
+	n.IPs, n.Gateways = n.IPs[1:], n.Gateways[1:]
+	want = []Route{{Dst: netip.MustParsePrefix("::/0"), Gateway: netip.MustParseAddr("fd00:10:16::1")}}
+	if got := n.podRoutes(); !reflect.DeepEqual(got, want) {
+		t.Errorf("IPv6-only podRoutes = %v, want %v", got, want)
+	}
 }
 
 func TestPodMTU(t *testing.T) {

@@ -99,11 +99,11 @@ func configurePodIf(spec *vethSpec) (net.HardwareAddr, error) {
 	}
 	for _, ip := range spec.ips {
 		if ip.Addr().Is6() {
-			if err := enableIPv6(spec.podIf); err != nil {
+			if err := EnableIPv6(spec.podIf); err != nil {
 				return nil, err
 			}
 		}
-		if err := netlink.AddrReplace(link, podAddr(ip)); err != nil {
+		if err := netlink.AddrReplace(link, AddrNoDAD(ip)); err != nil {
 			return nil, fmt.Errorf("adding address %s to %s in the pod: %w", ip, spec.podIf, err)
 		}
 	}
@@ -130,26 +130,29 @@ func bringUpLoopback() error {
 	return nil
 }
 
-// enableIPv6 clears disable_ipv6 on ifName (calling thread's netns), which some runtimes set
-// by default; adding an IPv6 address would fail otherwise.
-func enableIPv6(ifName string) error {
+// EnableIPv6 clears disable_ipv6 on ifName (calling thread's netns), which some runtimes and
+// node images set by default; adding an IPv6 address would fail otherwise.
+func EnableIPv6(ifName string) error {
 	path := "/proc/sys/net/ipv6/conf/" + ifName + "/disable_ipv6"
 	cur, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("pod network has an IPv6 address but IPv6 is unavailable in the pod: %w", err)
+		return fmt.Errorf("%s needs an IPv6 address but IPv6 is unavailable in its network namespace: %w", ifName, err)
 	}
 	if strings.TrimSpace(string(cur)) == "0" {
 		return nil
 	}
 	if err := os.WriteFile(path, []byte("0"), 0o644); err != nil {
-		return fmt.Errorf("enabling IPv6 on %s in the pod: %w", ifName, err)
+		return fmt.Errorf("enabling IPv6 on %s: %w", ifName, err)
 	}
 	return nil
 }
 
-// podAddr is the netlink address for ip; IPv6 addresses skip duplicate address detection
-// (OVN owns the address plan, and a tentative address would delay the pod's traffic).
-func podAddr(ip netip.Prefix) *netlink.Addr {
+// AddrNoDAD is the netlink address for ip as kovn adds it to a pod interface or ovn0: IPv6
+// addresses skip duplicate address detection (IFA_F_NODAD). Uniqueness is already guaranteed:
+// kovn's IPAM hands each address out once and OVN's port security drops packets from any
+// other MAC/address pair, so DAD would find nothing and only keep the address "tentative"
+// (unusable as a source, no bind) for a second or two after the interface comes up.
+func AddrNoDAD(ip netip.Prefix) *netlink.Addr {
 	addr := &netlink.Addr{IPNet: ipNet(ip)}
 	if ip.Addr().Is6() {
 		addr.Flags = unix.IFA_F_NODAD

@@ -2,10 +2,11 @@ package node
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os/exec"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -13,36 +14,94 @@ import (
 // sync, so it never accumulates stale rules.
 const natChain = "KOVN-POSTROUTING"
 
-// SyncNAT masquerades traffic of natOutgoing subnets that leaves the cluster's own CIDRs.
-// IPv4 only so far. iptables is the node's packet filter here (an exec, not an OVSDB CLI).
+// natFamily is one IP family's packet filter tools: iptables and ip6tables keep separate
+// tables, so each family's chain is written with its own pair.
+type natFamily struct {
+	name     string // for errors: "IPv4"
+	is4      bool
+	iptables string
+	restore  string
+}
+
+var natFamilies = []natFamily{
+	{name: "IPv4", is4: true, iptables: "iptables", restore: "iptables-restore"},
+	{name: "IPv6", is4: false, iptables: "ip6tables", restore: "ip6tables-restore"},
+}
+
+// SyncNAT masquerades traffic of natOutgoing subnets that leaves the cluster's own CIDRs, in
+// both IP families: IPv4 through iptables, IPv6 through ip6tables, each into its own
+// KOVN-POSTROUTING chain. A family with no natOutgoing CIDR still has its chain rewritten
+// (emptied), so a subnet that stops NATing loses its rules. iptables is the node's packet
+// filter here (an exec, not an OVSDB CLI). Both families are attempted even if one fails.
 func SyncNAT(natCIDRs, clusterCIDRs []netip.Prefix) error {
-	var rules bytes.Buffer
-	sort.Slice(natCIDRs, func(i, j int) bool { return natCIDRs[i].String() < natCIDRs[j].String() })
-	fmt.Fprintf(&rules, "*nat\n:%s - [0:0]\n", natChain)
-	for _, src := range natCIDRs {
-		if !src.Addr().Is4() {
-			continue
+	var errs []error
+	for _, fam := range natFamilies {
+		rules := natRules(fam.is4, natCIDRs, clusterCIDRs)
+		if err := fam.sync(rules, hasFamily(natCIDRs, fam.is4)); err != nil {
+			errs = append(errs, fmt.Errorf("%s NAT: %w", fam.name, err))
 		}
-		for _, dst := range clusterCIDRs {
-			if dst.Addr().Is4() {
-				fmt.Fprintf(&rules, "-A %s -s %s -d %s -j RETURN\n", natChain, src, dst)
+	}
+	return errors.Join(errs...)
+}
+
+// natRules is the iptables-restore input that rewrites natChain for one family: for each
+// natOutgoing source CIDR of that family, RETURN for destinations inside the cluster's CIDRs
+// of the same family (pod-to-pod and pod-to-node traffic keeps its source address), then
+// MASQUERADE for everything else. Sorted, so the same input always gives the same text.
+func natRules(is4 bool, natCIDRs, clusterCIDRs []netip.Prefix) string {
+	srcs, dsts := ofFamily(natCIDRs, is4), ofFamily(clusterCIDRs, is4)
+	var b strings.Builder
+	fmt.Fprintf(&b, "*nat\n:%s - [0:0]\n", natChain)
+	for _, src := range srcs {
+		for _, dst := range dsts {
+			fmt.Fprintf(&b, "-A %s -s %s -d %s -j RETURN\n", natChain, src, dst)
+		}
+		fmt.Fprintf(&b, "-A %s -s %s -j MASQUERADE\n", natChain, src)
+	}
+	b.WriteString("COMMIT\n")
+	return b.String()
+}
+
+// ofFamily returns the masked prefixes of one family, sorted and without duplicates.
+func ofFamily(ps []netip.Prefix, is4 bool) []string {
+	var out []string
+	for _, p := range ps {
+		if p.IsValid() && p.Addr().Is4() == is4 {
+			out = append(out, p.Masked().String())
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func hasFamily(ps []netip.Prefix, is4 bool) bool {
+	return slices.ContainsFunc(ps, func(p netip.Prefix) bool { return p.IsValid() && p.Addr().Is4() == is4 })
+}
+
+// sync makes sure natChain exists and POSTROUTING jumps to it, then replaces the chain's rules
+// with rules. A node without the family's tools is only an error if there is something to NAT
+// in that family: an IPv4-only node need not have ip6tables.
+func (f natFamily) sync(rules string, needed bool) error {
+	for _, tool := range []string{f.iptables, f.restore} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if !needed {
+				return nil
 			}
-		}
-		fmt.Fprintf(&rules, "-A %s -s %s -j MASQUERADE\n", natChain, src)
-	}
-	rules.WriteString("COMMIT\n")
-	if out, err := exec.Command("iptables", "-t", "nat", "-N", natChain).CombinedOutput(); err != nil && !strings.Contains(string(out), "exists") {
-		return fmt.Errorf("iptables -N %s: %v: %s", natChain, err, out)
-	}
-	if exec.Command("iptables", "-t", "nat", "-C", "POSTROUTING", "-j", natChain).Run() != nil {
-		if out, err := exec.Command("iptables", "-t", "nat", "-I", "POSTROUTING", "-j", natChain).CombinedOutput(); err != nil {
-			return fmt.Errorf("iptables jump to %s: %v: %s", natChain, err, out)
+			return fmt.Errorf("%s is needed to masquerade %s traffic of natOutgoing subnets: %w", tool, f.name, err)
 		}
 	}
-	cmd := exec.Command("iptables-restore", "--noflush")
-	cmd.Stdin = &rules
+	if out, err := exec.Command(f.iptables, "-t", "nat", "-N", natChain).CombinedOutput(); err != nil && !strings.Contains(string(out), "exists") {
+		return fmt.Errorf("%s -N %s: %v: %s", f.iptables, natChain, err, out)
+	}
+	if exec.Command(f.iptables, "-t", "nat", "-C", "POSTROUTING", "-j", natChain).Run() != nil {
+		if out, err := exec.Command(f.iptables, "-t", "nat", "-I", "POSTROUTING", "-j", natChain).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s jump to %s: %v: %s", f.iptables, natChain, err, out)
+		}
+	}
+	cmd := exec.Command(f.restore, "--noflush")
+	cmd.Stdin = bytes.NewBufferString(rules)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("iptables-restore: %v: %s", err, out)
+		return fmt.Errorf("%s: %v: %s", f.restore, err, out)
 	}
 	return nil
 }

@@ -66,3 +66,22 @@ func TestPodNetworkFromIPObject(t *testing.T) {
 		t.Errorf("uid mismatch: %v, want ErrPodNotFound", err)
 	}
 }
+
+// TestPodNetworkIPv6Only: a pod of an IPv6-only subnet gets its IPv6 address with the subnet's
+// prefix length and the IPv6 gateway (the first address unless the subnet names one), nothing
+// of IPv4.
+func TestPodNetworkIPv6Only(t *testing.T) {
+	sn := &kovnv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: "v6"}, Spec: kovnv1.SubnetSpec{CIDRBlock: "fd00:20::/64"}}
+	ip := &kovnv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "a.ns1"}, Spec: kovnv1.IPSpec{PodName: "a", Namespace: "ns1",
+		Subnet: "v6", NodeName: "n1", V6IP: "fd00:20::5", MACAddress: "0a:58:0a:10:00:05"}}
+	pn, err := (&PodNetworks{NodeName: "n1"}).convert(ip, sn, "a.ns1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pn.IPs) != 1 || pn.IPs[0].String() != "fd00:20::5/64" || len(pn.Gateways) != 1 || pn.Gateways[0].String() != "fd00:20::1" {
+		t.Fatalf("IPv6-only pod network: IPs %v gateways %v, want fd00:20::5/64 via fd00:20::1", pn.IPs, pn.Gateways)
+	}
+	if err := pn.Validate(); err != nil {
+		t.Fatalf("IPv6-only pod network does not validate: %v", err)
+	}
+}

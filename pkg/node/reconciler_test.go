@@ -46,6 +46,13 @@ func TestJoinConfig(t *testing.T) {
 				IPs:      []netip.Prefix{netip.MustParsePrefix("100.64.0.2/16"), netip.MustParsePrefix("fd00:100:64::2/112")},
 				Gateways: []netip.Addr{netip.MustParseAddr("100.64.0.1"), netip.MustParseAddr("fd00:100:64::1")},
 				MAC:      "0a:58:64:40:00:02", IfaceID: "node-worker-1", MTU: 1400}},
+		{desc: "IPv6 only", wantOK: true, ann: map[string]string{
+			annotation.JoinIP: "fd00:100:64::2", annotation.JoinMAC: "0a:58:64:40:00:02",
+			annotation.JoinCIDR: "fd00:100:64::/112", annotation.JoinGateway: "fd00:100:64::1"},
+			want: JoinConfig{
+				IPs:      []netip.Prefix{netip.MustParsePrefix("fd00:100:64::2/112")},
+				Gateways: []netip.Addr{netip.MustParseAddr("fd00:100:64::1")},
+				MAC:      "0a:58:64:40:00:02", IfaceID: "node-worker-1", MTU: 1400}},
 		{desc: "no annotations", ann: nil},
 		{desc: "no join IP", ann: with(annotation.JoinIP, "")},
 		{desc: "no join MAC", ann: with(annotation.JoinMAC, "")},

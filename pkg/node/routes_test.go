@@ -2,7 +2,9 @@ package node
 
 import (
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -51,4 +53,83 @@ func TestSyncRoutesKeepsExactlyTheWantedRoutes(t *testing.T) {
 			t.Fatalf("after the subnet went: want 10.16.0.0/16 kept, 10.200.0.0/24 gone, the foreign route kept:\n%s", got)
 		}
 	})
+}
+
+// TestSyncRoutesIPv6: IPv6 pod subnets are routed via the IPv6 join gateway and IPv4 ones via
+// the IPv4 gateway, never across families; on an IPv6-only join subnet an IPv6-only node
+// routes its IPv6 subnets, and a removed IPv6 subnet loses its route.
+func TestSyncRoutesIPv6(t *testing.T) {
+	inThrowawayNetNS(t, func() {
+		ip := func(args ...string) string {
+			out, err := exec.Command("ip", args...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("ip %v: %v %s", args, err, out)
+			}
+			return string(out)
+		}
+		ip("link", "add", "kv-ovn0", "type", "veth", "peer", "name", "kv-peer")
+		ip("addr", "add", "100.64.0.2/16", "dev", "kv-ovn0")
+		ip("addr", "add", "fd00:100:64::2/112", "dev", "kv-ovn0", "nodad")
+		ip("link", "set", "kv-ovn0", "up")
+		ip("link", "set", "kv-peer", "up")
+		link, err := netlink.LinkByName("kv-ovn0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dual := []netip.Addr{netip.MustParseAddr("100.64.0.1"), netip.MustParseAddr("fd00:100:64::1")}
+		for i := 0; i < 2; i++ { // idempotent
+			if err := SyncRoutes(link, prefixes("10.16.0.0/16", "fd00:10:16::/64", "fd00:20::/64"), dual); err != nil {
+				t.Fatal(err)
+			}
+		}
+		v4, v6 := ip("route", "show", "proto", "75"), ip("-6", "route", "show", "proto", "75")
+		for _, want := range []string{"fd00:10:16::/64 via fd00:100:64::1 dev kv-ovn0", "fd00:20::/64 via fd00:100:64::1 dev kv-ovn0"} {
+			if !strings.Contains(v6, want) {
+				t.Errorf("missing %q in:\n%s", want, v6)
+			}
+		}
+		if !strings.Contains(v4, "10.16.0.0/16 via 100.64.0.1 dev kv-ovn0") || strings.Contains(v4, "fd00") {
+			t.Errorf("IPv4 routes:\n%s", v4)
+		}
+		v6only := []netip.Addr{netip.MustParseAddr("fd00:100:64::1")}
+		if err := SyncRoutes(link, prefixes("fd00:10:16::/64"), v6only); err != nil { // fd00:20::/64 gone
+			t.Fatal(err)
+		}
+		v4, v6 = ip("route", "show", "proto", "75"), ip("-6", "route", "show", "proto", "75")
+		if strings.TrimSpace(v4) != "" || strings.Contains(v6, "fd00:20::") || !strings.Contains(v6, "fd00:10:16::/64 via fd00:100:64::1") {
+			t.Errorf("IPv6-only: want only fd00:10:16::/64 via fd00:100:64::1; IPv4:\n%s\nIPv6:\n%s", v4, v6)
+		}
+	})
+}
+
+// TestEnableForwardingWithoutIPv6: forwarding is turned on in both families, and a kernel
+// without IPv6 (no net/ipv6 in /proc/sys) is no error, while a missing IPv4 sysctl is.
+func TestEnableForwardingWithoutIPv6(t *testing.T) {
+	mk := func(files ...string) string {
+		root := t.TempDir()
+		for _, f := range files {
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, f), []byte("0\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return root
+	}
+	both := mk("ipv4/ip_forward", "ipv6/conf/all/forwarding")
+	if err := enableForwarding(both); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"ipv4/ip_forward", "ipv6/conf/all/forwarding"} {
+		if b, _ := os.ReadFile(filepath.Join(both, f)); string(b) != "1\n" {
+			t.Errorf("%s = %q, want 1", f, b)
+		}
+	}
+	if err := enableForwarding(mk("ipv4/ip_forward")); err != nil {
+		t.Errorf("kernel without IPv6: %v", err)
+	}
+	if err := enableForwarding(mk("ipv6/conf/all/forwarding")); err == nil || !strings.Contains(err.Error(), "IPv4") {
+		t.Errorf("no IPv4 forwarding sysctl: %v, want an IPv4 error", err)
+	}
 }

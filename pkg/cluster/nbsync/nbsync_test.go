@@ -303,3 +303,62 @@ func TestPodEventCostIndependentOfClusterSize(t *testing.T) {
 }
 
 var namedUUID = regexp.MustCompile(`"u[0-9]+"`)
+
+func lrpNamed(t *testing.T, c client.Client, n string) nb.LogicalRouterPort {
+	return named(t, c, n, func(r nb.LogicalRouterPort) string { return r.Name })
+}
+
+// TestRouterPortIPv6RAConfigs: a subnet's router port carries ipv6_ra_configs in NB exactly
+// while the subnet has an IPv6 CIDR (created with it, added by an update, cleared when the
+// IPv6 CIDR goes, restored on a row that lacks it while nothing else changed, as one written
+// by an older kovn), and an unchanged port costs no operation.
+func TestRouterPortIPv6RAConfigs(t *testing.T) {
+	c := connect(t)
+	base(t, c)
+	ra := map[string]string{"address_mode": "dhcpv6_stateful", "send_periodic": "false"}
+	dual := def
+	dual.CIDRs = []netip.Prefix{p("10.16.0.0/16"), p("fd00:10:16::/64")}
+	dual.Gateways = []netip.Addr{a("10.16.0.1"), a("fd00:10:16::1")}
+	v6 := topology.SubnetIn{Name: "v6", Vpc: "ovn-cluster", Switch: "v6", CIDRs: []netip.Prefix{p("fd00:20::/64")},
+		Gateways: []netip.Addr{a("fd00:20::1")}}
+	apply(t, c, topology.ForSubnet(v6, &join, nil))
+	if got := lrpNamed(t, c, "ovn-cluster-v6"); !sameMap(got.Ipv6RaConfigs, ra) {
+		t.Errorf("IPv6-only subnet created: ipv6_ra_configs %v, want %v", got.Ipv6RaConfigs, ra)
+	}
+	if got := lrpNamed(t, c, "ovn-cluster-ovn-default"); len(got.Ipv6RaConfigs) != 0 {
+		t.Errorf("IPv4-only subnet: ipv6_ra_configs %v, want none", got.Ipv6RaConfigs)
+	}
+	for _, step := range []struct {
+		what string
+		in   topology.SubnetIn
+		want map[string]string
+	}{
+		{"IPv6 CIDR added", dual, ra},
+		{"IPv6 CIDR removed", def, nil},
+		{"IPv6 CIDR back", dual, ra},
+	} {
+		apply(t, c, topology.ForSubnet(step.in, &join, nil))
+		got := lrpNamed(t, c, "ovn-cluster-ovn-default")
+		if !sameMap(got.Ipv6RaConfigs, step.want) || len(got.Networks) != len(step.in.CIDRs) {
+			t.Errorf("%s: networks %v, ipv6_ra_configs %v; want %d networks, %v", step.what, got.Networks, got.Ipv6RaConfigs,
+				len(step.in.CIDRs), step.want)
+		}
+		if n := apply(t, c, topology.ForSubnet(step.in, &join, nil)); n != 0 {
+			t.Errorf("%s: re-applying sent %d operations, want 0", step.what, n)
+		}
+	}
+	lrp := lrpNamed(t, c, "ovn-cluster-ovn-default")
+	lrp.Ipv6RaConfigs = map[string]string{}
+	ops, err := c.Where(&lrp).Update(&lrp, &lrp.Ipv6RaConfigs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ovn.Transact(context.Background(), c, ops); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return len(lrpNamed(t, c, "ovn-cluster-ovn-default").Ipv6RaConfigs) == 0 })
+	apply(t, c, topology.ForSubnet(dual, &join, nil))
+	if got := lrpNamed(t, c, "ovn-cluster-ovn-default"); !sameMap(got.Ipv6RaConfigs, ra) {
+		t.Errorf("row without ipv6_ra_configs, same networks: after apply %v, want %v", got.Ipv6RaConfigs, ra)
+	}
+}

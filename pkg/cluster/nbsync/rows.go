@@ -85,7 +85,10 @@ func (t *tx) syncRouterPorts() {
 	want := map[string]bool{}
 	for _, rp := range t.sh.RouterPorts {
 		want[rp.Name] = true
-		m := nb.LogicalRouterPort{Name: rp.Name, MAC: rp.MAC, Networks: rp.Networks, ExternalIDs: t.ids(nil, rp.Router)}
+		// ipv6_ra_configs is written whole (an update naming it writes a nil map as the empty
+		// one): nbsync created the row and owns every column of it.
+		m := nb.LogicalRouterPort{Name: rp.Name, MAC: rp.MAC, Networks: rp.Networks, ExternalIDs: t.ids(nil, rp.Router),
+			Ipv6RaConfigs: maps.Clone(rp.IPv6RAConfigs)}
 		cur := byName(t, &nb.LogicalRouterPort{Name: rp.Name})
 		if cur == nil {
 			lr, isNew := t.router(rp.Router)
@@ -98,8 +101,9 @@ func (t *tx) syncRouterPorts() {
 			continue
 		}
 		m.UUID = cur.UUID
-		if cur.MAC != m.MAC || !sameSet(cur.Networks, m.Networks) || !sameMap(cur.ExternalIDs, m.ExternalIDs) {
-			t.update(&m, &m.MAC, &m.Networks, &m.ExternalIDs)
+		if cur.MAC != m.MAC || !sameSet(cur.Networks, m.Networks) || !sameMap(cur.ExternalIDs, m.ExternalIDs) ||
+			!sameMap(cur.Ipv6RaConfigs, m.Ipv6RaConfigs) {
+			t.update(&m, &m.MAC, &m.Networks, &m.ExternalIDs, &m.Ipv6RaConfigs)
 		}
 		if cur.ExternalIDs[ovn.ParentKey] != rp.Router {
 			detach(t, t.parentRouter(cur.ExternalIDs, routerPorts, cur.UUID), routerPorts, cur.UUID)

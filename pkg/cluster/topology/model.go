@@ -38,6 +38,9 @@ type RouterPort struct {
 	Name     string
 	MAC      string
 	Networks []string // "10.16.0.1/16"
+	// IPv6RAConfigs is the port's ipv6_ra_configs: set when it has an IPv6 network, so OVN
+	// answers router solicitations; empty otherwise.
+	IPv6RAConfigs map[string]string
 }
 
 // Policy is a Logical_Router_Policy of Router.

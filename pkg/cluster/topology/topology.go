@@ -124,7 +124,8 @@ func ForSubnet(s SubnetIn, join *SubnetIn, nodes map[string]NodeIn) Shard {
 	}
 	sh.Switches = []Switch{sw}
 	lrp := RouterPortName(s.Vpc, s.Switch)
-	sh.RouterPorts = []RouterPort{{Router: s.Vpc, Name: lrp, MAC: RouterMAC(lrp), Networks: nets}}
+	sh.RouterPorts = []RouterPort{{Router: s.Vpc, Name: lrp, MAC: RouterMAC(lrp), Networks: nets,
+		IPv6RAConfigs: raConfigs(s.CIDRs)}}
 	sh.SwitchPorts = []SwitchPort{{Switch: s.Switch, Name: SwitchRouterPortName(s.Switch, s.Vpc), Type: "router",
 		Addresses: []string{"router"}, Options: map[string]string{"router-port": lrp}}}
 	if join == nil || join.Vpc != s.Vpc {
@@ -169,6 +170,21 @@ func ForVpc(v VpcIn, join *SubnetIn) Shard {
 	}
 	sortPolicies(sh.Policies)
 	return sh
+}
+
+// raConfigs is the ipv6_ra_configs of a router port on cidrs: with an IPv6 network, OVN answers
+// a pod's router solicitation with an advertisement naming the router's link-local address and
+// the prefix. The mode is dhcpv6_stateful because addresses come from kovn's IPAM: hosts must
+// not SLAAC-configure addresses of their own, which port security would drop anyway.
+// Advertisements are not sent unsolicited: the CNI configures the default route, so RAs only
+// serve hosts that ask, and periodic multicast to every pod would be wasted.
+func raConfigs(cidrs []netip.Prefix) map[string]string {
+	for _, c := range cidrs {
+		if c.Addr().Is6() {
+			return map[string]string{"address_mode": "dhcpv6_stateful", "send_periodic": "false"}
+		}
+	}
+	return nil
 }
 
 func addressesOf(mac string, ips []netip.Addr) string {

@@ -53,7 +53,8 @@ func TestForSubnet(t *testing.T) {
 		t.Errorf("switch %+v, want %+v", sh.Switches, wantSwitch)
 	}
 	wantLRP := RouterPort{Router: "ovn-cluster", Name: "ovn-cluster-ovn-default", MAC: RouterMAC("ovn-cluster-ovn-default"),
-		Networks: []string{"10.16.0.1/16", "fd00:10:16::1/64"}}
+		Networks:      []string{"10.16.0.1/16", "fd00:10:16::1/64"},
+		IPv6RAConfigs: map[string]string{"address_mode": "dhcpv6_stateful", "send_periodic": "false"}}
 	if !reflect.DeepEqual(sh.RouterPorts, []RouterPort{wantLRP}) {
 		t.Errorf("router port %+v, want %+v", sh.RouterPorts, wantLRP)
 	}
@@ -87,6 +88,25 @@ func TestForSubnetCentralizedPicksFirstReadyGateway(t *testing.T) {
 	for _, p := range ForSubnet(centralIn, &joinIn, none).Policies {
 		if p.Priority == PriorityCentralGateway {
 			t.Fatalf("no eligible gateway but a reroute %+v", p)
+		}
+	}
+}
+
+// TestForSubnetRAConfigsOnlyWithIPv6: router advertisements are configured on a router port
+// exactly when it has an IPv6 network, IPv6-only subnets included.
+func TestForSubnetRAConfigsOnlyWithIPv6(t *testing.T) {
+	v6only := SubnetIn{Name: "v6", Vpc: "ovn-cluster", Switch: "v6", CIDRs: prefixes("fd00:20::/64"), Gateways: addrs("fd00:20::1")}
+	for _, tc := range []struct {
+		in   SubnetIn
+		want map[string]string
+	}{
+		{defaultIn, map[string]string{"address_mode": "dhcpv6_stateful", "send_periodic": "false"}},
+		{v6only, map[string]string{"address_mode": "dhcpv6_stateful", "send_periodic": "false"}},
+		{centralIn, nil},
+	} {
+		lrp := ForSubnet(tc.in, &joinIn, nil).RouterPorts[0]
+		if !reflect.DeepEqual(lrp.IPv6RAConfigs, tc.want) {
+			t.Errorf("%s (networks %v): ipv6_ra_configs %v, want %v", tc.in.Name, lrp.Networks, lrp.IPv6RAConfigs, tc.want)
 		}
 	}
 }
