@@ -82,11 +82,11 @@ func familyChecks(t *testing.T, c *cluster, st *rig.State, v6 bool, a, b *corev1
 		}
 		t.Logf("pod a: %s", strings.TrimSpace(out))
 	})
-	t.Run(fam+": static address honoured, kubelet probes it", func(t *testing.T) {
+	t.Run(fam+": static address honoured, kubelet probes it, reused at once with a new MAC", func(t *testing.T) {
 		c.t = t
 		static := staticAddr(cidr)
-		p := testboxPod("default", "static-"+strings.ToLower(fam), onNode("c1-n2"),
-			withAnnotations(annotation.IPAddress, static.String()))
+		name := "static-" + strings.ToLower(fam)
+		p := testboxPod("default", name, onNode("c1-n2"), withAnnotations(annotation.IPAddress, static.String()))
 		// kubelet probes the pod's primary address unless told a host: name the static one so
 		// the probe crosses ovn0 in the family under test.
 		p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 1, ProbeHandler: corev1.ProbeHandler{
@@ -101,8 +101,35 @@ func familyChecks(t *testing.T, c *cluster, st *rig.State, v6 bool, a, b *corev1
 			t.Fatalf("inside the pod: %s", out)
 		}
 		c.ping("default", "a", static.String())
-		c.deletePod("default", p.Name)
+		// The address moves to a new pod with another MAC. Pod a still has a neighbour entry
+		// for it with the old MAC: only the new pod's announcement (unsolicited neighbour
+		// advertisement / gratuitous ARP) fixes that before a's pings are lost.
+		c.deletePod("default", name)
+		c.waitIPObjectGone(name + ".default")
+		mac := "0a:00:00:10:04:01"
+		if v6 {
+			mac = "0a:00:00:10:06:01"
+		}
+		c.createPod(testboxPod("default", name, onNode("c1-n2"),
+			withAnnotations(annotation.IPAddress, static.String(), annotation.MACAddress, mac)))
+		c.waitRunning("default", name, 90*time.Second)
+		c.ping("default", "a", static.String())
+		c.deletePod("default", name)
+		c.waitIPObjectGone(name + ".default")
 	})
+}
+
+// waitIPObjectGone waits until kovn has released an address (its IP object is deleted).
+func (c *cluster) waitIPObjectGone(name string) {
+	c.t.Helper()
+	if err := eventually(60*time.Second, func() error {
+		if out, _ := c.kubectl("get", "ip", name, "--ignore-not-found", "-o", "name"); strings.TrimSpace(out) != "" {
+			return fmt.Errorf("IP object %s still there", name)
+		}
+		return nil
+	}); err != nil {
+		c.t.Fatal(err)
+	}
 }
 
 // staticAddr is an address deep inside cidr that the IPAM will not have handed out.

@@ -136,10 +136,6 @@ spec: {subnet: ovn-default, ips: ["` + plan.ipRange() + `"]}
 		controllerRestart(t, c, r.State, a.Status.PodIP)
 	})
 
-	// The rig is dual stack: the subtests above ran over IPv4, these repeat them over IPv6
-	// (before the failover test below stops c1-n2's kubelet).
-	familyChecks(t, c, r.State, true, a, b)
-
 	t.Run("centralized gateway and failover", func(t *testing.T) { centralizedGateway(t, c, r.State) })
 }
 
