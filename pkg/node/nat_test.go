@@ -13,6 +13,18 @@ import (
 
 // inThrowawayNetNS runs fn on a thread moved into a new network namespace (root only), so the
 // iptables rules it writes never touch the test host's.
+// ipCmd returns an iproute2 runner that fails the test on error.
+func ipCmd(t *testing.T) func(args ...string) string {
+	return func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ip %v: %v %s", args, err, out)
+		}
+		return string(out)
+	}
+}
+
 func inThrowawayNetNS(t *testing.T, fn func()) {
 	t.Helper()
 	runtime.LockOSThread()

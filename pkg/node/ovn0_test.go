@@ -64,13 +64,7 @@ func TestSetAddrsIPv6NotTentative(t *testing.T) {
 // would keep it "dadfailed" for good.
 func TestSetAddrsRecoversFailedDAD(t *testing.T) {
 	inThrowawayNetNS(t, func() {
-		ip := func(args ...string) string {
-			out, err := exec.Command("ip", args...).CombinedOutput()
-			if err != nil {
-				t.Fatalf("ip %v: %v %s", args, err, out)
-			}
-			return string(out)
-		}
+		ip := ipCmd(t)
 		ip("link", "add", "kv-ovn0", "type", "veth", "peer", "name", "kv-peer")
 		ip("link", "set", "kv-ovn0", "up")
 		ip("link", "set", "kv-peer", "up")

@@ -3,7 +3,6 @@ package node
 import (
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,13 +14,7 @@ import (
 // (a subnet still wanted keeps its route, one gone loses it) and routes kovn did not make stay.
 func TestSyncRoutesKeepsExactlyTheWantedRoutes(t *testing.T) {
 	inThrowawayNetNS(t, func() {
-		ip := func(args ...string) string {
-			out, err := exec.Command("ip", args...).CombinedOutput()
-			if err != nil {
-				t.Fatalf("ip %v: %v %s", args, err, out)
-			}
-			return string(out)
-		}
+		ip := ipCmd(t)
 		// ovn0 stand-in: a veth (no dummy links on this kernel) on the join subnet.
 		ip("link", "add", "kv-ovn0", "type", "veth", "peer", "name", "kv-peer")
 		ip("addr", "add", "100.64.0.2/16", "dev", "kv-ovn0")
@@ -60,13 +53,7 @@ func TestSyncRoutesKeepsExactlyTheWantedRoutes(t *testing.T) {
 // routes its IPv6 subnets, and a removed IPv6 subnet loses its route.
 func TestSyncRoutesIPv6(t *testing.T) {
 	inThrowawayNetNS(t, func() {
-		ip := func(args ...string) string {
-			out, err := exec.Command("ip", args...).CombinedOutput()
-			if err != nil {
-				t.Fatalf("ip %v: %v %s", args, err, out)
-			}
-			return string(out)
-		}
+		ip := ipCmd(t)
 		ip("link", "add", "kv-ovn0", "type", "veth", "peer", "name", "kv-peer")
 		ip("addr", "add", "100.64.0.2/16", "dev", "kv-ovn0")
 		ip("addr", "add", "fd00:100:64::2/112", "dev", "kv-ovn0", "nodad")
