@@ -38,9 +38,9 @@ func NewPodHandler(networks Networks, ports PortAttacher) *PodHandler {
 	return &PodHandler{Networks: networks, Ports: ports}
 }
 
-// Add waits for the pod's network, creates the veth pair, attaches the node end to OVS
-// and waits until OVN has installed the port. Whatever it created is removed again if a
-// later step fails.
+// Add waits for the pod's network, creates the veth pair, attaches the node end to OVS,
+// waits until OVN has installed the port and announces the pod's addresses. Whatever it
+// created is removed again if a later step fails.
 func (h *PodHandler) Add(ctx context.Context, req *Request) (*current.Result, error) {
 	defer h.locks.lock(req.ContainerID)()
 	log := h.log().WithValues("pod", req.PodKey(), "container", req.ContainerID)
@@ -83,6 +83,10 @@ func (h *PodHandler) Add(ctx context.Context, req *Request) (*current.Result, er
 			log.Error(rbErr, "rolling back a failed ADD")
 		}
 		return nil, fmt.Errorf("ADD of pod %s: %w", req.PodKey(), err)
+	}
+	// Only now: until OVN has installed the port, the announcement would be dropped.
+	if err := announceAddrs(log, podNS, spec.podIf, podMAC, spec.ips); err != nil {
+		log.Error(err, "announcing the pod's addresses; neighbours re-learn its MAC by themselves, seconds later")
 	}
 	log.V(1).Info("pod plumbed", "iface", spec.hostIf, "ips", pn.IPs)
 	return buildResult(req, pn, spec, hostMAC, podMAC), nil

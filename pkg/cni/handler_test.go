@@ -15,6 +15,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/go-logr/logr/testr"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -59,6 +60,7 @@ func newRig(t *testing.T) *rig {
 	r.attacher.InstallTimeout = 5 * time.Second
 	r.handler = NewPodHandler(r.networks, r.attacher)
 	r.handler.HostNetNS = r.nodeNS
+	r.handler.Log = testr.New(t) // errors the handler only logs (announcing) show up in the test output
 	return r
 }
 
@@ -261,9 +263,20 @@ func TestPodHandlerRollback(t *testing.T) {
 	r := newRig(t)
 	r.attacher.InstallTimeout = 300 * time.Millisecond // and no ovn-controller at all
 	hostIf := HostIfName(testContainerID)
+	// Everything the pod sends arrives on the node-side veth: watch all of the node's links.
+	var capFD int
+	if err := withNetNS(r.nodeNS, func() (err error) { capFD, err = capture(0); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(capFD)
+	podV4, podV6, podMAC := r.networks.pn.IPs[0].Addr(), r.networks.pn.IPs[1].Addr(), r.networks.pn.MAC
 	_, err := r.handler.Add(context.Background(), r.request(CmdAdd))
 	if !errors.Is(err, ErrTryAgain) || AsCNIError(err).Code != types.ErrTryAgainLater || !strings.Contains(err.Error(), "ovn-installed") {
 		t.Fatalf("ADD without ovn-controller = %v, want a try-again error about ovn-installed", err)
+	}
+	// A port OVN never installed is not announced: OVN would have dropped it anyway.
+	if arps, nas := collectAnnouncements(t, capFD, podV4, podV6, podMAC, 100*time.Millisecond, 1); len(arps)+len(nas) != 0 {
+		t.Errorf("a failed ADD announced the pod's addresses (%d ARPs, %d NAs)", len(arps), len(nas))
 	}
 	if v := inspect(t, r.nodeNS, hostIf); v.lookupErr == nil {
 		t.Errorf("veth %s left behind by a failed ADD", hostIf)
@@ -281,6 +294,11 @@ func TestPodHandlerRollback(t *testing.T) {
 	for i := range 2 {
 		if _, err := r.handler.Add(context.Background(), r.request(CmdAdd)); err != nil {
 			t.Fatalf("ADD #%d after the failed one: %v", i+1, err)
+		}
+		// Once installed, the pod's addresses are announced; the first round before ADD returns.
+		arps, nas := collectAnnouncements(t, capFD, podV4, podV6, podMAC, 100*time.Millisecond, 1)
+		if len(arps) == 0 || len(nas) == 0 {
+			t.Errorf("ADD #%d: %d gratuitous ARPs and %d NAs for the pod, want both", i+1, len(arps), len(nas))
 		}
 	}
 	checkPodSide(t, r.podNS)

@@ -1,0 +1,292 @@
+package cni
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+var (
+	annMAC   = net.HardwareAddr{0x0a, 0x58, 0x0a, 0x63, 0x00, 0x01}
+	annV4    = netip.MustParseAddr("10.99.0.1")
+	annV6    = netip.MustParseAddr("fd00:99::1")
+	wrongMAC = net.HardwareAddr{0x0a, 0x58, 0xde, 0xad, 0xbe, 0xef}
+)
+
+func TestNeighborAdvertBytes(t *testing.T) {
+	got := hex.EncodeToString(neighborAdvert(annV6, annMAC))
+	want := "88000000" + // type 136, code 0, checksum left to the kernel
+		"20000000" + // flags: Override only
+		"fd000099000000000000000000000001" + // target
+		"0201" + "0a580a630001" // option 2 (target link-layer address), length 8 bytes
+	if got != want {
+		t.Errorf("neighbour advertisement\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestGratuitousARPBytes(t *testing.T) {
+	got := hex.EncodeToString(gratuitousARP(annV4, annMAC))
+	want := "ffffffffffff" + "0a580a630001" + "0806" + // Ethernet: broadcast from the pod's MAC, ARP
+		"0001" + "0800" + "06" + "04" + "0001" + // Ethernet/IPv4, request
+		"0a580a630001" + "0a630001" + // sender: the pod
+		"000000000000" + "0a630001" // target: zero MAC, the same IP
+	if got != want {
+		t.Errorf("gratuitous ARP\n got %s\nwant %s", got, want)
+	}
+}
+
+// annPair is two throwaway namespaces joined by a veth: A (a0, the announcing pod) and B
+// (b0, a neighbour that knows A's addresses under a wrong MAC).
+type annPair struct {
+	a, b   string
+	aMAC   net.HardwareAddr
+	aNS    netns.NsHandle
+	bIndex int
+}
+
+func newAnnPair(t *testing.T) *annPair {
+	t.Helper()
+	p := &annPair{a: newNetNS(t), b: newNetNS(t)}
+	bNS, err := netns.GetFromPath(p.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bNS.Close()
+	err = withNetNS(p.a, func() error {
+		la := netlink.NewLinkAttrs()
+		la.Name, la.HardwareAddr = "a0", annMAC
+		veth := &netlink.Veth{LinkAttrs: la, PeerName: "b0", PeerNamespace: netlink.NsFd(bNS)}
+		if err := netlink.LinkAdd(veth); err != nil {
+			return err
+		}
+		return upWithAddrs("a0", "10.99.0.1/24", "fd00:99::1/64")
+	})
+	if err == nil {
+		err = withNetNS(p.b, func() error {
+			if err := upWithAddrs("b0", "10.99.0.2/24", "fd00:99::2/64"); err != nil {
+				return err
+			}
+			link, err := netlink.LinkByName("b0")
+			p.bIndex = link.Attrs().Index
+			return err
+		})
+	}
+	if err != nil {
+		t.Fatalf("setting up the veth pair: %v", err)
+	}
+	if p.aNS, err = netns.GetFromPath(p.a); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.aNS.Close() })
+	p.aMAC = annMAC
+	return p
+}
+
+// upWithAddrs brings ifName up with addrs (IPv6 without DAD), in the calling thread's netns.
+func upWithAddrs(ifName string, addrs ...string) error {
+	link, err := netlink.LinkByName(ifName)
+	if err != nil {
+		return err
+	}
+	if err := EnableIPv6(ifName); err != nil {
+		return err
+	}
+	for _, a := range addrs {
+		if err := netlink.AddrAdd(link, AddrNoDAD(netip.MustParsePrefix(a))); err != nil {
+			return err
+		}
+	}
+	return netlink.LinkSetUp(link)
+}
+
+// poisonB makes B map A's addresses to wrongMAC, as a neighbour of A's predecessor would.
+func (p *annPair) poisonB(t *testing.T, state int) {
+	t.Helper()
+	err := withNetNS(p.b, func() error {
+		for _, ip := range []netip.Addr{annV4, annV6} {
+			family := netlink.FAMILY_V4
+			if ip.Is6() {
+				family = netlink.FAMILY_V6
+			}
+			n := &netlink.Neigh{LinkIndex: p.bIndex, Family: family, State: state, IP: ip.AsSlice(), HardwareAddr: wrongMAC}
+			if err := netlink.NeighSet(n); err != nil {
+				return fmt.Errorf("setting %s -> %s: %w", ip, wrongMAC, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bNeighbour returns the MAC B has for ip ("" for none).
+func (p *annPair) bNeighbour(t *testing.T, ip netip.Addr) string {
+	t.Helper()
+	var mac string
+	err := withNetNS(p.b, func() error {
+		neighs, err := netlink.NeighList(p.bIndex, netlink.FAMILY_ALL)
+		for _, n := range neighs {
+			if n.IP.Equal(ip.AsSlice()) {
+				mac = n.HardwareAddr.String()
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mac
+}
+
+// waitLearned waits up to a second for B to map both of A's addresses to A's MAC.
+func (p *annPair) waitLearned(t *testing.T, what string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	for {
+		v4, v6 := p.bNeighbour(t, annV4), p.bNeighbour(t, annV6)
+		if v4 == p.aMAC.String() && v6 == p.aMAC.String() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: B has %s at %q and %s at %q, want both at %s", what, annV4, v4, annV6, v6, p.aMAC)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (p *annPair) announce(t *testing.T) time.Duration {
+	t.Helper()
+	ips := []netip.Prefix{netip.MustParsePrefix("10.99.0.1/24"), netip.MustParsePrefix("fd00:99::1/64")}
+	start := time.Now()
+	// Discard: the repeats may log after the test has ended, which testr does not allow.
+	err := announceAddrs(logr.Discard(), p.aNS, "a0", p.aMAC, ips)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("announcing: %v", err)
+	}
+	return took
+}
+
+// TestAnnounceUpdatesNeighbours: a neighbour holding A's addresses under another MAC, in
+// either state the kernel keeps using an entry in, takes A's real MAC from the
+// announcement at once (it would otherwise keep the wrong one for seconds).
+func TestAnnounceUpdatesNeighbours(t *testing.T) {
+	for _, state := range []int{netlink.NUD_STALE, netlink.NUD_REACHABLE} {
+		p := newAnnPair(t)
+		p.poisonB(t, state)
+		if got := p.bNeighbour(t, annV4); got != wrongMAC.String() {
+			t.Fatalf("B's entry for %s is %q before announcing, want %s", annV4, got, wrongMAC)
+		}
+		took := p.announce(t)
+		t.Logf("state %#x: announceAddrs returned after %s", state, took)
+		p.waitLearned(t, fmt.Sprintf("after announcing (state %#x)", state))
+	}
+}
+
+// TestAnnounceRepeats: the announcement goes out announceCount times, announceInterval
+// apart, after announceAddrs has returned; each copy is what the RFCs ask for (NA from the
+// announced address to all-nodes with hop limit 255, ARP as built).
+func TestAnnounceRepeats(t *testing.T) {
+	p := newAnnPair(t)
+	var fd int
+	if err := withNetNS(p.b, func() (err error) { fd, err = capture(p.bIndex); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	p.announce(t)
+	arps, nas := collectAnnouncements(t, fd, annV4, annV6, p.aMAC, announceInterval*announceCount+time.Second, announceCount)
+	if len(arps) != announceCount || len(nas) != announceCount {
+		t.Fatalf("B saw %d gratuitous ARPs and %d neighbour advertisements, want %d each", len(arps), len(nas), announceCount)
+	}
+	if gap := arps[len(arps)-1].Sub(arps[0]); gap < announceInterval {
+		t.Errorf("the announcements came within %s, want them spread over %s", gap, announceInterval*(announceCount-1))
+	}
+}
+
+// collectAnnouncements reads frames from fd for up to wait (less once it has want of each)
+// and returns when it saw the gratuitous ARPs for v4 and the advertisements for v6 from mac.
+func collectAnnouncements(t *testing.T, fd int, v4, v6 netip.Addr, mac net.HardwareAddr, wait time.Duration, want int) (arps, nas []time.Time) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for (len(arps) < want || len(nas) < want) && time.Now().Before(deadline) {
+		frame, err := readFrame(fd)
+		if err != nil || !bytes.Equal(frame[6:12], mac) {
+			continue // timeout, or someone else's traffic
+		}
+		switch {
+		case bytes.Equal(frame, gratuitousARP(v4, mac)):
+			arps = append(arps, time.Now())
+		case isNA(t, frame, v6, mac):
+			nas = append(nas, time.Now())
+		}
+	}
+	return arps, nas
+}
+
+// isNA reports whether frame is the advertisement of target at mac, and checks its IPv6
+// header: from target (the socket is bound to it), to ff02::1, hop limit 255.
+func isNA(t *testing.T, frame []byte, target netip.Addr, mac net.HardwareAddr) bool {
+	t.Helper()
+	if len(frame) < 14+40+4 || binary.BigEndian.Uint16(frame[12:14]) != unix.ETH_P_IPV6 {
+		return false
+	}
+	ip6, icmp := frame[14:54], frame[54:]
+	if ip6[6] != 58 || icmp[0] != 136 {
+		return false
+	}
+	want := neighborAdvert(target, mac)
+	if !bytes.Equal(icmp[4:], want[4:]) {
+		t.Errorf("NA body %x, want %x", icmp[4:], want[4:])
+	}
+	src, dst := netip.AddrFrom16([16]byte(ip6[8:24])), netip.AddrFrom16([16]byte(ip6[24:40]))
+	if src != target || dst != netip.MustParseAddr("ff02::1") || ip6[7] != 255 {
+		t.Errorf("NA from %s to %s with hop limit %d, want from %s to ff02::1 with 255", src, dst, ip6[7], target)
+	}
+	if !bytes.Equal(frame[0:6], []byte{0x33, 0x33, 0, 0, 0, 1}) {
+		t.Errorf("NA sent to MAC %s, want 33:33:00:00:00:01", net.HardwareAddr(frame[0:6]))
+	}
+	return true
+}
+
+// capture opens a packet socket receiving every frame on the interface ifIndex (calling
+// thread's netns), with a short receive timeout.
+func capture(ifIndex int) (int, error) {
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
+	if err != nil {
+		return -1, err
+	}
+	err = unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifIndex})
+	if err == nil {
+		tv := unix.NsecToTimeval((50 * time.Millisecond).Nanoseconds())
+		err = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+func readFrame(fd int) ([]byte, error) {
+	buf := make([]byte, 2048)
+	n, _, err := unix.Recvfrom(fd, buf, 0)
+	if err != nil {
+		return nil, err
+	}
+	if n < 14 {
+		return nil, errors.New("runt frame")
+	}
+	return buf[:n], nil
+}
