@@ -85,12 +85,33 @@ func newAnnPair(t *testing.T) *annPair {
 	if err != nil {
 		t.Fatalf("setting up the veth pair: %v", err)
 	}
+	// IPv6 on a0 (its multicast route among it) is set up only once the kernel's link watcher
+	// has seen the carrier that b0 coming up gives it, which it may defer; sending before
+	// that fails with "network is unreachable".
+	if err := waitMulticastRoute(p.a, "a0"); err != nil {
+		t.Fatal(err)
+	}
 	if p.aNS, err = netns.GetFromPath(p.a); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.aNS.Close() })
 	p.aMAC = annMAC
 	return p
+}
+
+// waitMulticastRoute waits up to 3 s until ff02::1 is routable out of ifName in netns path.
+func waitMulticastRoute(path, ifName string) error {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		err := withNetNS(path, func() error {
+			_, err := netlink.RouteGetWithOptions(net.ParseIP("ff02::1"), &netlink.RouteGetOptions{Oif: ifName})
+			return err
+		})
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // upWithAddrs brings ifName up with addrs (IPv6 without DAD), in the calling thread's netns.
