@@ -223,17 +223,15 @@ func ExternalHostIP6() netip.Addr      { return v6(fabricPrefix6, 0, 0x100) }
 
 // ServiceCIDR6 is cluster c's IPv6 service range (fd00:10:96::/112 for cluster 1: the
 // apiserver refuses IPv6 service ranges wider than /108).
-func ServiceCIDR6(c int) netip.Prefix {
-	g := hexGroup(95 + c)
-	b := [16]byte{0xfd, 0, 0, 0x10, byte(g >> 8), byte(g)}
-	return netip.PrefixFrom(netip.AddrFrom16(b), 112)
-}
+func ServiceCIDR6(c int) netip.Prefix { return fd0010(hexGroup(95+c), 112) }
 
 // PodCIDR6 is cluster c's IPv6 default pod subnet (fd00:10:16::/64 for cluster 1).
-func PodCIDR6(c int) netip.Prefix {
-	g := hexGroup(15 + c)
+func PodCIDR6(c int) netip.Prefix { return fd0010(hexGroup(15+c), 64) }
+
+// fd0010 is fd00:10:g::/bits, the IPv6 twin of the IPv4 plan's 10.g.0.0.
+func fd0010(g uint16, bits int) netip.Prefix {
 	b := [16]byte{0xfd, 0, 0, 0x10, byte(g >> 8), byte(g)}
-	return netip.PrefixFrom(netip.AddrFrom16(b), 64)
+	return netip.PrefixFrom(netip.AddrFrom16(b), bits)
 }
 
 // JoinCIDR6 is the IPv6 join subnet of every cluster.
@@ -279,18 +277,6 @@ func FabricAddrs(ips []netip.Addr) []string {
 		out = append(out, netip.PrefixFrom(ip, bits).String())
 	}
 	return out
-}
-
-// joinCSV joins addresses or prefixes with commas, the form kubelet and apiserver flags take.
-func joinCSV[T fmt.Stringer](xs []T) string {
-	s := ""
-	for i, x := range xs {
-		if i > 0 {
-			s += ","
-		}
-		s += x.String()
-	}
-	return s
 }
 
 // hostPort is addr:port with IPv6 brackets.

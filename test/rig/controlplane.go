@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/kovn/kovn/pkg/annotation"
 )
 
 // ovnSchemaDir and ovsSchemaDir are where Debian's packages ship the OVSDB schemas.
@@ -87,14 +89,14 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 			"--client-ca-file="+pki.path("ca.crt"), "--token-auth-file="+pki.path("tokens.csv"),
 			"--authorization-mode=Node,RBAC", "--service-account-key-file="+pki.path("sa.pub"),
 			"--service-account-signing-key-file="+pki.path("sa.key"),
-			"--service-account-issuer=https://kubernetes.default.svc", "--service-cluster-ip-range="+joinCSV(c.ServiceCIDRs(cl)),
+			"--service-account-issuer=https://kubernetes.default.svc", "--service-cluster-ip-range="+annotation.JoinAddrs(c.ServiceCIDRs(cl)),
 			"--allow-privileged=true", "--kubelet-preferred-address-types=InternalIP,Hostname",
 			"--enable-admission-plugins=NodeRestriction"),
 		step("kube-controller-manager", Ready{}, c.k8sBin("kube-controller-manager"), "--kubeconfig="+admin,
 			"--bind-address=127.0.0.1", "--leader-elect=false", "--cluster-name="+ClusterName(cl),
 			"--service-account-private-key-file="+pki.path("sa.key"), "--root-ca-file="+pki.path("ca.crt"),
 			"--use-service-account-credentials=false", "--controllers=*,-nodeipam",
-			"--cluster-cidr="+joinCSV(c.PodCIDRs(cl)), "--service-cluster-ip-range="+joinCSV(c.ServiceCIDRs(cl)), "--node-monitor-grace-period=20s",
+			"--cluster-cidr="+annotation.JoinAddrs(c.PodCIDRs(cl)), "--service-cluster-ip-range="+annotation.JoinAddrs(c.ServiceCIDRs(cl)), "--node-monitor-grace-period=20s",
 			"--flex-volume-plugin-dir="+filepath.Join(dir, "kcm-flex")),
 		step("kube-scheduler", Ready{}, c.k8sBin("kube-scheduler"), "--kubeconfig="+admin,
 			"--bind-address=127.0.0.1", "--leader-elect=false"),
@@ -118,8 +120,8 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 			ServiceAccount: ControllerServiceAccount, ApplyDeploy: true, Out: kubeconfig}))
 		steps = append(steps, Step{Name: "kovn-controller", Daemon: true, Restart: true, Log: filepath.Join(logs, "kovn-controller.log"),
 			Argv: []string{filepath.Join(c.KovnBinDir, "kovn-controller"), "--kubeconfig=" + kubeconfig,
-				"--ovn-nb-addr=unix:" + filepath.Join(run, "nb.sock"), "--default-cidr=" + joinCSV(c.PodCIDRs(cl)),
-				"--join-cidr=" + joinCSV(c.JoinCIDRs()), "--leader-elect=true"}})
+				"--ovn-nb-addr=unix:" + filepath.Join(run, "nb.sock"), "--default-cidr=" + annotation.JoinAddrs(c.PodCIDRs(cl)),
+				"--join-cidr=" + annotation.JoinAddrs(c.JoinCIDRs()), "--leader-elect=true"}})
 	}
 	return SupervisorSpec{Name: ClusterName(cl), Dir: dir, Steps: steps}, nil
 }

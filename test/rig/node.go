@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/kovn/kovn/pkg/annotation"
 )
 
 // Paths containerd, kubelet, libcni and cAdvisor hard-code: each node gets its own view of them
@@ -165,7 +167,7 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 	}
 	steps = append(steps, daemon("kubelet", Ready{TCP: hostPort(ips[0], 10250)}, c.k8sBin("kubelet"),
 		"--config="+filepath.Join(c.NodeDir(cl, n), "kubelet.yaml"), "--kubeconfig="+kubeconfig,
-		"--hostname-override="+name, "--node-ip="+joinCSV(ips), "--v=2"))
+		"--hostname-override="+name, "--node-ip="+annotation.JoinAddrs(ips), "--v=2"))
 	if c.Kovn && !c.BridgeNode(n) {
 		kovnKubeconfig := c.DaemonKubeconfig(cl, n)
 		steps = append(steps, c.credentialsStep("kovn-daemon-credentials", logs, Credentials{
