@@ -25,11 +25,36 @@ type Shard struct {
 	// Memberships adds switch ports to port groups another shard owns (a pod to its node's
 	// group). Membership is only ever added or removed by mutation, never written whole.
 	Memberships []Membership
+	// LoadBalancers are a Service's OVN load balancers, one per protocol.
+	LoadBalancers []LoadBalancer
+	// LoadBalancerGroups are groups this shard owns; switches and routers (LBGroups) and
+	// load balancers (Groups) of any shard join them by mutation.
+	LoadBalancerGroups []LoadBalancerGroup
+}
+
+// LoadBalancer is a Load_Balancer. nbsync owns the whole row; its membership in load balancer
+// groups (owned by another shard) is added and removed by mutation.
+type LoadBalancer struct {
+	Name            string
+	Protocol        string            // tcp | udp | sctp
+	VIPs            map[string]string // "10.96.0.10:53" -> "10.16.0.5:53,10.16.0.6:53" ("" = no backend)
+	Options         map[string]string
+	SelectionFields []string // e.g. ip_src, ip_dst
+	ExternalIDs     map[string]string
+	Groups          []string // Load_Balancer_Group names it belongs to
+}
+
+// LoadBalancerGroup is a Load_Balancer_Group.
+type LoadBalancerGroup struct {
+	Name string
 }
 
 // Router is a Logical_Router.
 type Router struct {
 	Name string
+	// LBGroups are load balancer groups the router references (mutation, so groups others
+	// attach stay).
+	LBGroups []string
 }
 
 // RouterPort is a Logical_Router_Port of Router.
@@ -65,6 +90,7 @@ type StaticRoute struct {
 type Switch struct {
 	Name        string
 	OtherConfig map[string]string
+	LBGroups    []string // load balancer groups the switch references (mutation, as for routers)
 }
 
 // SwitchPort is a Logical_Switch_Port of Switch.
