@@ -4,7 +4,7 @@
 // how many other objects the cluster has. Rows are tagged with the writer "topology" and
 // their owner; rows of other writers and of other tools are never touched, and the columns
 // several writers share (a switch's ports, a router's policies, a port group's ports, other
-// config keys) are changed by mutation, never rewritten whole. Applying an unchanged shard
+// config keys, load balancer group members and references) are changed by mutation, never rewritten whole. Applying an unchanged shard
 // issues no transaction at all.
 package nbsync
 
@@ -20,6 +20,7 @@ import (
 
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/ovn"
+	"github.com/kovn/kovn/pkg/ovn/model/nb"
 )
 
 // Writer is the value of ovn.WriterKey on every row nbsync writes.
@@ -48,7 +49,8 @@ type tx struct {
 	ops       []ovsdb.Operation
 	err       error
 	missing   []string
-	newParent map[string]model.Model // parents inserted by this transaction, by "table/name"
+	newParent map[string]model.Model           // parents inserted by this transaction, by "table/name"
+	newGroup  map[string]*nb.LoadBalancerGroup // load balancer groups inserted by this transaction, by name
 }
 
 func (t *tx) add(ops []ovsdb.Operation, err error) {
@@ -94,7 +96,12 @@ func Apply(ctx context.Context, c client.Client, sh topology.Shard) (int, error)
 // Plan computes the operations Apply would send, from the client's cache, and the parents it
 // found missing (their children are left out).
 func Plan(ctx context.Context, c client.Client, sh topology.Shard) ([]ovsdb.Operation, []string, error) {
-	t := &tx{ctx: ctx, c: c, sh: sh, newParent: map[string]model.Model{}}
+	t := &tx{ctx: ctx, c: c, sh: sh, newParent: map[string]model.Model{}, newGroup: map[string]*nb.LoadBalancerGroup{}}
+	// Load balancers and their groups come first: the inserts of new groups must precede the
+	// switches and routers that reference them.
+	t.syncLBGroups()
+	t.syncLoadBalancers()
+	t.insertNewGroups()
 	t.syncRouters()
 	t.syncSwitches()
 	t.syncPortGroups()

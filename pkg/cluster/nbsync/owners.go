@@ -25,11 +25,22 @@ func Owners(ctx context.Context, c client.Client) (map[Owner]bool, error) {
 	}
 	for _, scan := range []func(context.Context, client.Client, func(map[string]string)) error{
 		scanIDs[nb.LogicalSwitch], scanIDs[nb.LogicalSwitchPort], scanIDs[nb.LogicalRouter], scanIDs[nb.LogicalRouterPort],
-		scanIDs[nb.LogicalRouterPolicy], scanIDs[nb.LogicalRouterStaticRoute], scanIDs[nb.PortGroup],
+		scanIDs[nb.LogicalRouterPolicy], scanIDs[nb.LogicalRouterStaticRoute], scanIDs[nb.PortGroup], scanIDs[nb.LoadBalancer],
 	} {
 		if err := scan(ctx, c, add); err != nil {
 			return nil, err
 		}
+	}
+	// Load_Balancer_Group rows carry no external_ids: their owners are recorded in NB_Global's.
+	err := scanIDs[nb.NBGlobal](ctx, c, func(ids map[string]string) {
+		for k := range ids {
+			if o, ok := ownedGroupsOwner(k); ok && topologyType(o.Type) {
+				out[o] = true
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

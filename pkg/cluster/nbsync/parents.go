@@ -11,7 +11,7 @@ import (
 	"github.com/kovn/kovn/pkg/ovn/model/nb"
 )
 
-// Parents (routers, switches, port groups) reference their children by UUID in set columns
+// Parents (routers, switches, port groups, load balancer groups) reference their children by UUID in set columns
 // that several writers share. Children are added and removed by mutation; a parent created by
 // the same transaction gets them in its insert instead.
 
@@ -120,6 +120,8 @@ func isNilPtr[M model.Model](m M) bool {
 	case *nb.LogicalSwitch:
 		return p == nil
 	case *nb.PortGroup:
+		return p == nil
+	case *nb.LoadBalancerGroup:
 		return p == nil
 	}
 	return false

@@ -25,13 +25,17 @@ func (t *tx) syncRouters() {
 	want := map[string]bool{}
 	for _, r := range t.sh.Routers {
 		want[r.Name] = true
+		joined, groups := t.lbGroupRefs(r.LBGroups)
 		ids := t.ids(nil, "")
+		setList(ids, lbGroupsKey, joined)
 		cur := byName(t, &nb.LogicalRouter{Name: r.Name})
 		if cur == nil {
-			t.newParent["Logical_Router/"+r.Name] = &nb.LogicalRouter{UUID: ovn.NewNamedUUID(), Name: r.Name, ExternalIDs: ids}
+			t.newParent["Logical_Router/"+r.Name] = &nb.LogicalRouter{UUID: ovn.NewNamedUUID(), Name: r.Name, ExternalIDs: ids,
+				LoadBalancerGroup: groups}
 			continue
 		}
-		t.setKeys(cur, &cur.ExternalIDs, ids, nil)
+		t.mutateGroupRefs("Logical_Router", cur.UUID, cur.LoadBalancerGroup, splitList(cur.ExternalIDs[lbGroupsKey]), joined, groups)
+		t.setKeys(cur, &cur.ExternalIDs, ids, []string{lbGroupsKey})
 	}
 	for _, lr := range findOwned(t, &nb.LogicalRouter{ExternalIDs: ownerProbe(t.sh)}) {
 		if !want[lr.Name] {
@@ -45,15 +49,18 @@ func (t *tx) syncSwitches() {
 	for _, sw := range t.sh.Switches {
 		want[sw.Name] = true
 		keys := slices.Collect(maps.Keys(sw.OtherConfig))
+		joined, groups := t.lbGroupRefs(sw.LBGroups)
 		ids := t.ids(map[string]string{otherConfigKeys: keyList(keys)}, "")
+		setList(ids, lbGroupsKey, joined)
 		cur := byName(t, &nb.LogicalSwitch{Name: sw.Name})
 		if cur == nil {
 			t.newParent["Logical_Switch/"+sw.Name] = &nb.LogicalSwitch{UUID: ovn.NewNamedUUID(), Name: sw.Name,
-				OtherConfig: maps.Clone(sw.OtherConfig), ExternalIDs: ids}
+				OtherConfig: maps.Clone(sw.OtherConfig), ExternalIDs: ids, LoadBalancerGroup: groups}
 			continue
 		}
 		t.setKeys(cur, &cur.OtherConfig, sw.OtherConfig, splitList(cur.ExternalIDs[otherConfigKeys]))
-		t.setKeys(cur, &cur.ExternalIDs, ids, nil)
+		t.mutateGroupRefs("Logical_Switch", cur.UUID, cur.LoadBalancerGroup, splitList(cur.ExternalIDs[lbGroupsKey]), joined, groups)
+		t.setKeys(cur, &cur.ExternalIDs, ids, []string{lbGroupsKey})
 	}
 	for _, ls := range findOwned(t, &nb.LogicalSwitch{ExternalIDs: ownerProbe(t.sh)}) {
 		if !want[ls.Name] {
