@@ -123,8 +123,9 @@ func (t *tx) deleteLBGroup(name string) {
 }
 
 // insertNewGroups emits the inserts of the groups this transaction creates, once their member
-// LBs are in them and before the switches and routers that reference them: a named UUID may
-// only be used by operations after its insert.
+// LBs are in them and before the switches and routers that reference them. RFC 7047 lets
+// operations after an insert use its named UUID; ovsdb-server and libovsdb's server also
+// accept earlier uses, but nothing here relies on that.
 func (t *tx) insertNewGroups() {
 	names := slices.Sorted(maps.Keys(t.newGroup))
 	for _, name := range names {
@@ -182,6 +183,7 @@ func (t *tx) syncLoadBalancer(lb topology.LoadBalancer) {
 	if extra == nil {
 		extra = map[string]string{}
 	}
+	delete(extra, lbGroupsKey) // nbsync's record of memberships, never the model's
 	setList(extra, lbGroupsKey, joined)
 	m := nb.LoadBalancer{Name: lb.Name, Vips: maps.Clone(lb.VIPs), Options: maps.Clone(lb.Options),
 		SelectionFields: slices.Clone(lb.SelectionFields), ExternalIDs: t.ids(extra, "")}

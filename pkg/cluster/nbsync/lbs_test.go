@@ -84,6 +84,31 @@ func ours(t *testing.T, c client.Client) []nb.LoadBalancer {
 	return out
 }
 
+// otherWriter adds, as another writer would, an LB named like the Service's (web-tcp) to
+// cluster_lbs and a group of its own to ovn-default. It returns a check that both are still
+// there.
+func otherWriter(t *testing.T, c client.Client) func(step string) {
+	foreignLB := nb.LoadBalancer{UUID: "flb", Name: "web-tcp", Vips: map[string]string{"10.96.0.9:80": ""},
+		ExternalIDs: map[string]string{ovn.OwnerTypeKey: "Service", ovn.OwnerKey: "default/web", ovn.WriterKey: "services"}}
+	foreignGroup := nb.LoadBalancerGroup{UUID: "fg", Name: "other_lbs"}
+	cluster, ls := lbgNamed(t, c, "cluster_lbs"), lsNamed(t, c, "ovn-default")
+	transact(t, c, []model.Model{&foreignLB, &foreignGroup}, func() []ovsdb.Operation {
+		return []ovsdb.Operation{refMutation("Load_Balancer_Group", cluster.UUID, "load_balancer", ovsdb.MutateOperationInsert, "flb"),
+			refMutation("Logical_Switch", ls.UUID, "load_balancer_group", ovsdb.MutateOperationInsert, "fg")}
+	}, func() bool { return len(lsNamed(t, c, "ovn-default").LoadBalancerGroup) == 1 })
+	lbUUID := named(t, c, "web-tcp", func(r nb.LoadBalancer) string { return r.Name }).UUID
+	groupUUID := lbgNamed(t, c, "other_lbs").UUID
+	return func(step string) {
+		t.Helper()
+		if g := lbgNamed(t, c, "cluster_lbs"); !slices.Contains(g.LoadBalancer, lbUUID) {
+			t.Fatalf("%s: the services writer's LB left cluster_lbs: %v", step, g.LoadBalancer)
+		}
+		if ls := lsNamed(t, c, "ovn-default"); !slices.Contains(ls.LoadBalancerGroup, groupUUID) {
+			t.Fatalf("%s: ovn-default lost another writer's group: %v", step, ls.LoadBalancerGroup)
+		}
+	}
+}
+
 // TestLoadBalancerLifecycle: a Service's LB is created in a group another shard owns, which a
 // switch and a router reference; a VIP change costs one update; an unchanged shard costs
 // nothing; the LB moves to another group and then goes. Another writer's LB (of the same
@@ -93,31 +118,13 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 	withNBGlobal(t, c)
 	base(t, c)
 	apply(t, c, groupShard("cluster_lbs", "node_lbs"))
-	foreignLB := nb.LoadBalancer{UUID: "flb", Name: "web-tcp", Vips: map[string]string{"10.96.0.9:80": ""},
-		ExternalIDs: map[string]string{ovn.OwnerTypeKey: "Service", ovn.OwnerKey: "default/web", ovn.WriterKey: "services"}}
-	foreignGroup := nb.LoadBalancerGroup{UUID: "fg", Name: "other_lbs"}
-	cluster, ls := lbgNamed(t, c, "cluster_lbs"), lsNamed(t, c, "ovn-default")
-	transact(t, c, []model.Model{&foreignLB, &foreignGroup}, func() []ovsdb.Operation {
-		return []ovsdb.Operation{refMutation("Load_Balancer_Group", cluster.UUID, "load_balancer", ovsdb.MutateOperationInsert, "flb"),
-			refMutation("Logical_Switch", ls.UUID, "load_balancer_group", ovsdb.MutateOperationInsert, "fg")}
-	}, func() bool { return len(lsNamed(t, c, "ovn-default").LoadBalancerGroup) == 1 })
-	foreignGroup = lbgNamed(t, c, "other_lbs")
-	survivors := func(step string) {
-		t.Helper()
-		if g := lbgNamed(t, c, "cluster_lbs"); !slices.Contains(g.LoadBalancer, foreignLB.UUID) {
-			t.Fatalf("%s: the services writer's LB left cluster_lbs: %v", step, g.LoadBalancer)
-		}
-		if ls := lsNamed(t, c, "ovn-default"); !slices.Contains(ls.LoadBalancerGroup, foreignGroup.UUID) {
-			t.Fatalf("%s: ovn-default lost another writer's group: %v", step, ls.LoadBalancerGroup)
-		}
-	}
-	foreignLB = named(t, c, "web-tcp", func(r nb.LoadBalancer) string { return r.Name })
+	survivors := otherWriter(t, c)
 
 	apply(t, c, subnetWithGroups("cluster_lbs"))
 	apply(t, c, vpcWithGroups("cluster_lbs"))
 	vips := map[string]string{"10.96.0.10:80": "10.16.0.5:8080"}
 	apply(t, c, serviceShard(vips, "cluster_lbs"))
-	cluster = lbgNamed(t, c, "cluster_lbs")
+	cluster := lbgNamed(t, c, "cluster_lbs")
 	mine := ours(t, c)
 	if len(mine) != 1 || !sameMap(mine[0].Vips, vips) || ptrString(mine[0].Protocol) != "tcp" ||
 		mine[0].ExternalIDs["k8s.ovn.org/kind"] != "Service" || mine[0].ExternalIDs[ovn.OwnerKey] != "default/web" {
@@ -172,9 +179,10 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 	survivors("Service deleted") // also: both groups of the other shard are still there
 
 	apply(t, c, subnetWithGroups()) // the subnet stops referencing cluster_lbs
-	if ls := lsNamed(t, c, "ovn-default"); !slices.Equal(ls.LoadBalancerGroup, []string{foreignGroup.UUID}) {
+	if ls := lsNamed(t, c, "ovn-default"); len(ls.LoadBalancerGroup) != 1 || slices.Contains(ls.LoadBalancerGroup, cluster.UUID) {
 		t.Fatalf("ovn-default references %v after dropping cluster_lbs, want only other_lbs", ls.LoadBalancerGroup)
 	}
+	survivors("switch dropped cluster_lbs")
 }
 
 // TestLoadBalancerGroupMissing: an LB and a switch naming a group nobody created yet are
@@ -258,4 +266,23 @@ func TestOwnersListsLoadBalancerOwners(t *testing.T) {
 	if err != nil || !owners[Owner{topology.OwnerPod, "default/web"}] {
 		t.Fatalf("Owners: %v, %v; want the owner of nothing but a load balancer", owners, err)
 	}
+}
+
+// TestLoadBalancerGroupWithoutNBGlobal: group owners are recorded in NB_Global; before northd
+// has created it, a shard's groups are reported missing (none is created that could not be
+// deleted later) and the rest of the shard is applied.
+func TestLoadBalancerGroupWithoutNBGlobal(t *testing.T) {
+	c := connect(t)
+	sh := groupShard("cluster_lbs")
+	sh.Switches = []topology.Switch{{Name: "svc"}}
+	if _, err := Apply(context.Background(), c, sh); !errors.Is(err, ErrParentMissing) {
+		t.Fatalf("group without NB_Global: err %v, want ErrParentMissing", err)
+	}
+	if n := len(list[nb.LoadBalancerGroup](t, c)); n != 0 {
+		t.Fatalf("%d groups created with no NB_Global to record their owner", n)
+	}
+	lsNamed(t, c, "svc")
+	withNBGlobal(t, c)
+	apply(t, c, sh)
+	lbgNamed(t, c, "cluster_lbs")
 }
