@@ -172,9 +172,12 @@ func (t *tx) syncLoadBalancer(lb topology.LoadBalancer) {
 		oldGroups = splitList(cur.ExternalIDs[lbGroupsKey])
 	}
 	var joined []string
+	groups := map[string]*nb.LoadBalancerGroup{} // looked up once: a group's row lists every member
+	isNew := map[string]bool{}
 	for _, name := range lb.Groups {
-		if g, _ := t.lbGroup(name); g != nil {
+		if g, gNew := t.lbGroup(name); g != nil {
 			joined = append(joined, name)
+			groups[name], isNew[name] = g, gNew
 		} else {
 			t.missing = append(t.missing, "load balancer group "+name)
 		}
@@ -199,8 +202,7 @@ func (t *tx) syncLoadBalancer(lb topology.LoadBalancer) {
 		}
 	}
 	for _, name := range joined {
-		g, isNew := t.lbGroup(name)
-		attach(t, "load balancer group "+name, g, isNew, groupLBs, m.UUID)
+		attach(t, "load balancer group "+name, groups[name], isNew[name], groupLBs, m.UUID)
 	}
 	for _, name := range oldGroups {
 		if slices.Contains(joined, name) {
