@@ -26,6 +26,7 @@ import (
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/cluster"
 	"github.com/kovn/kovn/pkg/cni"
+	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/node"
 	"github.com/kovn/kovn/pkg/ovn"
 )
@@ -39,10 +40,18 @@ func main() {
 	flag.StringVar(&cfg.OVNRemote, "ovn-remote", os.Getenv("OVN_SB_DB"), "OVN southbound endpoints for ovn-controller (env OVN_SB_DB; empty keeps the configured one)")
 	flag.BoolVar(&cfg.Netdev, "netdev", false, "the node runs OVS's userspace datapath (br-int datapath_type=netdev)")
 	flag.IntVar(&cfg.MTU, "mtu", 1400, "pod and ovn0 MTU (fabric MTU minus geneve overhead)")
+	serviceCIDRs := flag.String("service-cidrs", "", "the cluster's Service ranges, comma-separated (kube-apiserver --service-cluster-ip-range): routed through ovn0 so the node reaches ClusterIPs")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	var err error
+	if *serviceCIDRs != "" {
+		if cfg.ServiceCIDRs, err = annotation.ParsePrefixes(*serviceCIDRs); err != nil {
+			fmt.Fprintf(os.Stderr, "kovn-daemon: --service-cidrs %q: %v\n", *serviceCIDRs, err)
+			os.Exit(2)
+		}
+	}
 	if err := run(cfg, *ovsDB); err != nil {
 		fmt.Fprintln(os.Stderr, "kovn-daemon:", err)
 		os.Exit(1)

@@ -83,12 +83,15 @@ func (g *OrphanCollector) gone(ctx context.Context, o nbsync.Owner) (bool, error
 		obj = &kovnv1.Subnet{}
 	case topology.OwnerNode:
 		obj = &corev1.Node{}
-	case topology.OwnerPod:
+	case topology.OwnerPod, topology.OwnerService:
 		ns, name, ok := strings.Cut(o.Key, "/")
 		if !ok {
 			return true, nil
 		}
 		key, obj = types.NamespacedName{Namespace: ns, Name: name}, &corev1.Pod{}
+		if o.Type == topology.OwnerService {
+			obj = &corev1.Service{}
+		}
 	default:
 		return false, nil
 	}

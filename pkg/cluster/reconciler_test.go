@@ -60,6 +60,7 @@ func newReconcilerEnv(t *testing.T, objs ...client.Object) *reconcilerEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(nb.Close)
+	ovntest.CreateNBGlobal(t, nb)
 	st := NewState(DefaultOptions())
 	st.MarkRestored()
 	rec := record.NewFakeRecorder(100)

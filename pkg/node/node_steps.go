@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
@@ -129,7 +130,7 @@ func (p *pass) routes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return p.r.ops.routes(p.link, cidrs.routed, jc.Gateways)
+	return p.r.ops.routes(p.link, append(slices.Clone(cidrs.routed), p.r.Cfg.ServiceCIDRs...), jc.Gateways)
 }
 
 func (p *pass) snat(ctx context.Context) error {

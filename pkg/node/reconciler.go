@@ -30,6 +30,10 @@ type Config struct {
 	JoinSubnet string
 	OVNRemote  string // southbound DB for ovn-controller; empty: leave what is configured
 	Netdev     bool   // userspace OVS datapath
+	// ServiceCIDRs are the cluster's Service ranges: routed through ovn0 like pod subnets, so
+	// the node's host network (kubelet, hostNetwork pods) reaches ClusterIPs through OVN's
+	// load balancers on the join switch.
+	ServiceCIDRs []netip.Prefix
 }
 
 // Reconciler keeps the node plumbed: chassis identity, ovn0, routes to every valid subnet,

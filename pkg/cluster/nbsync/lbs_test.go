@@ -13,6 +13,7 @@ import (
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/ovn/model/nb"
+	"github.com/kovn/kovn/pkg/ovn/ovntest"
 )
 
 func lbgNamed(t *testing.T, c client.Client, n string) nb.LoadBalancerGroup {
@@ -42,7 +43,23 @@ func transact(t *testing.T, c client.Client, ms []model.Model, muts func() []ovs
 
 // withNBGlobal creates the NB_Global row northd creates in a real database.
 func withNBGlobal(t *testing.T, c client.Client) {
-	transact(t, c, []model.Model{&nb.NBGlobal{UUID: "g"}}, nil, func() bool { return len(list[nb.NBGlobal](t, c)) == 1 })
+	if len(list[nb.NBGlobal](t, c)) == 0 {
+		ovntest.CreateNBGlobal(t, c)
+	}
+}
+
+// lbBase is base without the Services' load balancer group the join subnet owns and the
+// default VPC's switches reference: the tests below manage groups of their own.
+func lbBase(t *testing.T, c client.Client) {
+	t.Helper()
+	for _, sh := range []topology.Shard{topology.ForVpc(topology.VpcIn{Name: "ovn-cluster"}, &join),
+		topology.ForSubnet(join, &join, nil), topology.ForSubnet(def, &join, nil), topology.ForNode(n1, &join), topology.ForNode(n2, &join)} {
+		sh.LoadBalancerGroups = nil
+		for i := range sh.Switches {
+			sh.Switches[i].LBGroups = nil
+		}
+		apply(t, c, sh)
+	}
 }
 
 func groupShard(groups ...string) topology.Shard {
@@ -63,6 +80,7 @@ func serviceShard(vips map[string]string, groups ...string) topology.Shard {
 // load balancer groups.
 func subnetWithGroups(groups ...string) topology.Shard {
 	sh := topology.ForSubnet(def, &join, nil)
+	sh.LoadBalancerGroups = nil
 	sh.Switches[0].LBGroups = groups
 	return sh
 }
@@ -116,7 +134,7 @@ func otherWriter(t *testing.T, c client.Client) func(step string) {
 func TestLoadBalancerLifecycle(t *testing.T) {
 	c := connect(t)
 	withNBGlobal(t, c)
-	base(t, c)
+	lbBase(t, c)
 	apply(t, c, groupShard("cluster_lbs", "node_lbs"))
 	survivors := otherWriter(t, c)
 
@@ -190,7 +208,7 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 func TestLoadBalancerGroupMissing(t *testing.T) {
 	c := connect(t)
 	withNBGlobal(t, c)
-	base(t, c)
+	lbBase(t, c)
 	vips := map[string]string{"10.96.0.10:80": "10.16.0.5:8080"}
 	for _, sh := range []topology.Shard{serviceShard(vips, "cluster_lbs"), subnetWithGroups("cluster_lbs")} {
 		if _, err := Apply(context.Background(), c, sh); !errors.Is(err, ErrParentMissing) {
@@ -220,7 +238,7 @@ func TestLoadBalancerGroupMissing(t *testing.T) {
 func TestLoadBalancerGroupOwnedAndDeleted(t *testing.T) {
 	c := connect(t)
 	withNBGlobal(t, c)
-	base(t, c)
+	lbBase(t, c)
 	sh := groupShard("cluster_lbs")
 	sh.Switches = []topology.Switch{{Name: "svc", LBGroups: []string{"cluster_lbs"}}}
 	sh.Routers = []topology.Router{{Name: "svc-r", LBGroups: []string{"cluster_lbs"}}}
@@ -272,7 +290,7 @@ func TestOwnersListsLoadBalancerOwners(t *testing.T) {
 // has created it, a shard's groups are reported missing (none is created that could not be
 // deleted later) and the rest of the shard is applied.
 func TestLoadBalancerGroupWithoutNBGlobal(t *testing.T) {
-	c := connect(t)
+	c := connectBare(t)
 	sh := groupShard("cluster_lbs")
 	sh.Switches = []topology.Switch{{Name: "svc"}}
 	if _, err := Apply(context.Background(), c, sh); !errors.Is(err, ErrParentMissing) {

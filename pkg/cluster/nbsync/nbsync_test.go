@@ -20,7 +20,16 @@ import (
 	"github.com/kovn/kovn/pkg/ovn/ovntest"
 )
 
+// connect serves a northbound database as ovn-northd leaves it (with its NB_Global row).
 func connect(t testing.TB) client.Client {
+	t.Helper()
+	c := connectBare(t)
+	ovntest.CreateNBGlobal(t, c)
+	return c
+}
+
+// connectBare serves an empty northbound database, as before northd first connects.
+func connectBare(t testing.TB) client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -193,7 +202,8 @@ func TestOtherWritersRowsSurvive(t *testing.T) {
 	apply(t, c, topology.ForVpc(topology.VpcIn{Name: "ovn-cluster"}, &join))
 
 	ls = lsNamed(t, c, "ovn-default")
-	if len(ls.Ports) != 2 || len(ls.LoadBalancerGroup) != 1 || ls.OtherConfig["mcast_snoop"] != "true" {
+	// Two groups: the Services' one (ours) and the foreign one.
+	if len(ls.Ports) != 2 || len(ls.LoadBalancerGroup) != 2 || ls.OtherConfig["mcast_snoop"] != "true" {
 		t.Fatalf("ovn-default lost another writer's state: ports %v, lb groups %v, other_config %v", ls.Ports, ls.LoadBalancerGroup, ls.OtherConfig)
 	}
 	if _, ok := ls.OtherConfig["exclude_ips"]; ok {

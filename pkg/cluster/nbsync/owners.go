@@ -59,7 +59,7 @@ func scanIDs[T any](ctx context.Context, c client.Client, f func(map[string]stri
 
 func topologyType(t string) bool {
 	switch t {
-	case topology.OwnerVpc, topology.OwnerSubnet, topology.OwnerNode, topology.OwnerPod:
+	case topology.OwnerVpc, topology.OwnerSubnet, topology.OwnerNode, topology.OwnerPod, topology.OwnerService:
 		return true
 	}
 	return false

@@ -122,6 +122,15 @@ func ForSubnet(s SubnetIn, join *SubnetIn, nodes map[string]NodeIn) Shard {
 	if len(s.ExcludeIPs) > 0 {
 		sw.OtherConfig["exclude_ips"] = strings.Join(s.ExcludeIPs, " ")
 	}
+	if join != nil && join.Vpc == s.Vpc {
+		sw.LBGroups = []string{ClusterLBGroup} // Services are the default VPC's
+	}
+	if join != nil && join.Name == s.Name {
+		// The join subnet's shard owns the group: it exists exactly while the VPC that
+		// Services serve has its join subnet, and the join switch references it in the same
+		// transaction that creates it.
+		sh.LoadBalancerGroups = []LoadBalancerGroup{{Name: ClusterLBGroup}}
+	}
 	sh.Switches = []Switch{sw}
 	lrp := RouterPortName(s.Vpc, s.Switch)
 	sh.RouterPorts = []RouterPort{{Router: s.Vpc, Name: lrp, MAC: RouterMAC(lrp), Networks: nets,

@@ -48,7 +48,7 @@ func TestForSubnet(t *testing.T) {
 		t.Fatalf("owner %s/%s", sh.OwnerType, sh.Owner)
 	}
 	wantSwitch := Switch{Name: "ovn-default", OtherConfig: map[string]string{"subnet": "10.16.0.0/16",
-		"ipv6_prefix": "fd00:10:16::", "exclude_ips": "10.16.0.2..10.16.0.9 10.16.0.100"}}
+		"ipv6_prefix": "fd00:10:16::", "exclude_ips": "10.16.0.2..10.16.0.9 10.16.0.100"}, LBGroups: []string{ClusterLBGroup}}
 	if !reflect.DeepEqual(sh.Switches, []Switch{wantSwitch}) {
 		t.Errorf("switch %+v, want %+v", sh.Switches, wantSwitch)
 	}
@@ -131,6 +131,22 @@ func TestForVpcDefaultRoutes(t *testing.T) {
 	}
 	if v := ForVpc(VpcIn{Name: "ovn-cluster"}, nil); len(v.Routes) != 0 {
 		t.Fatalf("routes without a join subnet: %+v", v.Routes)
+	}
+}
+
+// TestServiceLBGroupOwnership: the join subnet owns the Services' load balancer group; the
+// switches of its VPC reference it, a custom VPC's do not.
+func TestServiceLBGroupOwnership(t *testing.T) {
+	j := ForSubnet(joinIn, &joinIn, nil)
+	if !reflect.DeepEqual(j.LoadBalancerGroups, []LoadBalancerGroup{{Name: ClusterLBGroup}}) ||
+		!reflect.DeepEqual(j.Switches[0].LBGroups, []string{ClusterLBGroup}) {
+		t.Fatalf("join shard: groups %+v, switch %+v", j.LoadBalancerGroups, j.Switches)
+	}
+	if d := ForSubnet(defaultIn, &joinIn, nil); len(d.LoadBalancerGroups) != 0 {
+		t.Fatalf("the default subnet owns a group: %+v", d.LoadBalancerGroups)
+	}
+	if sh := ForSubnet(customIn, &joinIn, nil); len(sh.Switches[0].LBGroups) != 0 || len(sh.LoadBalancerGroups) != 0 {
+		t.Fatalf("a custom VPC's switch references or owns the Service LB group: %+v", sh)
 	}
 }
 

@@ -4,12 +4,14 @@
 package ovntest
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/go-logr/stdr"
+	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/database/inmemory"
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/server"
@@ -78,4 +80,29 @@ func NBModel(t testing.TB) model.DatabaseModel {
 func ServeNB(t testing.TB) string {
 	t.Helper()
 	return Serve(t, SocketPath(t), NBModel(t))
+}
+
+// CreateNBGlobal inserts the NB_Global row, as ovn-northd does when it first connects to a
+// new database, and waits until c's cache holds it.
+func CreateNBGlobal(t testing.TB, c client.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ops, err := c.Create(&nb.NBGlobal{})
+	if err == nil {
+		_, err = c.Transact(ctx, ops...)
+	}
+	if err != nil {
+		t.Fatalf("creating NB_Global: %v", err)
+	}
+	for {
+		var rows []*nb.NBGlobal
+		if err := c.List(ctx, &rows); err == nil && len(rows) == 1 {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatal("NB_Global not in the client cache")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

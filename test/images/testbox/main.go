@@ -2,11 +2,16 @@
 // from Go, so tests need no registry):
 //
 //	testbox sleep                    block until SIGTERM
-//	testbox serve [-http :8080] [-tcp :9000]   HTTP server answering its hostname, TCP echo server
+//	testbox serve [-http :8080] [-tcp :9000] [-udp :9001]   HTTP server answering its hostname and
+//	                                 the client address, TCP echo, UDP answering "HOSTNAME MSG"
+//	testbox udp [-n N] [-i D] [-W D] [-each] [-sport P] ADDR MSG   send N datagrams D apart from one socket
+//	                                 (one flow; -each: a new socket each), print each answer or "timeout"
+//	testbox touch PATH               create an empty file (/tmp/unready fails serve's /healthz)
 //	testbox ping [-c N] [-W secs] IP  ICMP or ICMPv6 echo (needs CAP_NET_RAW, pods run as root)
-//	testbox get URL                  HTTP GET, prints the body
+//	testbox get [-n N] URL           HTTP GET N times, each on a new connection, prints the bodies
 //	testbox tcp ADDR MSG             connect, send MSG, print the echo
-//	testbox connect ADDR             open a TCP connection and close it (any listener will do)
+//	testbox connect ADDR             open a TCP connection and close it (any listener will do);
+//	                                 prints how long the connection (or its refusal) took
 //	testbox ip                       print each interface (MAC, MTU, addresses) and the routes of both families
 //	testbox rs [-i IFACE]            send an IPv6 router solicitation, print the advertisement answering it
 package main
@@ -47,6 +52,10 @@ func main() {
 		err = tcpSend(args)
 	case "connect":
 		err = connect(args)
+	case "udp":
+		err = udpSend(args)
+	case "touch":
+		err = touch(args)
 	case "ip":
 		err = showIP()
 	case "rs":
@@ -70,10 +79,19 @@ func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
 	httpAddr := fs.String("http", ":8080", "HTTP listen address")
 	tcpAddr := fs.String("tcp", ":9000", "TCP echo listen address")
+	udpAddr := fs.String("udp", ":9001", "UDP listen address: answers each datagram with 'HOSTNAME DATAGRAM'")
 	_ = fs.Parse(args)
 	host, _ := os.Hostname()
 	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "%s %s\n", host, r.RemoteAddr)
+	})
+	// A readiness probe target a test can fail on purpose: `testbox touch /tmp/unready`.
+	http.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := os.Stat("/tmp/unready"); err == nil {
+			http.Error(w, "unready", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
 	})
 	ln, err := net.Listen("tcp", *tcpAddr)
 	if err != nil {
@@ -89,6 +107,11 @@ func serve(args []string) error {
 		}
 	}()
 	go func() { _ = http.ListenAndServe(*httpAddr, nil) }()
+	pc, err := net.ListenPacket("udp", *udpAddr)
+	if err != nil {
+		return err
+	}
+	go udpEcho(pc, host)
 	waitSignal()
 	return nil
 }
@@ -163,17 +186,29 @@ func echoReply(conn *icmp.PacketConn, f icmpFamily, dst net.IP, seq int, deadlin
 }
 
 func get(args []string) error {
-	if len(args) != 1 {
+	fs := flag.NewFlagSet("get", flag.ExitOnError)
+	n := fs.Int("n", 1, "requests to make, each on a new connection; every answer is printed")
+	_ = fs.Parse(args)
+	if fs.NArg() != 1 {
 		return fmt.Errorf("get: want one URL")
 	}
-	cl := &http.Client{Timeout: 5 * time.Second}
-	resp, err := cl.Get(args[0])
-	if err != nil {
-		return err
+	// A new connection per request, so a load balancer picks a backend for each.
+	cl := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	var failed int
+	for i := 0; i < *n; i++ {
+		resp, err := cl.Get(fs.Arg(0))
+		if err != nil {
+			fmt.Println("error:", err)
+			failed++
+			continue
+		}
+		_, _ = io.Copy(os.Stdout, resp.Body)
+		resp.Body.Close()
 	}
-	defer resp.Body.Close()
-	_, err = io.Copy(os.Stdout, resp.Body)
-	return err
+	if failed > 0 {
+		return fmt.Errorf("%d of %d requests failed", failed, *n)
+	}
+	return nil
 }
 
 func tcpSend(args []string) error {
@@ -198,11 +233,13 @@ func connect(args []string) error {
 	if len(args) != 1 {
 		return fmt.Errorf("connect: want ADDR")
 	}
+	start := time.Now()
 	c, err := net.DialTimeout("tcp", args[0], 5*time.Second)
+	took := time.Since(start)
 	if err != nil {
-		return err
+		return fmt.Errorf("after %dms: %w", took.Milliseconds(), err)
 	}
-	fmt.Printf("connected %s -> %s\n", c.LocalAddr(), c.RemoteAddr())
+	fmt.Printf("connected %s -> %s in %dms\n", c.LocalAddr(), c.RemoteAddr(), took.Milliseconds())
 	return c.Close()
 }
 
@@ -220,4 +257,73 @@ func showIP() error {
 		fmt.Println()
 	}
 	return printRoutes()
+}
+
+func udpEcho(pc net.PacketConn, host string) {
+	buf := make([]byte, 1500)
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		_, _ = pc.WriteTo([]byte(host+" "+string(buf[:n])), from)
+	}
+}
+
+func udpSend(args []string) error {
+	fs := flag.NewFlagSet("udp", flag.ExitOnError)
+	n := fs.Int("n", 1, "datagrams to send")
+	interval := fs.Duration("i", 100*time.Millisecond, "time between datagrams")
+	wait := fs.Duration("W", 500*time.Millisecond, "time to wait for each answer")
+	each := fs.Bool("each", false, "send each datagram from a new socket (a new flow), instead of all from one")
+	sport := fs.Int("sport", 0, "source port (0: any); the same port continues an earlier flow")
+	_ = fs.Parse(args)
+	if fs.NArg() != 2 {
+		return fmt.Errorf("udp: want ADDR MSG")
+	}
+	var c net.Conn
+	answered := 0
+	for i := 0; i < *n; i++ {
+		if i > 0 {
+			time.Sleep(*interval)
+		}
+		if c == nil || *each {
+			if c != nil {
+				c.Close()
+			}
+			var err error
+			d := net.Dialer{LocalAddr: &net.UDPAddr{Port: *sport}}
+			if c, err = d.Dial("udp", fs.Arg(0)); err != nil {
+				return err
+			}
+		}
+		if answer, err := udpExchange(c, fs.Arg(1), *wait); err != nil {
+			fmt.Println("timeout")
+		} else {
+			answered++
+			fmt.Println(answer)
+		}
+	}
+	c.Close()
+	if answered == 0 {
+		return fmt.Errorf("no answer from %s", fs.Arg(0))
+	}
+	return nil
+}
+
+func udpExchange(c net.Conn, msg string, wait time.Duration) (string, error) {
+	if _, err := c.Write([]byte(msg)); err != nil {
+		return "", err
+	}
+	_ = c.SetReadDeadline(time.Now().Add(wait))
+	buf := make([]byte, 1500)
+	k, err := c.Read(buf)
+	return string(buf[:k]), err
+}
+
+func touch(args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("touch: want PATH")
+	}
+	return os.WriteFile(args[0], nil, 0o644)
 }

@@ -1,0 +1,150 @@
+package cluster
+
+import (
+	"context"
+	"net/netip"
+
+	libovsdb "github.com/ovn-org/libovsdb/client"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kovn/kovn/pkg/cluster/topology"
+)
+
+// ServiceReconciler makes each Service's OVN load balancers match the Service and its
+// EndpointSlices: kovn is the cluster's Service implementation (no kube-proxy). One
+// reconcile applies one Service's shard in one transaction; an unchanged Service costs none.
+type ServiceReconciler struct {
+	client.Client
+	NB       libovsdb.Client
+	Recorder record.EventRecorder
+}
+
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
+
+// Reconcile implements reconcile.Reconciler.
+func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	owner := req.Namespace + "/" + req.Name
+	var svc corev1.Service
+	if err := r.Get(ctx, req.NamespacedName, &svc); err != nil {
+		if client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, err
+		}
+		return applyShard(ctx, r.NB, emptyShard(topology.OwnerService, owner))
+	}
+	in, ok := serviceIn(&svc)
+	if !ok { // headless or ExternalName: nothing to balance
+		return applyShard(ctx, r.NB, emptyShard(topology.OwnerService, owner))
+	}
+	var slices discoveryv1.EndpointSliceList
+	if err := r.List(ctx, &slices, client.InNamespace(svc.Namespace),
+		client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}); err != nil {
+		return ctrl.Result{}, err
+	}
+	in.Endpoints = endpointsIn(slices.Items)
+	res, err := applyShard(ctx, r.NB, topology.ForService(in))
+	if err != nil && r.Recorder != nil {
+		r.Recorder.Eventf(&svc, corev1.EventTypeWarning, "ServiceNotProgrammed", "OVN load balancers not updated: %v", err)
+	}
+	return res, err
+}
+
+// serviceIn reads what the load balancers need from a Service; false when it has no virtual
+// IP to balance (headless, ExternalName).
+func serviceIn(svc *corev1.Service) (topology.ServiceIn, bool) {
+	in := topology.ServiceIn{Namespace: svc.Namespace, Name: svc.Name}
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return in, false
+	}
+	for _, ip := range svc.Spec.ClusterIPs {
+		if a, err := netip.ParseAddr(ip); err == nil {
+			in.VIPs = append(in.VIPs, a)
+		}
+	}
+	if len(in.VIPs) == 0 {
+		return in, false // ClusterIP None
+	}
+	for _, ip := range svc.Spec.ExternalIPs {
+		if a, err := netip.ParseAddr(ip); err == nil {
+			in.VIPs = append(in.VIPs, a)
+		}
+	}
+	for _, ing := range svc.Status.LoadBalancer.Ingress {
+		if a, err := netip.ParseAddr(ing.IP); err == nil {
+			in.VIPs = append(in.VIPs, a)
+		}
+	}
+	for _, p := range svc.Spec.Ports {
+		proto := string(p.Protocol)
+		if proto == "" {
+			proto = string(corev1.ProtocolTCP)
+		}
+		in.Ports = append(in.Ports, topology.ServicePortIn{Name: p.Name, Protocol: proto, Port: p.Port})
+	}
+	if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+		in.AffinityTimeout = corev1.DefaultClientIPServiceAffinitySeconds
+		if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+			in.AffinityTimeout = *c.ClientIP.TimeoutSeconds
+		}
+	}
+	return in, true
+}
+
+// endpointsIn flattens EndpointSlices into endpoints carrying their own slice's port numbers.
+// Unknown conditions count as true for ready and serving, as the EndpointSlice API says.
+func endpointsIn(slices []discoveryv1.EndpointSlice) []topology.EndpointIn {
+	var out []topology.EndpointIn
+	for _, sl := range slices {
+		if sl.AddressType == discoveryv1.AddressTypeFQDN {
+			continue
+		}
+		ports := map[string]int32{}
+		for _, p := range sl.Ports {
+			if p.Port == nil {
+				continue
+			}
+			name := ""
+			if p.Name != nil {
+				name = *p.Name
+			}
+			ports[name] = *p.Port
+		}
+		for _, e := range sl.Endpoints {
+			c := e.Conditions
+			in := topology.EndpointIn{Ready: c.Ready == nil || *c.Ready, Serving: c.Serving == nil || *c.Serving,
+				Terminating: c.Terminating != nil && *c.Terminating, Ports: ports}
+			if e.NodeName != nil {
+				in.Node = *e.NodeName
+			}
+			for _, a := range e.Addresses {
+				if addr, err := netip.ParseAddr(a); err == nil {
+					in.Addr = addr
+					out = append(out, in)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// SetupWithManager watches Services and their EndpointSlices (by the service-name label).
+func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	toService := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		name := o.GetLabels()[discoveryv1.LabelServiceName]
+		if name == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("service").For(&corev1.Service{}).
+		Watches(&discoveryv1.EndpointSlice{}, toService).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).Complete(r)
+}

@@ -1,0 +1,131 @@
+package topology
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// OwnerService owns a Service's load balancers.
+const OwnerService = "Service"
+
+// ClusterLBGroup is the load balancer group every Service's load balancers join and every
+// switch of the VPC holding the join subnet references: one reference per switch instead of
+// one per Service (OVN Load_Balancer_Group). Every client enters through a switch (pods on
+// theirs, nodes through ovn0 on the join switch), where the load balancer translates the VIP;
+// the router is distributed and has no gateway port, on which OVN cannot load-balance.
+const ClusterLBGroup = "kovn-cluster-lbs"
+
+// ServiceIn is a Service with its endpoints, as the reconciler read them.
+type ServiceIn struct {
+	Namespace, Name string
+	// VIPs: ClusterIPs, then external IPs and load balancer ingress IPs.
+	VIPs  []netip.Addr
+	Ports []ServicePortIn
+	// Endpoints of every EndpointSlice of the Service. An endpoint's port numbers come from
+	// its own slice, so a named targetPort resolves per endpoint (pods of one Service may
+	// name different numbers, e.g. during a rolling update).
+	Endpoints []EndpointIn
+	// AffinityTimeout is the ClientIP session affinity timeout in seconds; 0: no affinity.
+	AffinityTimeout int32
+}
+
+// ServicePortIn is one port of a Service.
+type ServicePortIn struct {
+	Name     string
+	Protocol string // TCP | UDP | SCTP
+	Port     int32
+}
+
+// EndpointIn is one address of an EndpointSlice with the slice's port numbers by port name.
+type EndpointIn struct {
+	Addr                        netip.Addr
+	Ready, Serving, Terminating bool
+	Node                        string
+	Ports                       map[string]int32 // service port name -> endpoint port
+}
+
+// maxAffinityTimeout is the largest affinity_timeout OVN takes.
+const maxAffinityTimeout = 65535
+
+// ForService is a Service's shard: one load balancer per protocol, in the cluster group,
+// mapping every VIP and port to the endpoints that may take traffic. A VIP with no such
+// endpoint stays, with no backend, so OVN rejects connections to it at once (reject=true)
+// instead of letting them time out. ct_flush makes ovn-controller flush the conntrack entries
+// of a backend that leaves: otherwise a UDP flow (one conntrack entry for as long as it keeps
+// sending) stays pinned to a deleted pod.
+func ForService(s ServiceIn) Shard {
+	owner := s.Namespace + "/" + s.Name
+	sh := Shard{OwnerType: OwnerService, Owner: owner}
+	byProto := map[string]*LoadBalancer{}
+	for _, p := range s.Ports {
+		proto := strings.ToLower(p.Protocol)
+		lb := byProto[proto]
+		if lb == nil {
+			lb = &LoadBalancer{Name: ServiceLBName(s.Namespace, s.Name, p.Protocol), Protocol: proto, VIPs: map[string]string{},
+				Options: map[string]string{"reject": "true", "ct_flush": "true"}, Groups: []string{ClusterLBGroup},
+				ExternalIDs: map[string]string{"service": owner}}
+			if s.AffinityTimeout > 0 {
+				lb.Options["affinity_timeout"] = strconv.Itoa(int(min(s.AffinityTimeout, maxAffinityTimeout)))
+			}
+			byProto[proto] = lb
+		}
+		backends := usableEndpoints(s.Endpoints, p.Name)
+		for _, vip := range s.VIPs {
+			lb.VIPs[hostPort(vip, p.Port)] = backendList(backends, p.Name, vip.Is4())
+		}
+	}
+	for _, proto := range []string{"tcp", "udp", "sctp"} {
+		if lb := byProto[proto]; lb != nil {
+			sh.LoadBalancers = append(sh.LoadBalancers, *lb)
+		}
+	}
+	return sh
+}
+
+// ServiceLBName names a Service's load balancer of one protocol.
+func ServiceLBName(namespace, name, protocol string) string {
+	return fmt.Sprintf("Service_%s/%s_%s", namespace, name, strings.ToUpper(protocol))
+}
+
+// usableEndpoints are the endpoints serving the named port: the ready ones, or, when none is
+// ready, the serving ones that are terminating (so a Service whose last pods are shutting down
+// keeps answering until they stop).
+func usableEndpoints(eps []EndpointIn, port string) []EndpointIn {
+	var ready, terminating []EndpointIn
+	for _, e := range eps {
+		if _, ok := e.Ports[port]; !ok || !e.Addr.IsValid() {
+			continue
+		}
+		switch {
+		case e.Ready:
+			ready = append(ready, e)
+		case e.Serving && e.Terminating:
+			terminating = append(terminating, e)
+		}
+	}
+	if len(ready) > 0 {
+		return ready
+	}
+	return terminating
+}
+
+// backendList renders the endpoints of one family as OVN's "ip:port,ip:port", sorted so an
+// unchanged Service renders the same string.
+func backendList(eps []EndpointIn, port string, v4 bool) string {
+	var out []string
+	for _, e := range eps {
+		if e.Addr.Is4() == v4 {
+			out = append(out, hostPort(e.Addr, e.Ports[port]))
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(slices.Compact(out), ",")
+}
+
+func hostPort(a netip.Addr, port int32) string {
+	return netip.AddrPortFrom(a, uint16(port)).String()
+}

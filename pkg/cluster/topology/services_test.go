@@ -1,0 +1,102 @@
+package topology
+
+import (
+	"net/netip"
+	"reflect"
+	"testing"
+)
+
+func ep(addr string, ready, serving, terminating bool, ports map[string]int32) EndpointIn {
+	return EndpointIn{Addr: netip.MustParseAddr(addr), Ready: ready, Serving: serving, Terminating: terminating, Ports: ports}
+}
+
+// TestForServiceDualStackPortsAndProtocols: one LB per protocol; every VIP (both families) and
+// port maps to the ready endpoints of its own family; a named targetPort resolves per endpoint.
+func TestForServiceDualStackPortsAndProtocols(t *testing.T) {
+	s := ServiceIn{Namespace: "ns", Name: "web", VIPs: addrs("10.96.0.10", "fd00:10:96::a"),
+		Ports: []ServicePortIn{{Name: "http", Protocol: "TCP", Port: 80}, {Name: "dns", Protocol: "UDP", Port: 53}},
+		Endpoints: []EndpointIn{
+			ep("10.16.0.5", true, true, false, map[string]int32{"http": 8080, "dns": 5353}),
+			ep("fd00:10:16::5", true, true, false, map[string]int32{"http": 8080, "dns": 5353}),
+			// Another slice: this pod names "http" as 9090 (rolling update to a new port).
+			ep("10.16.0.6", true, true, false, map[string]int32{"http": 9090}),
+			ep("10.16.0.7", false, false, false, map[string]int32{"http": 8080}), // not ready: left out
+		}}
+	sh := ForService(s)
+	if sh.OwnerType != OwnerService || sh.Owner != "ns/web" || len(sh.LoadBalancers) != 2 {
+		t.Fatalf("shard %+v", sh)
+	}
+	tcp, udp := sh.LoadBalancers[0], sh.LoadBalancers[1]
+	if tcp.Name != "Service_ns/web_TCP" || tcp.Protocol != "tcp" || udp.Name != "Service_ns/web_UDP" || udp.Protocol != "udp" {
+		t.Fatalf("names/protocols: %s %s %s %s", tcp.Name, tcp.Protocol, udp.Name, udp.Protocol)
+	}
+	wantTCP := map[string]string{"10.96.0.10:80": "10.16.0.5:8080,10.16.0.6:9090", "[fd00:10:96::a]:80": "[fd00:10:16::5]:8080"}
+	if !reflect.DeepEqual(tcp.VIPs, wantTCP) {
+		t.Errorf("TCP VIPs %v, want %v", tcp.VIPs, wantTCP)
+	}
+	wantUDP := map[string]string{"10.96.0.10:53": "10.16.0.5:5353", "[fd00:10:96::a]:53": "[fd00:10:16::5]:5353"}
+	if !reflect.DeepEqual(udp.VIPs, wantUDP) {
+		t.Errorf("UDP VIPs %v, want %v", udp.VIPs, wantUDP)
+	}
+	if tcp.Options["reject"] != "true" || tcp.Options["ct_flush"] != "true" || !reflect.DeepEqual(tcp.Groups, []string{ClusterLBGroup}) {
+		t.Errorf("options %v groups %v", tcp.Options, tcp.Groups)
+	}
+	if _, ok := tcp.Options["affinity_timeout"]; ok {
+		t.Errorf("affinity without sessionAffinity: %v", tcp.Options)
+	}
+}
+
+// TestForServiceEndpointSelection: terminating endpoints serve only while no endpoint is ready;
+// no usable endpoint leaves the VIP with no backend (OVN rejects), never drops it.
+func TestForServiceEndpointSelection(t *testing.T) {
+	base := ServiceIn{Namespace: "ns", Name: "s", VIPs: addrs("10.96.0.11"), Ports: []ServicePortIn{{Protocol: "TCP", Port: 80}}}
+	term := ep("10.16.0.8", false, true, true, map[string]int32{"": 80})
+	gone := ep("10.16.0.9", false, false, true, map[string]int32{"": 80}) // terminating, not serving
+	for _, c := range []struct {
+		name string
+		eps  []EndpointIn
+		want string
+	}{
+		{"ready wins over terminating", []EndpointIn{term, ep("10.16.0.5", true, true, false, map[string]int32{"": 80})}, "10.16.0.5:80"},
+		{"only terminating: serving ones take traffic", []EndpointIn{term, gone}, "10.16.0.8:80"},
+		{"nothing usable: no backend", []EndpointIn{gone}, ""},
+		{"no endpoints at all", nil, ""},
+	} {
+		s := base
+		s.Endpoints = c.eps
+		lbs := ForService(s).LoadBalancers
+		if len(lbs) != 1 {
+			t.Fatalf("%s: %d LBs", c.name, len(lbs))
+		}
+		if got, ok := lbs[0].VIPs["10.96.0.11:80"]; !ok || got != c.want {
+			t.Errorf("%s: backends %q (present %t), want %q", c.name, got, ok, c.want)
+		}
+	}
+}
+
+func TestForServiceAffinityTimeout(t *testing.T) {
+	s := ServiceIn{Namespace: "ns", Name: "s", VIPs: addrs("10.96.0.12"), Ports: []ServicePortIn{{Protocol: "SCTP", Port: 7}},
+		AffinityTimeout: 86400}
+	lb := ForService(s).LoadBalancers[0]
+	if lb.Protocol != "sctp" || lb.Options["affinity_timeout"] != "65535" {
+		t.Fatalf("SCTP LB %+v: want affinity capped at OVN's 65535 s", lb)
+	}
+	s.AffinityTimeout = 10800
+	if got := ForService(s).LoadBalancers[0].Options["affinity_timeout"]; got != "10800" {
+		t.Fatalf("affinity_timeout %q, want 10800", got)
+	}
+}
+
+// TestForServiceStable: the same input renders the same shard whatever the endpoint order, so
+// an unchanged Service costs no transaction.
+func TestForServiceStable(t *testing.T) {
+	a := ep("10.16.0.5", true, true, false, map[string]int32{"": 80})
+	b := ep("10.16.0.6", true, true, false, map[string]int32{"": 80})
+	s := ServiceIn{Namespace: "ns", Name: "s", VIPs: addrs("10.96.0.13"), Ports: []ServicePortIn{{Protocol: "TCP", Port: 80}}}
+	s.Endpoints = []EndpointIn{a, b}
+	x := ForService(s)
+	s.Endpoints = []EndpointIn{b, a, a} // a twice: in two slices while it moves
+	if y := ForService(s); !reflect.DeepEqual(x, y) {
+		t.Fatalf("order changed the shard:\n%+v\n%+v", x, y)
+	}
+}

@@ -1,0 +1,252 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// TestServices: kovn is the Service implementation (the rig runs no kube-proxy). Every check
+// runs over both families of a dual-stack Service.
+func TestServices(t *testing.T) {
+	cfg := rigConfig(t, 1, 2)
+	cfg.Kovn = true
+	r := upRig(t, cfg)
+	c := newCluster(t, r, "c1")
+	c.createNamespace("svc")
+	for _, be := range []struct{ name, node string }{{"be1", "c1-n1"}, {"be2", "c1-n2"}} {
+		c.createPod(backendPod(be.name, be.node, map[string]string{"app": "echo"}))
+	}
+	c.createPod(testboxPod("svc", "client", onNode("c1-n1")))
+	for _, p := range []string{"be1", "be2", "client"} {
+		c.waitReady("svc", p, 90*time.Second)
+	}
+	echo := c.createService(serviceSpec("echo", map[string]string{"app": "echo"}))
+	empty := c.createService(serviceSpec("empty", map[string]string{"app": "nothing"}))
+	sticky := serviceSpec("sticky", map[string]string{"app": "echo"})
+	sticky.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+	stickyIPs := c.createService(sticky)
+	solo := c.createService(serviceSpec("solo", map[string]string{"solo": "be1"}))
+	c.labelPod("svc", "be1", "solo", "be1")
+	t.Logf("ClusterIPs: echo %v, empty %v, sticky %v, solo %v", echo, empty, stickyIPs, solo)
+
+	t.Run("pod to ClusterIP: TCP and UDP reach every backend, both families", func(t *testing.T) {
+		c.t = t
+		for _, vip := range echo {
+			c.waitBackends("svc", "client", vip, []string{"be1", "be2"}, 30*time.Second)
+			got := backendsSeen(c.mustExec("svc", "client", "udp", "-each", "-n", "20", "-i", "10ms", hostPort(vip, 53), "hi"))
+			if !equalSets(got, []string{"be1", "be2"}) {
+				t.Fatalf("UDP to %s answered by %v, want be1 and be2", vip, got)
+			}
+		}
+	})
+	t.Run("node to ClusterIP through ovn0", func(t *testing.T) {
+		c.t = t
+		for _, vip := range echo {
+			out := nodeTestbox(t, r.State, cfg.NodeNS(1, 2), "get", "-n", "10", "http://"+hostPort(vip, 80)+"/")
+			if got := backendsSeen(out); len(got) == 0 || strings.Contains(out, "error") {
+				t.Fatalf("node c1-n2 -> %s: %s", vip, out)
+			}
+		}
+	})
+	t.Run("no endpoints: refused at once", func(t *testing.T) {
+		c.t = t
+		for _, vip := range empty {
+			out, err := c.exec("svc", "client", "connect", hostPort(vip, 80))
+			var ms int
+			if err == nil || !strings.Contains(out, "connection refused") || !parseAfterMs(out, &ms) || ms >= 100 {
+				t.Fatalf("connect to %s (no endpoints): want refused in < 100 ms, got %v: %s", vip, err, out)
+			}
+			t.Logf("%s: refused after %d ms", vip, ms)
+		}
+	})
+	t.Run("hairpin: a pod reaches itself through its Service", func(t *testing.T) {
+		c.t = t
+		for _, vip := range solo {
+			c.waitBackends("svc", "be1", vip, []string{"be1"}, 30*time.Second)
+		}
+	})
+	t.Run("ClientIP affinity keeps one backend over 20 requests", func(t *testing.T) {
+		c.t = t
+		for _, vip := range stickyIPs {
+			c.waitBackends("svc", "client", vip, nil, 30*time.Second)
+			got := backendsSeen(c.mustExec("svc", "client", "get", "-n", "20", "http://"+hostPort(vip, 80)+"/"))
+			if len(got) != 1 {
+				t.Fatalf("20 requests to sticky %s answered by %v, want one backend", vip, got)
+			}
+		}
+	})
+	t.Run("endpoint changes reach traffic", func(t *testing.T) { endpointChanges(t, c, echo) })
+}
+
+// endpointChanges measures how soon a new backend takes traffic and a backend that turns
+// unready or goes stops taking it, UDP flows included.
+func endpointChanges(t *testing.T, c *cluster, vips []string) {
+	c.t = t
+	start := time.Now()
+	c.createPod(backendPod("be3", "c1-n2", map[string]string{"app": "echo"}))
+	ready := c.waitReady("svc", "be3", 90*time.Second)
+	readyAt := podReadyTime(ready)
+	for _, vip := range vips {
+		c.waitBackends("svc", "client", vip, []string{"be1", "be2", "be3"}, 30*time.Second)
+	}
+	t.Logf("scale up: be3 Ready %.1fs after create, answering on both families %.2fs after Ready", readyAt.Sub(start).Seconds(), time.Since(readyAt).Seconds())
+
+	// be3 turns unready (its readiness probe fails): it must stop taking traffic.
+	touched := time.Now()
+	c.mustExec("svc", "be3", "touch", "/tmp/unready")
+	for _, vip := range vips {
+		c.waitBackends("svc", "client", vip, []string{"be1", "be2"}, 30*time.Second)
+	}
+	t.Logf("readiness: be3 out of both families' traffic %.2fs after its probe started failing (probe period 1s)", time.Since(touched).Seconds())
+
+	// A UDP flow pinned to one backend moves when that backend goes: its conntrack entry must
+	// not keep sending to the deleted pod. The flow's source port is fixed, so a first
+	// datagram tells which backend conntrack pinned it to.
+	vip, sport := vips[0], "40053"
+	first := backendsSeen(c.mustExec("svc", "client", "udp", "-sport", sport, "-n", "1", hostPort(vip, 53), "x"))
+	if len(first) != 1 {
+		t.Fatalf("UDP probe: %v", first)
+	}
+	victim, other := first[0], map[string]string{"be1": "be2", "be2": "be1"}[first[0]]
+	done := make(chan string, 1)
+	go func() {
+		out, _ := c.exec("svc", "client", "udp", "-sport", sport, "-n", "60", "-i", "100ms", "-W", "200ms", hostPort(vip, 53), "flow")
+		done <- out
+	}()
+	time.Sleep(2 * time.Second) // about 15 datagrams to the victim first
+	c.deletePod("svc", victim)
+	checkFlowMoved(t, <-done, victim, other)
+}
+
+// checkFlowMoved: the flow's answers start with the victim only and end with the other
+// backend only; it logs how many datagrams went unanswered in between.
+func checkFlowMoved(t *testing.T, out, victim, other string) {
+	t.Helper()
+	var answers []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && (f[0] == victim || f[0] == other || f[0] == "timeout") {
+			answers = append(answers, f[0])
+		}
+	}
+	switchAt := slices.Index(answers, other)
+	if len(answers) < 20 || answers[0] != victim || switchAt < 5 || slices.Contains(answers[switchAt:], victim) ||
+		answers[len(answers)-1] != other {
+		t.Fatalf("UDP flow: want answers from %s, then (after its deletion) only from %s; got %v", victim, other, answers)
+	}
+	lost := strings.Count(strings.Join(answers[:switchAt], " "), "timeout")
+	t.Logf("UDP flow of %d datagrams 100 ms apart, pinned to %s: %s deleted; %s answered from datagram %d on, %d unanswered before that",
+		len(answers), victim, victim, other, switchAt+1, lost)
+}
+
+func backendPod(name, node string, labels map[string]string) *corev1.Pod {
+	p := testboxPod("svc", name, onNode(node))
+	for k, v := range labels {
+		p.Labels[k] = v
+	}
+	p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 1,
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}}
+	return p
+}
+
+// serviceSpec is a dual-stack ClusterIP Service: HTTP 80 -> 8080 (named targetPort "http" is
+// not used: the pods have no named ports) and UDP 53 -> 9001.
+func serviceSpec(name string, selector map[string]string) *corev1.Service {
+	dual := corev1.IPFamilyPolicyPreferDualStack
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "svc", Name: name}, Spec: corev1.ServiceSpec{
+		Selector: selector, IPFamilyPolicy: &dual,
+		Ports: []corev1.ServicePort{
+			{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)},
+			{Name: "udp", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(9001)},
+		}}}
+}
+
+// createService creates a Service and returns its ClusterIPs.
+func (c *cluster) createService(s *corev1.Service) []string {
+	c.t.Helper()
+	got, err := c.kc.CoreV1().Services(s.Namespace).Create(context.Background(), s, metav1.CreateOptions{})
+	if err != nil {
+		c.t.Fatalf("create Service %s: %v", s.Name, err)
+	}
+	if want := len(c.st.Config.ServiceCIDRs(1)); len(got.Spec.ClusterIPs) != want {
+		c.t.Fatalf("Service %s has ClusterIPs %v, want %d", s.Name, got.Spec.ClusterIPs, want)
+	}
+	return got.Spec.ClusterIPs
+}
+
+func (c *cluster) labelPod(ns, name, k, v string) {
+	c.t.Helper()
+	if out, err := c.kubectl("label", "pod", "-n", ns, name, k+"="+v); err != nil {
+		c.t.Fatalf("label %s: %v %s", name, err, out)
+	}
+}
+
+// waitBackends polls the VIP's HTTP port from a pod until 10 requests are answered by exactly
+// want (any single set of answering backends when want is nil).
+func (c *cluster) waitBackends(ns, pod, vip string, want []string, timeout time.Duration) {
+	c.t.Helper()
+	var last string
+	err := eventually(timeout, func() error {
+		out, err := c.exec(ns, pod, "get", "-n", "10", "http://"+hostPort(vip, 80)+"/")
+		last = out
+		got := backendsSeen(out)
+		if err != nil || (want != nil && !equalSets(got, want)) || len(got) == 0 {
+			return fmt.Errorf("answered by %v", got)
+		}
+		return nil
+	})
+	if err != nil {
+		c.t.Fatalf("%s/%s -> %s: want answers from %v: %v\n%s", ns, pod, vip, want, err, last)
+	}
+}
+
+// backendsSeen lists the distinct hostnames in testbox answers ("HOSTNAME rest").
+func backendsSeen(out string) []string {
+	seen := map[string]bool{}
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 2 && strings.HasPrefix(f[0], "be") {
+			seen[f[0]] = true
+		}
+	}
+	var names []string
+	for n := range seen {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func equalSets(a, b []string) bool {
+	a, b = append([]string(nil), a...), append([]string(nil), b...)
+	sort.Strings(a)
+	sort.Strings(b)
+	return strings.Join(a, ",") == strings.Join(b, ",")
+}
+
+// parseAfterMs reads testbox connect's "after Nms" from an error.
+func parseAfterMs(out string, ms *int) bool {
+	i := strings.Index(out, "after ")
+	if i < 0 {
+		return false
+	}
+	_, err := fmt.Sscanf(out[i:], "after %dms", ms)
+	return err == nil
+}
+
+func podReadyTime(p *corev1.Pod) time.Time {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Now()
+}
