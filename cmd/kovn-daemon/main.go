@@ -24,9 +24,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/cluster"
 	"github.com/kovn/kovn/pkg/cni"
-	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/node"
 	"github.com/kovn/kovn/pkg/ovn"
 )
