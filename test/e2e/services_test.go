@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/netip"
+	"os/exec"
 	"slices"
 	"sort"
 	"strings"
@@ -12,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kovn/kovn/test/rig"
 )
 
 // TestServices: kovn is the Service implementation (the rig runs no kube-proxy). Every check
@@ -84,7 +88,90 @@ func TestServices(t *testing.T) {
 			}
 		}
 	})
+	t.Run("NodePort, externalTrafficPolicy=Local and external IPs from outside the cluster", func(t *testing.T) {
+		fromOutside(t, c, r.State)
+	})
 	t.Run("endpoint changes reach traffic", func(t *testing.T) { endpointChanges(t, c, echo) })
+}
+
+// fromOutside: the external host (not a node) reaches Services through every node's address,
+// in both families: NodePort (ETP=Cluster: any backend, masqueraded), NodePort with
+// externalTrafficPolicy=Local (only the receiving node's backend, which sees the client's
+// address) and an external IP the external host routes to c1-n1.
+func fromOutside(t *testing.T, c *cluster, st *rig.State) {
+	c.t = t
+	cfg := st.Config
+	ext := cfg.ExtNS()
+	np := serviceSpec("np", map[string]string{"app": "echo"})
+	np.Spec.Type = corev1.ServiceTypeNodePort
+	local := serviceSpec("nplocal", map[string]string{"app": "echo"})
+	local.Spec.Type, local.Spec.ExternalTrafficPolicy = corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal
+	extIPs := []string{"198.51.100.10", "2001:db8:ee::10"}
+	withExt := serviceSpec("extip", map[string]string{"app": "echo"})
+	withExt.Spec.ExternalIPs = extIPs
+	for _, s := range []*corev1.Service{np, local, withExt} {
+		c.createService(s)
+	}
+	nodePort := func(name string) string {
+		got, err := c.kc.CoreV1().Services("svc").Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(got.Spec.Ports[0].NodePort)
+	}
+	npPort, localPort := nodePort("np"), nodePort("nplocal")
+	onNode := map[int]string{1: "be1", 2: "be2"}
+	for n := 1; n <= 2; n++ {
+		for _, nodeIP := range cfg.NodeIPs(1, n) {
+			url := "http://" + bracket(nodeIP)
+			waitOutside(t, st, ext, url+":"+npPort+"/", nil)
+			// ETP=Local: only this node's backend answers, and it sees the external host.
+			out := waitOutside(t, st, ext, url+":"+localPort+"/", []string{onNode[n]})
+			extIP := cfg.ExternalHostIPs()[0]
+			if nodeIP.Is6() {
+				extIP = rig.ExternalHostIP6()
+			}
+			if !strings.Contains(out, " "+bracket(extIP)+":") {
+				t.Fatalf("ETP=Local via %s: the backend did not see the client address %s:\n%s", nodeIP, extIP, out)
+			}
+		}
+	}
+	for i, ip := range extIPs {
+		via := cfg.NodeIPs(1, 1)[i]
+		if out, err := exec.Command("ip", "-n", ext, "route", "replace", ip, "via", via.String()).CombinedOutput(); err != nil {
+			t.Fatalf("route %s via c1-n1 on the external host: %v %s", ip, err, out)
+		}
+		waitOutside(t, st, ext, "http://"+hostPort(ip, 80)+"/", nil)
+	}
+	t.Logf("external host -> NodePort %s (cluster) and %s (local) on both nodes and families, external IPs %v via c1-n1: answered",
+		npPort, localPort, extIPs)
+}
+
+// bracket writes an address as it appears before ":port".
+func bracket(a netip.Addr) string {
+	if a.Is6() {
+		return "[" + a.String() + "]"
+	}
+	return a.String()
+}
+
+// waitOutside polls a URL from the external host until 10 requests are all answered (by
+// exactly want, when given) and returns the answers.
+func waitOutside(t *testing.T, st *rig.State, ns, url string, want []string) string {
+	t.Helper()
+	var out string
+	err := eventually(20*time.Second, func() error {
+		out = nodeTestbox(t, st, ns, "get", "-n", "10", url)
+		got := backendsSeen(out)
+		if strings.Contains(out, "error") || len(got) == 0 || (want != nil && !equalSets(got, want)) {
+			return fmt.Errorf("answered by %v", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("external host -> %s (want %v): %v\n%s", url, want, err, out)
+	}
+	return out
 }
 
 // endpointChanges measures how soon a new backend takes traffic and a backend that turns

@@ -1,0 +1,184 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// NodePortReconciler keeps the node's NodePort and external IP translation (nodeports.go)
+// equal to the cluster's Services. Every event means "recompute everything": the rules are a
+// pure function of all Services, and they are rewritten only when their text changes.
+type NodePortReconciler struct {
+	client.Client
+	NodeName string
+	// Apply writes one family's rules; nil: iptables / ip6tables.
+	Apply func(is4 bool, rules string) error
+
+	mu   sync.Mutex
+	last map[bool]string
+}
+
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
+
+// Reconcile implements reconcile.Reconciler.
+func (r *NodePortReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	svcs, err := r.nodePortServices(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last == nil {
+		r.last = map[bool]string{}
+	}
+	apply := r.Apply
+	if apply == nil {
+		apply = applyNodePortRules
+	}
+	var errs []error
+	for _, is4 := range []bool{true, false} {
+		rules := nodePortRules(is4, svcs)
+		if rules == r.last[is4] {
+			continue
+		}
+		if err := apply(is4, rules); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		r.last[is4] = rules
+	}
+	return ctrl.Result{}, errors.Join(errs...)
+}
+
+// nodePortServices lists the Services that reach into the cluster through this node.
+func (r *NodePortReconciler) nodePortServices(ctx context.Context) ([]NodePortService, error) {
+	var list corev1.ServiceList
+	if err := r.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	var out []NodePortService
+	for i := range list.Items {
+		s, ok := nodePortService(&list.Items[i])
+		if !ok {
+			continue
+		}
+		if s.LocalOnly {
+			var slices discoveryv1.EndpointSliceList
+			if err := r.List(ctx, &slices, client.InNamespace(list.Items[i].Namespace),
+				client.MatchingLabels{discoveryv1.LabelServiceName: list.Items[i].Name}); err != nil {
+				return nil, err
+			}
+			s.LocalEndpoints = localEndpoints(slices.Items, r.NodeName)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// nodePortService reads a Service; false when nothing reaches it through a node.
+func nodePortService(svc *corev1.Service) (NodePortService, bool) {
+	s := NodePortService{Key: svc.Namespace + "/" + svc.Name,
+		LocalOnly: svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal}
+	for _, ip := range svc.Spec.ClusterIPs {
+		if a, err := netip.ParseAddr(ip); err == nil {
+			s.ClusterIPs = append(s.ClusterIPs, a)
+		}
+	}
+	ext := append([]string(nil), svc.Spec.ExternalIPs...)
+	for _, ing := range svc.Status.LoadBalancer.Ingress {
+		ext = append(ext, ing.IP)
+	}
+	for _, ip := range ext {
+		if a, err := netip.ParseAddr(ip); err == nil {
+			s.ExternalIPs = append(s.ExternalIPs, a)
+		}
+	}
+	hasNodePort := false
+	for _, p := range svc.Spec.Ports {
+		proto := string(p.Protocol)
+		if proto == "" {
+			proto = string(corev1.ProtocolTCP)
+		}
+		s.Ports = append(s.Ports, NodePortPort{Name: p.Name, Protocol: proto, Port: p.Port, NodePort: p.NodePort})
+		hasNodePort = hasNodePort || p.NodePort > 0
+	}
+	return s, len(s.ClusterIPs) > 0 && (hasNodePort || len(s.ExternalIPs) > 0)
+}
+
+// localEndpoints are the ready endpoints of the slices that run on node.
+func localEndpoints(slices []discoveryv1.EndpointSlice, node string) []LocalEndpoint {
+	var out []LocalEndpoint
+	for _, sl := range slices {
+		ports := map[string]int32{}
+		for _, p := range sl.Ports {
+			if p.Port != nil {
+				name := ""
+				if p.Name != nil {
+					name = *p.Name
+				}
+				ports[name] = *p.Port
+			}
+		}
+		for _, e := range sl.Endpoints {
+			if e.NodeName == nil || *e.NodeName != node || (e.Conditions.Ready != nil && !*e.Conditions.Ready) {
+				continue
+			}
+			for _, a := range e.Addresses {
+				if addr, err := netip.ParseAddr(a); err == nil {
+					out = append(out, LocalEndpoint{Addr: addr, Ports: ports})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// applyNodePortRules makes sure the chains exist and are jumped to, then rewrites them.
+func applyNodePortRules(is4 bool, rules string) error {
+	ipt, restore := "iptables", "iptables-restore"
+	if !is4 {
+		ipt, restore = "ip6tables", "ip6tables-restore"
+	}
+	for _, j := range [][3]string{{"nat", "PREROUTING", nodePortChain}, {"nat", "OUTPUT", nodePortChain},
+		{"nat", "POSTROUTING", nodePortMasqChain}, {"filter", "INPUT", nodePortRejectChain}, {"filter", "FORWARD", nodePortRejectChain}} {
+		table, from, chain := j[0], j[1], j[2]
+		if out, err := exec.Command(ipt, "-t", table, "-N", chain).CombinedOutput(); err != nil && !strings.Contains(string(out), "exists") {
+			return fmt.Errorf("%s -t %s -N %s: %v: %s", ipt, table, chain, err, out)
+		}
+		if exec.Command(ipt, "-t", table, "-C", from, "-j", chain).Run() != nil {
+			if out, err := exec.Command(ipt, "-t", table, "-I", from, "-j", chain).CombinedOutput(); err != nil {
+				return fmt.Errorf("%s jump from %s to %s: %v: %s", ipt, from, chain, err, out)
+			}
+		}
+	}
+	cmd := exec.Command(restore, "--noflush")
+	cmd.Stdin = bytes.NewBufferString(rules)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s: %v: %s", restore, err, out)
+	}
+	return nil
+}
+
+// SetupWithManager: every Service or EndpointSlice event enqueues the one key.
+func (r *NodePortReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	one := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: "nodeports"}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("nodeports").
+		Watches(&corev1.Service{}, one).Watches(&discoveryv1.EndpointSlice{}, one).Complete(r)
+}

@@ -1,0 +1,94 @@
+package node
+
+import (
+	"net/netip"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+func addrList(ss ...string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range ss {
+		out = append(out, netip.MustParseAddr(s))
+	}
+	return out
+}
+
+var (
+	webCluster = NodePortService{Key: "ns/web", ClusterIPs: addrList("10.96.0.20", "fd00:10:96::14"),
+		ExternalIPs: addrList("172.30.200.1"), Ports: []NodePortPort{{Name: "http", Protocol: "TCP", Port: 80, NodePort: 30080}}}
+	webLocal = NodePortService{Key: "ns/local", ClusterIPs: addrList("10.96.0.21"), LocalOnly: true,
+		Ports: []NodePortPort{{Name: "http", Protocol: "TCP", Port: 80, NodePort: 30081}, {Name: "dns", Protocol: "UDP", Port: 53, NodePort: 30053}},
+		LocalEndpoints: []LocalEndpoint{{Addr: netip.MustParseAddr("10.16.0.7"), Ports: map[string]int32{"http": 8080}},
+			{Addr: netip.MustParseAddr("10.16.0.5"), Ports: map[string]int32{"http": 8080}}}}
+)
+
+// TestNodePortRulesCluster: ETP=Cluster NodePorts and external IPs are marked for masquerade
+// and sent to the ClusterIP of their family.
+func TestNodePortRulesCluster(t *testing.T) {
+	v4 := nodePortRules(true, []NodePortService{webCluster})
+	for _, want := range []string{
+		`-A KOVN-NODEPORT-MASQ -m mark --mark 0x4000/0x4000 -j MASQUERADE`,
+		`-A KOVN-NODEPORTS -m addrtype --dst-type LOCAL -p tcp --dport 30080 -m comment --comment "ns/web:http" -j MARK --set-xmark 0x4000/0x4000`,
+		`-A KOVN-NODEPORTS -m addrtype --dst-type LOCAL -p tcp --dport 30080 -m comment --comment "ns/web:http" -j DNAT --to-destination 10.96.0.20:80`,
+		`-A KOVN-NODEPORTS -d 172.30.200.1/32 -p tcp --dport 80 -m comment --comment "ns/web:http" -j DNAT --to-destination 10.96.0.20:80`,
+	} {
+		if !strings.Contains(v4, want+"\n") {
+			t.Errorf("IPv4 rules lack %q:\n%s", want, v4)
+		}
+	}
+	v6 := nodePortRules(false, []NodePortService{webCluster})
+	if !strings.Contains(v6, "--dport 30080 -m comment --comment \"ns/web:http\" -j DNAT --to-destination [fd00:10:96::14]:80\n") ||
+		strings.Contains(v6, "172.30.200.1") {
+		t.Errorf("IPv6 rules:\n%s", v6)
+	}
+}
+
+// TestNodePortRulesLocal: ETP=Local goes straight to this node's endpoints, spread evenly and
+// not masqueraded; a port without a local endpoint is rejected.
+func TestNodePortRulesLocal(t *testing.T) {
+	v4 := nodePortRules(true, []NodePortService{webLocal})
+	head := `-A KOVN-NODEPORTS -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http"`
+	for _, want := range []string{
+		head + " -m statistic --mode random --probability 0.50000 -j DNAT --to-destination 10.16.0.5:8080",
+		head + " -j DNAT --to-destination 10.16.0.7:8080",
+		`-A KOVN-NODEPORT-REJECT -m addrtype --dst-type LOCAL -p udp --dport 30053 -m comment --comment "ns/local:dns" -j REJECT`,
+	} {
+		if !strings.Contains(v4, want+"\n") {
+			t.Errorf("IPv4 rules lack %q:\n%s", want, v4)
+		}
+	}
+	if strings.Contains(v4, "ns/local:http\" -j MARK") {
+		t.Errorf("ETP=Local traffic is masqueraded (the client address would be lost):\n%s", v4)
+	}
+	if v6 := nodePortRules(false, []NodePortService{webLocal}); strings.Contains(v6, "ns/local") {
+		t.Errorf("an IPv4-only Service has IPv6 rules:\n%s", v6)
+	}
+}
+
+// TestNodePortRulesApply: the rules load into a real packet filter (in a throwaway netns) and
+// a rewrite replaces them.
+func TestNodePortRulesApply(t *testing.T) {
+	inThrowawayNetNS(t, func() {
+		for _, is4 := range []bool{true, false} {
+			tool := map[bool]string{true: "iptables", false: "ip6tables"}[is4]
+			for _, svcs := range [][]NodePortService{{webCluster, webLocal}, {webCluster}} {
+				if err := applyNodePortRules(is4, nodePortRules(is4, svcs)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			nat, err := exec.Command(tool, "-t", "nat", "-S").CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s -S: %v %s", tool, err, nat)
+			}
+			filter, _ := exec.Command(tool, "-t", "filter", "-S").CombinedOutput()
+			s := string(nat) + string(filter)
+			if strings.Count(s, "-j KOVN-NODEPORTS") != 2 || strings.Count(s, "-j KOVN-NODEPORT-MASQ") != 1 ||
+				strings.Count(s, "-j KOVN-NODEPORT-REJECT") != 2 || !strings.Contains(s, "30080") || strings.Contains(s, "30081") ||
+				strings.Contains(s, "30053") {
+				t.Fatalf("%s after two syncs (the second without ns/local):\n%s", tool, s)
+			}
+		}
+	})
+}
