@@ -30,6 +30,31 @@ type Shard struct {
 	// LoadBalancerGroups are groups this shard owns; switches and routers (LBGroups) and
 	// load balancers (Groups) of any shard join them by mutation.
 	LoadBalancerGroups []LoadBalancerGroup
+	// ACLs hang off port groups of this shard whose columns it owns (PortGroup.Owned).
+	ACLs []ACL
+	// AddressSets are owned whole: name, addresses and external_ids.
+	AddressSets []AddressSet
+}
+
+// ACL is an ACL of the Owned port group PortGroup. Name is unique within the shard (nbsync
+// keys rows on it, so a changed match updates the row in place) and at most 63 bytes (the
+// schema's limit); it is what ACL logs print.
+type ACL struct {
+	PortGroup   string
+	Name        string
+	Direction   string // to-lport | from-lport
+	Priority    int
+	Match       string
+	Action      string // allow | allow-related | drop | reject
+	Options     map[string]string
+	ExternalIDs map[string]string
+}
+
+// AddressSet is an Address_Set, referenced from matches as $Name.
+type AddressSet struct {
+	Name        string
+	Addresses   []string // sorted
+	ExternalIDs map[string]string
 }
 
 // LoadBalancer is a Load_Balancer. nbsync owns the whole row; its membership in load balancer
@@ -104,9 +129,15 @@ type SwitchPort struct {
 	ExternalIDs  map[string]string // beyond ownership: pod, node
 }
 
-// PortGroup is a Port_Group. Its members join it through Memberships of their own shards.
+// PortGroup is a Port_Group. Unless Owned, its members join it through Memberships of their
+// own shards and its ACLs are left alone. An Owned group (a NetworkPolicy's) is the shard's
+// alone: its ports column is written whole from Ports (switch port names; ports are weak
+// references, so a deleted pod leaves by itself) and its acls column whole from the shard's
+// ACLs naming it.
 type PortGroup struct {
-	Name string
+	Name  string
+	Owned bool
+	Ports []string // sorted; only for Owned groups
 }
 
 // Membership puts switch port Port into port group PortGroup.

@@ -32,22 +32,11 @@ func SwitchRouterPortName(ls, vpc string) string { return ls + "-" + vpc }
 // Node names with other characters ("c1-n1", "w.example.com") get a short hash of the real
 // name appended, so two nodes whose names differ only there ("a-b", "a.b") never share a group.
 func NodePortGroup(node string) string {
-	var b strings.Builder
-	b.WriteString("kovn_node_")
-	replaced := false
-	for _, r := range node {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
-			replaced = true
-		}
-	}
+	s, replaced := ovnIdent(node)
 	if replaced {
-		h := sha256.Sum256([]byte(node))
-		fmt.Fprintf(&b, "_%x", h[:4])
+		s += "_" + shortHash(node)
 	}
-	return b.String()
+	return "kovn_node_" + s
 }
 
 // RouterMAC derives a stable, locally administered MAC for a router port from its name, so a

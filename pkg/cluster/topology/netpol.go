@@ -1,0 +1,369 @@
+package topology
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// OwnerNetworkPolicy owns a NetworkPolicy's port group, ACLs and address sets.
+const OwnerNetworkPolicy = "NetworkPolicy"
+
+// Priority bands of NetworkPolicy ACLs. OVN 23.03 has no ACL tiers, so the bands are
+// priorities: every policy denies its pods at PriorityPolicyDeny and allows above it, so an
+// allow of any policy selecting a pod beats the deny of every other one (policies are a union).
+const (
+	PriorityPolicyDeny  = 1000
+	PriorityPolicyAllow = 1001
+)
+
+// Keys of policy ACLs' and address sets' external_ids, for ACL logging and debugging: the
+// ACL name is cut to OVN's 63 bytes, these never are.
+const (
+	PolicyKey     = "kovn.io/policy"      // namespace/name
+	PolicyRuleKey = "kovn.io/policy-rule" // ingress/0, egress/deny, ingress/neighbours, ingress/nodes
+	IPFamilyKey   = "kovn.io/ip-family"   // ip4 | ip6, on rows of one family
+)
+
+// NetworkPolicyIn is a NetworkPolicy with its selectors resolved by the reconciler. The shard
+// depends on nothing else, so the reconciler recomputes it whenever any of this changes.
+type NetworkPolicyIn struct {
+	Namespace, Name string
+	// Ingress and Egress are the policy types (spec.policyTypes, defaulted as the API does).
+	Ingress, Egress bool
+	// Pods are the pods spec.podSelector selects that have a switch port.
+	Pods         []PolicyPodIn
+	IngressRules []PolicyRuleIn
+	EgressRules  []PolicyRuleIn
+	// JoinCIDRs are the join subnet's CIDRs: nodes reach pods from them (kubelet probes), so
+	// they are always allowed in. Their families are the cluster's: rules get ACLs and address
+	// sets for these families only (both when JoinCIDRs is empty).
+	JoinCIDRs []netip.Prefix
+}
+
+// PolicyPodIn is a pod a policy selects or a peer pod of a rule.
+type PolicyPodIn struct {
+	Port       string // logical switch port (PodPortName); only for selected pods
+	IPs        []netip.Addr
+	NamedPorts map[string]NamedPortIn // container port name -> protocol and number
+}
+
+// NamedPortIn is a named container port.
+type NamedPortIn struct {
+	Protocol string // TCP | UDP | SCTP ("" = TCP)
+	Port     int32
+}
+
+// PolicyRuleIn is one ingress or egress rule.
+type PolicyRuleIn struct {
+	// AllPeers: the rule's from/to is empty, every source (ingress) or destination (egress).
+	AllPeers bool
+	// Pods are the pods the rule's pod/namespace selectors match (none: the selectors match
+	// nothing yet, and the rule admits only its IPBlocks). For an egress rule with named ports
+	// they also resolve the names: with AllPeers, list here the pods carrying those names.
+	Pods     []PolicyPodIn
+	IPBlocks []IPBlockIn
+	Ports    []PolicyPortIn // empty: every port
+}
+
+// IPBlockIn is an ipBlock peer.
+type IPBlockIn struct {
+	CIDR   netip.Prefix
+	Except []netip.Prefix
+}
+
+// PolicyPortIn is one entry of a rule's ports.
+type PolicyPortIn struct {
+	Protocol string // TCP | UDP | SCTP ("" = TCP)
+	Port     int32  // 0 with no Name: every port of Protocol
+	Name     string // named port, resolved against the destination pods
+	EndPort  int32  // range Port..EndPort when above Port
+}
+
+// policyDir is what differs between ingress and egress ACLs. Named ports are resolved against
+// the destination pods in both (selected pods for ingress, peers for egress), hence ".dst".
+type policyDir struct {
+	name   string // ingress | egress
+	acl    string // ACL direction
+	port   string // the logical port field naming the selected pods
+	peer   string // the address field naming the peer: src | dst
+	egress bool
+}
+
+var (
+	ingressDir = policyDir{name: "ingress", acl: "to-lport", port: "outport", peer: "src"}
+	egressDir  = policyDir{name: "egress", acl: "from-lport", port: "inport", peer: "dst", egress: true}
+)
+
+// ForNetworkPolicy is a NetworkPolicy's shard: a port group of the selected pods and, per
+// policy type, a default deny for the group, an allow for neighbour discovery (a denied pod
+// must still resolve its gateway and answer ARP), one allow-related ACL per rule and family,
+// and, for ingress, an allow from the nodes. Each rule with peers gets one address set per
+// family holding its peer pods' addresses, so pods coming and going change only that set.
+// Egress ACLs are applied after load balancing, so allowing pod B allows B's ClusterIP too.
+func ForNetworkPolicy(in NetworkPolicyIn) Shard {
+	owner := in.Namespace + "/" + in.Name
+	b := &policyBuilder{in: in, owner: owner, pg: PolicyPortGroup(in.Namespace, in.Name), families: clusterFamilies(in.JoinCIDRs),
+		sh: Shard{OwnerType: OwnerNetworkPolicy, Owner: owner}}
+	group := PortGroup{Name: b.pg, Owned: true}
+	for _, p := range in.Pods {
+		if p.Port != "" {
+			group.Ports = append(group.Ports, p.Port)
+		}
+	}
+	sort.Strings(group.Ports)
+	group.Ports = slices.Compact(group.Ports)
+	b.sh.PortGroups = []PortGroup{group}
+	if in.Ingress {
+		b.direction(ingressDir, in.IngressRules)
+	}
+	if in.Egress {
+		b.direction(egressDir, in.EgressRules)
+	}
+	sort.Slice(b.sh.ACLs, func(i, j int) bool { return b.sh.ACLs[i].Name < b.sh.ACLs[j].Name })
+	sort.Slice(b.sh.AddressSets, func(i, j int) bool { return b.sh.AddressSets[i].Name < b.sh.AddressSets[j].Name })
+	return b.sh
+}
+
+type policyBuilder struct {
+	in        NetworkPolicyIn
+	owner, pg string
+	families  []string
+	sh        Shard
+}
+
+func (b *policyBuilder) direction(d policyDir, rules []PolicyRuleIn) {
+	base := fmt.Sprintf("%s == @%s", d.port, b.pg)
+	b.acl(d, "deny", "", PriorityPolicyDeny, base, "drop")
+	// ARP and IPv6 neighbour/router discovery are not connections: allow-related would not
+	// let the answers back through the other direction's deny.
+	b.acl(d, "neighbours", "", PriorityPolicyAllow, base+" && (arp || nd || nd_rs || nd_ra)", "allow")
+	if !d.egress {
+		for _, f := range b.families {
+			var cidrs []string
+			for _, c := range b.in.JoinCIDRs {
+				if family(c.Addr()) == f {
+					cidrs = append(cidrs, c.Masked().String())
+				}
+			}
+			if len(cidrs) > 0 {
+				b.acl(d, "nodes", f, PriorityPolicyAllow, fmt.Sprintf("%s && %s.src == %s", base, f, valueSet(cidrs)), "allow-related")
+			}
+		}
+	}
+	for i, r := range rules {
+		for _, f := range b.families {
+			b.rule(d, i, r, f, base)
+		}
+	}
+}
+
+// rule adds the allow ACL (and address set) of rule i for family f: the peers OR'ed, AND the
+// ports OR'ed. A rule whose ports are all named and resolve to no pod admits nothing: no ACL.
+func (b *policyBuilder) rule(d policyDir, i int, r PolicyRuleIn, f, base string) {
+	id := strconv.Itoa(i)
+	clauses := []string{base, f}
+	if !r.AllPeers {
+		set := AddressSet{Name: PolicyAddressSet(b.in.Namespace, b.in.Name, d.name, i, f), Addresses: podAddrs(r.Pods, f),
+			ExternalIDs: b.ids(d, id, f)}
+		b.sh.AddressSets = append(b.sh.AddressSets, set)
+		peers := []string{fmt.Sprintf("%s.%s == $%s", f, d.peer, set.Name)}
+		for _, blk := range r.IPBlocks {
+			if family(blk.CIDR.Addr()) == f {
+				peers = append(peers, blockClause(f+"."+d.peer, blk))
+			}
+		}
+		clauses = append(clauses, anyOf(peers))
+	}
+	if len(r.Ports) > 0 {
+		named := b.in.Pods
+		if d.egress {
+			named = r.Pods
+		}
+		ports := portClauses(r.Ports, named, f)
+		if len(ports) == 0 {
+			return
+		}
+		clauses = append(clauses, anyOf(ports))
+	}
+	b.acl(d, id, f, PriorityPolicyAllow, strings.Join(clauses, " && "), "allow-related")
+}
+
+// acl adds one ACL of the policy's group. Egress ACLs run after load balancing
+// (apply-after-lb), so they see the backend a ClusterIP was translated to.
+func (b *policyBuilder) acl(d policyDir, rule, f string, prio int, match, action string) {
+	key := d.name + "/" + rule
+	ids := b.ids(d, rule, f)
+	if f != "" {
+		key += "/" + f
+	}
+	a := ACL{PortGroup: b.pg, Name: PolicyACLName(b.owner, key), Direction: d.acl, Priority: prio, Match: match, Action: action,
+		ExternalIDs: ids}
+	if d.egress {
+		a.Options = map[string]string{"apply-after-lb": "true"}
+	}
+	b.sh.ACLs = append(b.sh.ACLs, a)
+}
+
+func (b *policyBuilder) ids(d policyDir, rule, f string) map[string]string {
+	ids := map[string]string{PolicyKey: b.owner, PolicyRuleKey: d.name + "/" + rule}
+	if f != "" {
+		ids[IPFamilyKey] = f
+	}
+	return ids
+}
+
+// portClauses renders a rule's ports for family f. A named port matches, per port number the
+// destination pods give the name, those pods' addresses and that number; a pod that does not
+// name it (or names it for another protocol) is not admitted by it.
+func portClauses(ports []PolicyPortIn, pods []PolicyPodIn, f string) []string {
+	var out []string
+	for _, p := range ports {
+		proto := protocolOf(p.Protocol)
+		switch {
+		case p.Name != "":
+			byNum := map[int32][]string{}
+			for _, pod := range pods {
+				if np, ok := pod.NamedPorts[p.Name]; ok && protocolOf(np.Protocol) == proto {
+					byNum[np.Port] = append(byNum[np.Port], podAddrs([]PolicyPodIn{pod}, f)...)
+				}
+			}
+			for num, addrs := range byNum {
+				if len(addrs) > 0 {
+					sort.Strings(addrs)
+					out = append(out, fmt.Sprintf("(%s.dst == %s && %s.dst == %d)", f, valueSet(slices.Compact(addrs)), proto, num))
+				}
+			}
+		case p.Port == 0:
+			out = append(out, proto)
+		case p.EndPort > p.Port:
+			out = append(out, fmt.Sprintf("(%s.dst >= %d && %s.dst <= %d)", proto, p.Port, proto, p.EndPort))
+		default:
+			out = append(out, fmt.Sprintf("%s.dst == %d", proto, p.Port))
+		}
+	}
+	return out
+}
+
+// blockClause matches an ipBlock on field (e.g. ip4.src): its CIDR minus its exceptions.
+func blockClause(field string, blk IPBlockIn) string {
+	var except []string
+	for _, e := range blk.Except {
+		if e.Addr().Is4() == blk.CIDR.Addr().Is4() {
+			except = append(except, e.Masked().String())
+		}
+	}
+	if len(except) == 0 {
+		return fmt.Sprintf("%s == %s", field, blk.CIDR.Masked())
+	}
+	sort.Strings(except)
+	return fmt.Sprintf("(%s == %s && %s != {%s})", field, blk.CIDR.Masked(), field, strings.Join(slices.Compact(except), ", "))
+}
+
+// anyOf ORs alternatives, sorted so an unchanged rule renders the same match whatever order
+// the reconciler listed pods and peers in.
+func anyOf(alts []string) string {
+	alts = slices.Clone(alts)
+	sort.Strings(alts)
+	alts = slices.Compact(alts)
+	if len(alts) == 1 {
+		return alts[0]
+	}
+	return "(" + strings.Join(alts, " || ") + ")"
+}
+
+func valueSet(vals []string) string {
+	if len(vals) == 1 {
+		return vals[0]
+	}
+	return "{" + strings.Join(vals, ", ") + "}"
+}
+
+func podAddrs(pods []PolicyPodIn, f string) []string {
+	out := []string{}
+	for _, p := range pods {
+		for _, ip := range p.IPs {
+			if family(ip) == f {
+				out = append(out, ip.String())
+			}
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+func protocolOf(p string) string {
+	if p == "" {
+		return "tcp"
+	}
+	return strings.ToLower(p)
+}
+
+// clusterFamilies are the families of the join CIDRs, both when there are none.
+func clusterFamilies(join []netip.Prefix) []string {
+	var v4, v6 bool
+	for _, c := range join {
+		v4, v6 = v4 || c.Addr().Is4(), v6 || !c.Addr().Is4()
+	}
+	switch {
+	case v4 && !v6:
+		return []string{"ip4"}
+	case v6 && !v4:
+		return []string{"ip6"}
+	}
+	return []string{"ip4", "ip6"}
+}
+
+// PolicyPortGroup names a policy's port group: letters, digits and underscores only (it is
+// referenced as @name and OVN derives $name_ip4 from it); a policy name with other characters
+// gets a hash of namespace/name appended so "a-b" and "a.b" never share a group. Kubernetes
+// names hold no underscore, so the "_" between namespace and name cannot be ambiguous.
+func PolicyPortGroup(namespace, name string) string {
+	ns, r1 := ovnIdent(namespace)
+	n, r2 := ovnIdent(name)
+	s := "kovn_np_" + ns + "_" + n
+	if r1 || r2 {
+		s += "_" + shortHash(namespace+"/"+name)
+	}
+	return s
+}
+
+// PolicyAddressSet names the address set of family f of rule i of direction dir.
+func PolicyAddressSet(namespace, name, dir string, i int, f string) string {
+	return fmt.Sprintf("%s_%s%d_%s", PolicyPortGroup(namespace, name), dir, i, f)
+}
+
+// PolicyACLName is "<namespace>/<name>:<key>", cut to the schema's 63 bytes with a hash of
+// the whole keeping names unique within the policy.
+func PolicyACLName(owner, key string) string {
+	full := owner + ":" + key
+	if len(full) <= 63 {
+		return full
+	}
+	h := shortHash(full)
+	return full[:63-len(h)-1] + "_" + h
+}
+
+// ovnIdent replaces every character but letters and digits with '_', reporting whether any was.
+func ovnIdent(s string) (string, bool) {
+	var b strings.Builder
+	replaced := false
+	for _, r := range s {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+			replaced = true
+		}
+	}
+	return b.String(), replaced
+}
+
+func shortHash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return fmt.Sprintf("%x", h[:4])
+}

@@ -1,0 +1,246 @@
+package topology
+
+import (
+	"net/netip"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func ppod(port string, ips ...string) PolicyPodIn {
+	return PolicyPodIn{Port: port, IPs: addrs(ips...)}
+}
+
+func named(p PolicyPodIn, ports map[string]NamedPortIn) PolicyPodIn {
+	p.NamedPorts = ports
+	return p
+}
+
+var joinV4 = prefixes("100.64.0.0/16")
+
+// aclByRule returns the policy's ACLs by their rule key ("ingress/0/ip4", "egress/deny").
+func aclByRule(t *testing.T, sh Shard) map[string]ACL {
+	t.Helper()
+	out := map[string]ACL{}
+	for _, a := range sh.ACLs {
+		k := a.ExternalIDs[PolicyRuleKey]
+		if f := a.ExternalIDs[IPFamilyKey]; f != "" {
+			k += "/" + f
+		}
+		if _, dup := out[k]; dup {
+			t.Fatalf("two ACLs for %s", k)
+		}
+		out[k] = a
+	}
+	return out
+}
+
+func matchOf(t *testing.T, sh Shard, rule string) string {
+	t.Helper()
+	a, ok := aclByRule(t, sh)[rule]
+	if !ok {
+		t.Fatalf("no ACL %s in %+v", rule, sh.ACLs)
+	}
+	return a.Match
+}
+
+// TestForNetworkPolicyGroupDenyNeighboursNodes: the group holds the selected pods' ports
+// (sorted, once); each policy type gets a drop at 1000 on the group, an ARP/ND allow at 1001;
+// ingress allows the join subnet; egress ACLs are from-lport on inport, after load balancing.
+func TestForNetworkPolicyGroupDenyNeighboursNodes(t *testing.T) {
+	in := NetworkPolicyIn{Namespace: "default", Name: "web", Ingress: true, Egress: true, JoinCIDRs: prefixes("100.64.0.0/16", "fd00:100:64::/64"),
+		Pods: []PolicyPodIn{ppod("b.default", "10.16.0.6"), ppod("a.default", "10.16.0.5"), ppod("b.default", "10.16.0.6"), ppod("")}}
+	sh := ForNetworkPolicy(in)
+	pg := "kovn_np_default_web"
+	if sh.OwnerType != OwnerNetworkPolicy || sh.Owner != "default/web" ||
+		!reflect.DeepEqual(sh.PortGroups, []PortGroup{{Name: pg, Owned: true, Ports: []string{"a.default", "b.default"}}}) {
+		t.Fatalf("shard %+v", sh)
+	}
+	egressOpts := map[string]string{"apply-after-lb": "true"}
+	want := map[string]ACL{
+		"ingress/deny": {PortGroup: pg, Name: "default/web:ingress/deny", Direction: "to-lport", Priority: 1000,
+			Match: "outport == @" + pg, Action: "drop"},
+		"ingress/neighbours": {PortGroup: pg, Name: "default/web:ingress/neighbours", Direction: "to-lport", Priority: 1001,
+			Match: "outport == @" + pg + " && (arp || nd || nd_rs || nd_ra)", Action: "allow"},
+		"ingress/nodes/ip4": {PortGroup: pg, Name: "default/web:ingress/nodes/ip4", Direction: "to-lport", Priority: 1001,
+			Match: "outport == @" + pg + " && ip4.src == 100.64.0.0/16", Action: "allow-related"},
+		"ingress/nodes/ip6": {PortGroup: pg, Name: "default/web:ingress/nodes/ip6", Direction: "to-lport", Priority: 1001,
+			Match: "outport == @" + pg + " && ip6.src == fd00:100:64::/64", Action: "allow-related"},
+		"egress/deny": {PortGroup: pg, Name: "default/web:egress/deny", Direction: "from-lport", Priority: 1000,
+			Match: "inport == @" + pg, Action: "drop", Options: egressOpts},
+		"egress/neighbours": {PortGroup: pg, Name: "default/web:egress/neighbours", Direction: "from-lport", Priority: 1001,
+			Match: "inport == @" + pg + " && (arp || nd || nd_rs || nd_ra)", Action: "allow", Options: egressOpts},
+	}
+	got := aclByRule(t, sh)
+	if len(got) != len(want) || len(sh.AddressSets) != 0 {
+		t.Fatalf("ACLs %+v, address sets %+v", sh.ACLs, sh.AddressSets)
+	}
+	for k, w := range want {
+		g := got[k]
+		if g.ExternalIDs[PolicyKey] != "default/web" {
+			t.Errorf("%s: external_ids %v", k, g.ExternalIDs)
+		}
+		g.ExternalIDs = nil
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("%s:\n got %+v\nwant %+v", k, g, w)
+		}
+	}
+}
+
+// TestForNetworkPolicyDenyAll: ingress with no rules (from: [] and nothing else) is the deny,
+// ARP/ND and the nodes alone; an egress-only policy leaves ingress open (no ingress ACLs).
+func TestForNetworkPolicyDenyAll(t *testing.T) {
+	sh := ForNetworkPolicy(NetworkPolicyIn{Namespace: "ns", Name: "deny", Ingress: true, JoinCIDRs: joinV4})
+	if got := aclByRule(t, sh); len(got) != 3 || got["ingress/deny"].Action != "drop" {
+		t.Fatalf("ACLs %+v", sh.ACLs)
+	}
+	sh = ForNetworkPolicy(NetworkPolicyIn{Namespace: "ns", Name: "deny", Egress: true, JoinCIDRs: joinV4})
+	for _, a := range sh.ACLs {
+		if a.Direction != "from-lport" {
+			t.Errorf("egress-only policy has %+v", a)
+		}
+	}
+}
+
+// TestForNetworkPolicyPeers: per rule and family, peer pods go to an address set the rule
+// references; ipBlocks are OR'ed beside it with their exceptions; a rule whose selectors
+// match no pod still references its (empty) set, so it admits nothing but its ipBlocks.
+func TestForNetworkPolicyPeers(t *testing.T) {
+	in := NetworkPolicyIn{Namespace: "ns", Name: "db", Ingress: true, JoinCIDRs: prefixes("100.64.0.0/16", "fd00:100:64::/64"),
+		IngressRules: []PolicyRuleIn{
+			{Pods: []PolicyPodIn{ppod("", "10.16.0.9", "fd00:10:16::9"), ppod("", "10.16.0.10")},
+				IPBlocks: []IPBlockIn{{CIDR: netip.MustParsePrefix("10.0.0.0/8"), Except: prefixes("10.2.0.0/16", "10.1.0.0/16", "fd00::/8")},
+					{CIDR: netip.MustParsePrefix("fd00:1::/64")}}},
+			{}, // selectors matching no pod
+		}}
+	sh := ForNetworkPolicy(in)
+	pg := "@kovn_np_ns_db"
+	for rule, want := range map[string]string{
+		"ingress/0/ip4": "outport == " + pg + " && ip4 && ((ip4.src == 10.0.0.0/8 && ip4.src != {10.1.0.0/16, 10.2.0.0/16}) || ip4.src == $kovn_np_ns_db_ingress0_ip4)",
+		"ingress/0/ip6": "outport == " + pg + " && ip6 && (ip6.src == $kovn_np_ns_db_ingress0_ip6 || ip6.src == fd00:1::/64)",
+		"ingress/1/ip4": "outport == " + pg + " && ip4 && ip4.src == $kovn_np_ns_db_ingress1_ip4",
+	} {
+		if got := matchOf(t, sh, rule); got != want {
+			t.Errorf("%s:\n got %s\nwant %s", rule, got, want)
+		}
+	}
+	wantSets := map[string][]string{"kovn_np_ns_db_ingress0_ip4": {"10.16.0.10", "10.16.0.9"}, "kovn_np_ns_db_ingress0_ip6": {"fd00:10:16::9"},
+		"kovn_np_ns_db_ingress1_ip4": {}, "kovn_np_ns_db_ingress1_ip6": {}}
+	if len(sh.AddressSets) != len(wantSets) {
+		t.Fatalf("address sets %+v", sh.AddressSets)
+	}
+	for _, as := range sh.AddressSets {
+		if w, ok := wantSets[as.Name]; !ok || !reflect.DeepEqual(as.Addresses, w) || as.ExternalIDs[PolicyKey] != "ns/db" {
+			t.Errorf("address set %+v, want addresses %v", as, w)
+		}
+	}
+}
+
+// TestForNetworkPolicyAllPeersAndPorts: a rule with no peers admits every source, with no
+// address set; its ports are OR'ed: numbers, ranges (endPort), protocol-only, SCTP/UDP.
+func TestForNetworkPolicyAllPeersAndPorts(t *testing.T) {
+	in := NetworkPolicyIn{Namespace: "ns", Name: "p", Ingress: true, JoinCIDRs: joinV4, IngressRules: []PolicyRuleIn{
+		{AllPeers: true, Ports: []PolicyPortIn{{Port: 80}, {Protocol: "UDP", Port: 53}, {Protocol: "TCP", Port: 8000, EndPort: 8010},
+			{Protocol: "SCTP", Port: 7}}},
+		{AllPeers: true, Ports: []PolicyPortIn{{Protocol: "UDP"}}},
+		{AllPeers: true},
+	}}
+	sh := ForNetworkPolicy(in)
+	if len(sh.AddressSets) != 0 {
+		t.Fatalf("address sets for rules without peers: %+v", sh.AddressSets)
+	}
+	pg := "outport == @kovn_np_ns_p && ip4"
+	for rule, want := range map[string]string{
+		"ingress/0/ip4": pg + " && ((tcp.dst >= 8000 && tcp.dst <= 8010) || sctp.dst == 7 || tcp.dst == 80 || udp.dst == 53)",
+		"ingress/1/ip4": pg + " && udp",
+		"ingress/2/ip4": pg,
+	} {
+		if got := matchOf(t, sh, rule); got != want {
+			t.Errorf("%s:\n got %s\nwant %s", rule, got, want)
+		}
+	}
+}
+
+// TestForNetworkPolicyNamedPortsIngress: a named port resolves against the selected pods:
+// pods naming it with the same number share a clause on their addresses, pods naming another
+// number get their own, pods without the name (or with it for another protocol) none. A rule
+// whose only port resolves nowhere admits nothing: no ACL.
+func TestForNetworkPolicyNamedPortsIngress(t *testing.T) {
+	http := func(n int32) map[string]NamedPortIn {
+		return map[string]NamedPortIn{"http": {Protocol: "TCP", Port: n}}
+	}
+	in := NetworkPolicyIn{Namespace: "ns", Name: "np", Ingress: true, JoinCIDRs: joinV4, Pods: []PolicyPodIn{
+		named(ppod("a.ns", "10.16.0.5"), http(8080)), named(ppod("b.ns", "10.16.0.6"), http(8080)),
+		named(ppod("c.ns", "10.16.0.7"), http(9090)), ppod("d.ns", "10.16.0.8"),
+		named(ppod("e.ns", "10.16.0.9"), map[string]NamedPortIn{"http": {Protocol: "UDP", Port: 8080}}),
+	}, IngressRules: []PolicyRuleIn{
+		{AllPeers: true, Ports: []PolicyPortIn{{Name: "http"}, {Port: 443}}},
+		{AllPeers: true, Ports: []PolicyPortIn{{Name: "metrics"}}},
+	}}
+	sh := ForNetworkPolicy(in)
+	want := "outport == @kovn_np_ns_np && ip4 && ((ip4.dst == 10.16.0.7 && tcp.dst == 9090) || " +
+		"(ip4.dst == {10.16.0.5, 10.16.0.6} && tcp.dst == 8080) || tcp.dst == 443)"
+	if got := matchOf(t, sh, "ingress/0/ip4"); got != want {
+		t.Errorf("named ingress:\n got %s\nwant %s", got, want)
+	}
+	if _, ok := aclByRule(t, sh)["ingress/1/ip4"]; ok {
+		t.Errorf("a named port no pod has produced an ACL")
+	}
+}
+
+// TestForNetworkPolicyEgress: egress rules are from-lport on inport, match destinations, run
+// after load balancing; named ports resolve against the peer pods.
+func TestForNetworkPolicyEgress(t *testing.T) {
+	dns := map[string]NamedPortIn{"dns": {Protocol: "UDP", Port: 53}}
+	in := NetworkPolicyIn{Namespace: "ns", Name: "eg", Egress: true, JoinCIDRs: joinV4, Pods: []PolicyPodIn{ppod("a.ns", "10.16.0.5")},
+		EgressRules: []PolicyRuleIn{{Pods: []PolicyPodIn{named(ppod("", "10.16.0.20"), dns), named(ppod("", "10.16.0.21"), dns), ppod("", "10.16.0.22")},
+			IPBlocks: []IPBlockIn{{CIDR: netip.MustParsePrefix("192.168.0.0/24")}},
+			Ports:    []PolicyPortIn{{Protocol: "UDP", Name: "dns"}}}}}
+	sh := ForNetworkPolicy(in)
+	a := aclByRule(t, sh)["egress/0/ip4"]
+	want := "inport == @kovn_np_ns_eg && ip4 && (ip4.dst == $kovn_np_ns_eg_egress0_ip4 || ip4.dst == 192.168.0.0/24) && " +
+		"(ip4.dst == {10.16.0.20, 10.16.0.21} && udp.dst == 53)"
+	if a.Match != want || a.Direction != "from-lport" || a.Action != "allow-related" || a.Priority != PriorityPolicyAllow ||
+		a.Options["apply-after-lb"] != "true" {
+		t.Errorf("egress ACL %+v\nwant match %s", a, want)
+	}
+	if _, ok := aclByRule(t, sh)["ingress/nodes/ip4"]; ok {
+		t.Error("egress-only policy allows nodes in")
+	}
+}
+
+// TestForNetworkPolicyDeterministic: the same policy listed in another order (pods, peers,
+// IPs, ports) yields an identical shard.
+func TestForNetworkPolicyDeterministic(t *testing.T) {
+	mk := func(rev bool) NetworkPolicyIn {
+		pods := []PolicyPodIn{ppod("a.ns", "10.16.0.5"), ppod("b.ns", "10.16.0.6")}
+		peers := []PolicyPodIn{ppod("", "10.16.0.9"), ppod("", "10.16.0.10")}
+		ports := []PolicyPortIn{{Port: 80}, {Port: 443}}
+		blocks := []IPBlockIn{{CIDR: netip.MustParsePrefix("10.0.0.0/8")}, {CIDR: netip.MustParsePrefix("172.16.0.0/12")}}
+		if rev {
+			pods[0], pods[1], peers[0], peers[1], ports[0], ports[1], blocks[0], blocks[1] = pods[1], pods[0], peers[1], peers[0], ports[1], ports[0], blocks[1], blocks[0]
+		}
+		r := PolicyRuleIn{Pods: peers, IPBlocks: blocks, Ports: ports}
+		return NetworkPolicyIn{Namespace: "ns", Name: "d", Ingress: true, Egress: true, JoinCIDRs: joinV4, Pods: pods,
+			IngressRules: []PolicyRuleIn{r}, EgressRules: []PolicyRuleIn{r}}
+	}
+	if a, b := ForNetworkPolicy(mk(false)), ForNetworkPolicy(mk(true)); !reflect.DeepEqual(a, b) {
+		t.Errorf("order changed the shard:\n%+v\n%+v", a, b)
+	}
+}
+
+// TestPolicyNames: group and set names are OVN identifiers, unique for names differing only
+// in punctuation; ACL names fit the schema's 63 bytes and stay unique when cut.
+func TestPolicyNames(t *testing.T) {
+	ident := regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	a, b := PolicyPortGroup("ns", "a-b"), PolicyPortGroup("ns", "a.b")
+	if a == b || !ident.MatchString(a) || !ident.MatchString(PolicyAddressSet("n-s", "a.b", "egress", 3, "ip6")) {
+		t.Errorf("names %q %q", a, b)
+	}
+	long := strings.Repeat("x", 60)
+	n1, n2 := PolicyACLName("ns/"+long, "ingress/1/ip4"), PolicyACLName("ns/"+long, "ingress/1/ip6")
+	if len(n1) > 63 || len(n2) > 63 || n1 == n2 || !strings.HasPrefix(n1, "ns/xxx") {
+		t.Errorf("ACL names %q %q", n1, n2)
+	}
+}
