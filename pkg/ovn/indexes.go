@@ -18,7 +18,11 @@ func NBIndexes() map[string][]model.ClientIndex {
 		"Logical_Router_Policy":       {byOwner},
 		"Logical_Router_Static_Route": {byOwner},
 		"Port_Group":                  {byOwner},
-		"Load_Balancer":               {byName, byOwner},
+		// ACL has no name index (names are neither unique nor required); Address_Set's
+		// schema index on name serves lookups by name.
+		"ACL":           {byOwner},
+		"Address_Set":   {byOwner},
+		"Load_Balancer": {byName, byOwner},
 		// Load_Balancer_Group: its schema index on name serves lookups by name, and it has no
 		// external_ids column to index owners by (nbsync records group owners in NB_Global).
 	}

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/ovn-org/libovsdb/client"
@@ -105,6 +106,8 @@ func Plan(ctx context.Context, c client.Client, sh topology.Shard) ([]ovsdb.Oper
 	t.syncRouters()
 	t.syncSwitches()
 	t.syncPortGroups()
+	t.syncAddressSets()
+	t.syncACLs() // after syncPortGroups: fills the ports and ACLs of the groups it creates
 	t.syncRouterPorts()
 	t.syncSwitchPorts()
 	t.syncPolicies()
@@ -136,7 +139,10 @@ func ownerProbe(sh topology.Shard) map[string]string {
 	return map[string]string{ovn.OwnerKey: sh.Owner}
 }
 
-// byName returns the cached row of T's table named name (through the name index), or nil.
+// byName returns the cached row of T's table named like probe (through the name index), or
+// nil. The rows found are checked by name: when no row has the name, libovsdb falls through
+// to the next index, the owner client index, where a probe without owner keys matches every
+// row without them (another tool's), which must never be taken for the one named.
 func byName[T any, PT interface {
 	*T
 	model.Model
@@ -146,10 +152,24 @@ func byName[T any, PT interface {
 		t.add(nil, err)
 		return nil
 	}
-	if len(rows) == 0 {
-		return nil
+	name := nameOf(probe)
+	for _, r := range rows {
+		if nameOf(r) == name {
+			return r
+		}
 	}
-	return rows[0]
+	return nil
+}
+
+// nameOf returns the name column of m ("" if it has none).
+func nameOf(m model.Model) string {
+	v := reflect.ValueOf(m).Elem()
+	for i := range v.NumField() {
+		if v.Type().Field(i).Tag.Get("ovsdb") == "name" && v.Field(i).Kind() == reflect.String {
+			return v.Field(i).String()
+		}
+	}
+	return ""
 }
 
 func (t *tx) create(m model.Model, setUUID func(string)) string {

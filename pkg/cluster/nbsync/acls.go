@@ -1,0 +1,184 @@
+package nbsync
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/ovsdb"
+
+	"github.com/kovn/kovn/pkg/cluster/topology"
+	"github.com/kovn/kovn/pkg/ovn"
+	"github.com/kovn/kovn/pkg/ovn/model/nb"
+)
+
+// ACLs, address sets and the port groups that own them (NetworkPolicy shards).
+//
+// An Owned port group is its shard's alone: its ports and acls columns are written whole, so
+// a pod the policy no longer selects leaves it, and an ACL the shard no longer wants is
+// dropped from it. ACL is not a root table: a group's acls column references its rows
+// strongly, and the server deletes an ACL no group references. nbsync deletes them
+// explicitly all the same, in the transaction that drops the reference.
+//
+// ACLs are keyed on their group and name, unique within a shard, so a rule whose match
+// changes (a port added) updates its row in place and the group's acls column stays as it is.
+// Address sets are owned whole; their addresses change by mutation of the difference, so a
+// pod joining a set of thousands sends one address, not the whole list.
+
+func aclKey(group, name string) string { return group + "|" + name }
+
+func (t *tx) syncACLs() {
+	want := map[string]topology.ACL{}
+	owned := map[string]bool{}
+	for _, pg := range t.sh.PortGroups {
+		owned[pg.Name] = pg.Owned
+	}
+	for _, a := range t.sh.ACLs {
+		want[aclKey(a.PortGroup, a.Name)] = a
+	}
+	uuids := map[string][]string{} // per group, the ACLs its acls column holds
+	done := map[string]bool{}
+	for _, cur := range findOwned(t, &nb.ACL{ExternalIDs: ownerProbe(t.sh)}) {
+		k := aclKey(cur.ExternalIDs[ovn.ParentKey], ptrString(cur.Name))
+		a, ok := want[k]
+		if !ok || done[k] {
+			t.delete(cur)
+			continue
+		}
+		done[k] = true
+		m := t.aclModel(a)
+		m.UUID = cur.UUID
+		if !sameACL(cur, m) {
+			t.update(m, &m.Name, &m.Direction, &m.Priority, &m.Match, &m.Action, &m.Options, &m.ExternalIDs)
+		}
+		uuids[a.PortGroup] = append(uuids[a.PortGroup], cur.UUID)
+	}
+	for _, a := range t.sh.ACLs {
+		if done[aclKey(a.PortGroup, a.Name)] {
+			continue
+		}
+		if !owned[a.PortGroup] {
+			t.add(nil, fmt.Errorf("ACL %q names port group %q, which its shard does not own", a.Name, a.PortGroup))
+			continue
+		}
+		m := t.aclModel(a)
+		uuids[a.PortGroup] = append(uuids[a.PortGroup], t.create(m, func(id string) { m.UUID = id }))
+	}
+	for _, pg := range t.sh.PortGroups {
+		if pg.Owned {
+			t.writeOwnedGroup(pg, uuids[pg.Name])
+		}
+	}
+}
+
+func (t *tx) aclModel(a topology.ACL) *nb.ACL {
+	m := &nb.ACL{Direction: a.Direction, Priority: a.Priority, Match: a.Match, Action: a.Action, Options: maps.Clone(a.Options),
+		ExternalIDs: t.ids(a.ExternalIDs, a.PortGroup)}
+	if a.Name != "" {
+		name := a.Name
+		m.Name = &name
+	}
+	return m
+}
+
+func sameACL(cur, want *nb.ACL) bool {
+	return ptrString(cur.Name) == ptrString(want.Name) && cur.Direction == want.Direction && cur.Priority == want.Priority &&
+		cur.Match == want.Match && cur.Action == want.Action && sameMap(cur.Options, want.Options) &&
+		sameMap(cur.ExternalIDs, want.ExternalIDs)
+}
+
+// writeOwnedGroup writes the ports and acls columns of an Owned group whole: into the insert
+// when this transaction creates the group (syncPortGroups), else by one update of the columns
+// that differ.
+func (t *tx) writeOwnedGroup(pg topology.PortGroup, acls []string) {
+	ports := t.portUUIDs(pg.Ports)
+	if m, ok := t.newParent["Port_Group/"+pg.Name]; ok {
+		g := m.(*nb.PortGroup)
+		g.Ports, g.ACLs = ports, acls
+		return
+	}
+	cur := byName(t, &nb.PortGroup{Name: pg.Name})
+	if cur == nil {
+		return
+	}
+	m := &nb.PortGroup{UUID: cur.UUID, Ports: ports, ACLs: acls}
+	var fields []any
+	if !sameSet(cur.Ports, ports) {
+		fields = append(fields, &m.Ports)
+	}
+	if !sameSet(cur.ACLs, acls) {
+		fields = append(fields, &m.ACLs)
+	}
+	if len(fields) > 0 {
+		t.update(m, fields...)
+	}
+}
+
+// portUUIDs resolves switch port names through the name index. A port that does not exist
+// yet (its pod's shard has not been applied) is left out and reported missing, so the caller
+// applies again once it exists.
+func (t *tx) portUUIDs(names []string) []string {
+	out := []string{}
+	for _, name := range names {
+		if id := t.uuidByName("Logical_Switch_Port", name); id != "" {
+			out = append(out, id)
+		} else {
+			t.missing = append(t.missing, "switch port "+name)
+		}
+	}
+	return out
+}
+
+func (t *tx) syncAddressSets() {
+	want := map[string]bool{}
+	for _, as := range t.sh.AddressSets {
+		want[as.Name] = true
+		m := nb.AddressSet{Name: as.Name, Addresses: slices.Clone(as.Addresses), ExternalIDs: t.ids(as.ExternalIDs, "")}
+		if m.Addresses == nil {
+			m.Addresses = []string{}
+		}
+		// Names are unique in the schema: a set of that name is this shard's (adopted if an
+		// earlier writer left it).
+		cur := byName(t, &nb.AddressSet{Name: as.Name})
+		if cur == nil {
+			t.create(&m, func(id string) { m.UUID = id })
+			continue
+		}
+		m.UUID = cur.UUID
+		t.mutateAddresses(&m, cur.Addresses)
+		if !sameMap(cur.ExternalIDs, m.ExternalIDs) {
+			t.update(&m, &m.ExternalIDs)
+		}
+	}
+	for _, cur := range findOwned(t, &nb.AddressSet{ExternalIDs: ownerProbe(t.sh)}) {
+		if !want[cur.Name] {
+			t.delete(cur)
+		}
+	}
+}
+
+// mutateAddresses sends the difference between have and m's addresses.
+func (t *tx) mutateAddresses(m *nb.AddressSet, have []string) {
+	var del, ins []string
+	for _, a := range have {
+		if !slices.Contains(m.Addresses, a) {
+			del = append(del, a)
+		}
+	}
+	for _, a := range m.Addresses {
+		if !slices.Contains(have, a) {
+			ins = append(ins, a)
+		}
+	}
+	var muts []model.Mutation
+	if len(del) > 0 {
+		muts = append(muts, model.Mutation{Field: &m.Addresses, Mutator: ovsdb.MutateOperationDelete, Value: del})
+	}
+	if len(ins) > 0 {
+		muts = append(muts, model.Mutation{Field: &m.Addresses, Mutator: ovsdb.MutateOperationInsert, Value: ins})
+	}
+	if len(muts) > 0 {
+		t.mutate(m, muts...)
+	}
+}
