@@ -4,8 +4,9 @@
 // how many other objects the cluster has. Rows are tagged with the writer "topology" and
 // their owner; rows of other writers and of other tools are never touched, and the columns
 // several writers share (a switch's ports, a router's policies, a port group's ports, other
-// config keys, load balancer group members and references) are changed by mutation, never rewritten whole. Applying an unchanged shard
-// issues no transaction at all.
+// config keys, load balancer group members and references) are changed by mutation, never rewritten whole. A port group
+// a shard owns outright (a NetworkPolicy's) is the exception: its ports and ACLs are its alone
+// and written whole (acls.go). Applying an unchanged shard issues no transaction at all.
 package nbsync
 
 import (
