@@ -7,6 +7,7 @@ import (
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -83,14 +84,17 @@ func (g *OrphanCollector) gone(ctx context.Context, o nbsync.Owner) (bool, error
 		obj = &kovnv1.Subnet{}
 	case topology.OwnerNode:
 		obj = &corev1.Node{}
-	case topology.OwnerPod, topology.OwnerService:
+	case topology.OwnerPod, topology.OwnerService, topology.OwnerNetworkPolicy:
 		ns, name, ok := strings.Cut(o.Key, "/")
 		if !ok {
 			return true, nil
 		}
 		key, obj = types.NamespacedName{Namespace: ns, Name: name}, &corev1.Pod{}
-		if o.Type == topology.OwnerService {
+		switch o.Type {
+		case topology.OwnerService:
 			obj = &corev1.Service{}
+		case topology.OwnerNetworkPolicy:
+			obj = &networkingv1.NetworkPolicy{}
 		}
 	default:
 		return false, nil

@@ -178,6 +178,7 @@ func Setup(mgr ctrl.Manager, st *State, nb libovsdb.Client) error {
 		&PodPortReconciler{Client: c, State: st, NB: nb},
 		&StatefulSetReconciler{Client: c, State: st},
 		&ServiceReconciler{Client: c, NB: nb, Recorder: rec},
+		&NetworkPolicyReconciler{Client: c, State: st, NB: nb, Recorder: rec},
 	} {
 		if err := r.SetupWithManager(mgr); err != nil {
 			return err

@@ -7,6 +7,7 @@
 //	testbox udp [-n N] [-i D] [-W D] [-each] [-sport P] ADDR MSG   send N datagrams D apart from one socket
 //	                                 (one flow; -each: a new socket each), print each answer or "timeout"
 //	testbox touch PATH               create an empty file (/tmp/unready fails serve's /healthz)
+//	testbox probe [-t D] ADDR...     TCP-connect to every ADDR at once, print "ADDR ok" or "ADDR fail"
 //	testbox ping [-c N] [-W secs] IP  ICMP or ICMPv6 echo (needs CAP_NET_RAW, pods run as root)
 //	testbox get [-n N] URL           HTTP GET N times, each on a new connection, prints the bodies
 //	testbox tcp ADDR MSG             connect, send MSG, print the echo
@@ -56,6 +57,8 @@ func main() {
 		err = udpSend(args)
 	case "touch":
 		err = touch(args)
+	case "probe":
+		err = probe(args)
 	case "ip":
 		err = showIP()
 	case "rs":
@@ -326,4 +329,31 @@ func touch(args []string) error {
 		return fmt.Errorf("touch: want PATH")
 	}
 	return os.WriteFile(args[0], nil, 0o644)
+}
+
+// probe connects to every address in parallel, so a probe matrix costs one exec per pod.
+func probe(args []string) error {
+	fs := flag.NewFlagSet("probe", flag.ExitOnError)
+	timeout := fs.Duration("t", time.Second, "connect timeout")
+	_ = fs.Parse(args)
+	results := make([]string, fs.NArg())
+	done := make(chan struct{})
+	for i, addr := range fs.Args() {
+		go func() {
+			c, err := net.DialTimeout("tcp", addr, *timeout)
+			results[i] = addr + " fail"
+			if err == nil {
+				c.Close()
+				results[i] = addr + " ok"
+			}
+			done <- struct{}{}
+		}()
+	}
+	for range fs.Args() {
+		<-done
+	}
+	for _, r := range results {
+		fmt.Println(r)
+	}
+	return nil
 }

@@ -1,0 +1,175 @@
+package cluster
+
+import (
+	"context"
+
+	libovsdb "github.com/ovn-org/libovsdb/client"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kovn/kovn/pkg/cluster/topology"
+)
+
+// NetworkPolicyReconciler programs each NetworkPolicy as OVN ACLs on a port group of the pods
+// it selects (topology.ForNetworkPolicy). Pod addresses come from IP objects, which only the
+// controller writes, never from what a pod says about itself.
+type NetworkPolicyReconciler struct {
+	client.Client
+	State    *State
+	NB       libovsdb.Client
+	Recorder record.EventRecorder
+}
+
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+
+// Reconcile implements reconcile.Reconciler.
+func (r *NetworkPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	owner := req.Namespace + "/" + req.Name
+	var np networkingv1.NetworkPolicy
+	if err := r.Get(ctx, req.NamespacedName, &np); err != nil {
+		if client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, err
+		}
+		return applyShard(ctx, r.NB, emptyShard(topology.OwnerNetworkPolicy, owner))
+	}
+	in, err := r.policyIn(ctx, &np)
+	if err != nil {
+		if r.Recorder != nil {
+			r.Recorder.Eventf(&np, corev1.EventTypeWarning, "PolicyNotProgrammed", "%v", err)
+		}
+		return ctrl.Result{}, err
+	}
+	res, err := applyShard(ctx, r.NB, topology.ForNetworkPolicy(in))
+	if err != nil && r.Recorder != nil {
+		r.Recorder.Eventf(&np, corev1.EventTypeWarning, "PolicyNotProgrammed", "OVN ACLs not updated: %v", err)
+	}
+	return res, err
+}
+
+// policyIn resolves the policy's selectors against the cached pods and namespaces.
+func (r *NetworkPolicyReconciler) policyIn(ctx context.Context, np *networkingv1.NetworkPolicy) (topology.NetworkPolicyIn, error) {
+	in := topology.NetworkPolicyIn{Namespace: np.Namespace, Name: np.Name}
+	if join := r.State.Join(); join != nil {
+		in.JoinCIDRs = join.CIDRs
+	}
+	in.Ingress, in.Egress = policyTypes(np)
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil {
+		return in, err
+	}
+	if in.Pods, err = r.podsIn(ctx, []string{np.Namespace}, sel, true); err != nil {
+		return in, err
+	}
+	for _, rule := range np.Spec.Ingress {
+		ri, err := r.ruleIn(ctx, np.Namespace, rule.From, rule.Ports)
+		if err != nil {
+			return in, err
+		}
+		in.IngressRules = append(in.IngressRules, ri)
+	}
+	for _, rule := range np.Spec.Egress {
+		ri, err := r.ruleIn(ctx, np.Namespace, rule.To, rule.Ports)
+		if err != nil {
+			return in, err
+		}
+		in.EgressRules = append(in.EgressRules, ri)
+	}
+	return in, nil
+}
+
+// policyTypes defaults spec.policyTypes as the API documents: Ingress always, Egress when the
+// policy has egress rules.
+func policyTypes(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
+	if len(np.Spec.PolicyTypes) == 0 {
+		return true, len(np.Spec.Egress) > 0
+	}
+	for _, t := range np.Spec.PolicyTypes {
+		ingress = ingress || t == networkingv1.PolicyTypeIngress
+		egress = egress || t == networkingv1.PolicyTypeEgress
+	}
+	return ingress, egress
+}
+
+func (r *NetworkPolicyReconciler) ruleIn(ctx context.Context, ns string, peers []networkingv1.NetworkPolicyPeer,
+	ports []networkingv1.NetworkPolicyPort) (topology.PolicyRuleIn, error) {
+	ri := topology.PolicyRuleIn{AllPeers: len(peers) == 0}
+	for _, p := range ports {
+		pi := topology.PolicyPortIn{Protocol: "TCP"}
+		if p.Protocol != nil {
+			pi.Protocol = string(*p.Protocol)
+		}
+		if p.Port != nil {
+			if p.Port.Type == 0 {
+				pi.Port = p.Port.IntVal
+			} else {
+				pi.Name = p.Port.StrVal
+			}
+		}
+		if p.EndPort != nil {
+			pi.EndPort = *p.EndPort
+		}
+		ri.Ports = append(ri.Ports, pi)
+	}
+	for _, peer := range peers {
+		if peer.IPBlock != nil {
+			b, err := ipBlockIn(peer.IPBlock)
+			if err != nil {
+				return ri, err
+			}
+			ri.IPBlocks = append(ri.IPBlocks, b)
+			continue
+		}
+		pods, err := r.peerPods(ctx, ns, peer)
+		if err != nil {
+			return ri, err
+		}
+		ri.Pods = append(ri.Pods, pods...)
+	}
+	if ri.AllPeers && hasNamedPort(ri.Ports) {
+		// Egress to every destination by a named port: the names resolve on every pod.
+		pods, err := r.podsIn(ctx, nil, labels.Everything(), false)
+		if err != nil {
+			return ri, err
+		}
+		ri.Pods = pods
+	}
+	return ri, nil
+}
+
+// peerPods resolves a pod/namespace selector peer: podSelector alone selects in the policy's
+// namespace, namespaceSelector picks namespaces, both together both.
+func (r *NetworkPolicyReconciler) peerPods(ctx context.Context, ns string, peer networkingv1.NetworkPolicyPeer) ([]topology.PolicyPodIn, error) {
+	podSel := labels.Everything()
+	if peer.PodSelector != nil {
+		s, err := metav1.LabelSelectorAsSelector(peer.PodSelector)
+		if err != nil {
+			return nil, err
+		}
+		podSel = s
+	}
+	namespaces := []string{ns}
+	if peer.NamespaceSelector != nil {
+		nsSel, err := metav1.LabelSelectorAsSelector(peer.NamespaceSelector)
+		if err != nil {
+			return nil, err
+		}
+		var list corev1.NamespaceList
+		if err := r.List(ctx, &list, client.MatchingLabelsSelector{Selector: nsSel}); err != nil {
+			return nil, err
+		}
+		namespaces = namespaces[:0]
+		for _, n := range list.Items {
+			namespaces = append(namespaces, n.Name)
+		}
+		if len(namespaces) == 0 {
+			return nil, nil
+		}
+	}
+	return r.podsIn(ctx, namespaces, podSel, false)
+}

@@ -1,0 +1,154 @@
+package cluster
+
+import (
+	"context"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/cluster/topology"
+)
+
+// podsIn returns the pods of the namespaces (nil: all) that sel matches and that kovn has
+// addressed, with their addresses from their IP objects and their named container ports.
+func (r *NetworkPolicyReconciler) podsIn(ctx context.Context, namespaces []string, sel labels.Selector, withPort bool) ([]topology.PolicyPodIn, error) {
+	var pods []corev1.Pod
+	lists := namespaces
+	if lists == nil {
+		lists = []string{""}
+	}
+	for _, ns := range lists {
+		var list corev1.PodList
+		if err := r.List(ctx, &list, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+			return nil, err
+		}
+		pods = append(pods, list.Items...)
+	}
+	var out []topology.PolicyPodIn
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.HostNetwork || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		var ip kovnv1.IP
+		if err := r.Get(ctx, types.NamespacedName{Name: IPObjectName(p.Namespace, p.Name)}, &ip); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue // not addressed yet: its IP object's event brings it in
+			}
+			return nil, err
+		}
+		addrs, err := ip.Spec.Addrs()
+		if err != nil || ip.Spec.PodName != p.Name || ip.Spec.Namespace != p.Namespace {
+			continue
+		}
+		in := topology.PolicyPodIn{IPs: addrs, NamedPorts: namedPorts(p)}
+		if withPort {
+			in.Port = topology.PodPortName(p.Namespace, p.Name)
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+func namedPorts(p *corev1.Pod) map[string]topology.NamedPortIn {
+	out := map[string]topology.NamedPortIn{}
+	for _, c := range p.Spec.Containers {
+		for _, cp := range c.Ports {
+			if cp.Name != "" {
+				out[cp.Name] = topology.NamedPortIn{Protocol: string(cp.Protocol), Port: cp.ContainerPort}
+			}
+		}
+	}
+	return out
+}
+
+func ipBlockIn(b *networkingv1.IPBlock) (topology.IPBlockIn, error) {
+	cidr, err := netip.ParsePrefix(b.CIDR)
+	if err != nil {
+		return topology.IPBlockIn{}, err
+	}
+	in := topology.IPBlockIn{CIDR: cidr}
+	for _, e := range b.Except {
+		p, err := netip.ParsePrefix(e)
+		if err != nil {
+			return in, err
+		}
+		in.Except = append(in.Except, p)
+	}
+	return in, nil
+}
+
+func hasNamedPort(ports []topology.PolicyPortIn) bool {
+	for _, p := range ports {
+		if p.Name != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// policiesFor maps a pod (or its IP object) to the policies that may select it or name it as
+// a peer: those of its namespace, and those with a namespace selector anywhere. A pod event
+// never re-queues the policies of other namespaces that cannot match it.
+func (r *NetworkPolicyReconciler) policiesFor(ctx context.Context, ns string) []reconcile.Request {
+	var list networkingv1.NetworkPolicyList
+	if err := r.List(ctx, &list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing network policies")
+		return nil
+	}
+	var out []reconcile.Request
+	for _, np := range list.Items {
+		if np.Namespace == ns || usesNamespaceSelector(&np) {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: np.Namespace, Name: np.Name}})
+		}
+	}
+	return out
+}
+
+func usesNamespaceSelector(np *networkingv1.NetworkPolicy) bool {
+	for _, r := range np.Spec.Ingress {
+		for _, p := range r.From {
+			if p.NamespaceSelector != nil {
+				return true
+			}
+		}
+	}
+	for _, r := range np.Spec.Egress {
+		for _, p := range r.To {
+			if p.NamespaceSelector != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// SetupWithManager watches policies, pods, their IP objects and namespaces.
+func (r *NetworkPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	byPod := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		return r.policiesFor(ctx, o.GetNamespace())
+	})
+	byIP := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		ip, ok := o.(*kovnv1.IP)
+		if !ok || ip.Spec.PodName == "" {
+			return nil
+		}
+		return r.policiesFor(ctx, ip.Spec.Namespace)
+	})
+	byNamespace := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		return r.policiesFor(ctx, o.GetName())
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("networkpolicy").For(&networkingv1.NetworkPolicy{}).
+		Watches(&corev1.Pod{}, byPod).Watches(&kovnv1.IP{}, byIP).Watches(&corev1.Namespace{}, byNamespace).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).Complete(r)
+}

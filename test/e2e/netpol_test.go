@@ -1,0 +1,227 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+var probePorts = []int32{8080, 9000}
+
+// TestNetworkPolicy: a 3 namespace x 3 pod probe matrix (every pod to every pod on ports 8080
+// and 9000, both families) compared after each step with the truth table the NetworkPolicy
+// model (netpol_model_test.go) computes from the same policies.
+func TestNetworkPolicy(t *testing.T) {
+	cfg := rigConfig(t, 1, 2)
+	cfg.Kovn = true
+	r := upRig(t, cfg)
+	c := newCluster(t, r, "c1")
+	pods := c.policyPods()
+	var policies []networkingv1.NetworkPolicy
+	step := func(name string, change func()) {
+		t.Run(name, func(t *testing.T) {
+			c.t = t
+			change()
+			c.waitMatrix(pods, policies)
+		})
+	}
+	apply := func(np networkingv1.NetworkPolicy) {
+		for i := range policies {
+			if policies[i].Namespace == np.Namespace && policies[i].Name == np.Name {
+				got, err := c.kc.NetworkingV1().NetworkPolicies(np.Namespace).Get(context.Background(), np.Name, metav1.GetOptions{})
+				if err != nil {
+					c.t.Fatal(err)
+				}
+				got.Spec = np.Spec
+				if _, err := c.kc.NetworkingV1().NetworkPolicies(np.Namespace).Update(context.Background(), got, metav1.UpdateOptions{}); err != nil {
+					c.t.Fatal(err)
+				}
+				policies[i] = np
+				return
+			}
+		}
+		if _, err := c.kc.NetworkingV1().NetworkPolicies(np.Namespace).Create(context.Background(), &np, metav1.CreateOptions{}); err != nil {
+			c.t.Fatal(err)
+		}
+		policies = append(policies, np)
+	}
+	remove := func(ns, name string) {
+		if err := c.kc.NetworkingV1().NetworkPolicies(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+			c.t.Fatal(err)
+		}
+		for i := range policies {
+			if policies[i].Namespace == ns && policies[i].Name == name {
+				policies = append(policies[:i], policies[i+1:]...)
+				return
+			}
+		}
+	}
+	xa := pods[0]
+	step("no policy: everything allowed", func() {})
+	step("default deny ingress in y", func() { apply(policy("y", "deny", nil, ingressOnly())) })
+	step("allow y/a from namespace x", func() { apply(policy("y", "ya", sel("pod", "a"), from(nsPeer("ns", "x")))) })
+	step("allow y/b from pods c of y", func() { apply(policy("y", "yb", sel("pod", "b"), from(podPeer("pod", "c")))) })
+	step("allow y/c from pods a of namespace z (both selectors)", func() {
+		apply(policy("y", "yc", sel("pod", "c"), from(networkingv1.NetworkPolicyPeer{
+			NamespaceSelector: sel("ns", "z"), PodSelector: sel("pod", "a")})))
+	})
+	step("z/a: ipBlock of the pod CIDRs except x/a", func() {
+		var peers []networkingv1.NetworkPolicyPeer
+		for _, cidr := range cfg.PodCIDRs(1) {
+			except := netip.PrefixFrom(xa.ipOf(cidr.Addr().Is4()), cidr.Addr().BitLen())
+			peers = append(peers, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: cidr.String(), Except: []string{except.String()}}})
+		}
+		apply(policy("z", "za", sel("pod", "a"), from(peers...)))
+	})
+	step("egress deny for x/b", func() {
+		np := policy("x", "xb-egress", sel("pod", "b"), networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}})
+		apply(np)
+	})
+	step("z/b: named port http from namespace x", func() {
+		spec := from(nsPeer("ns", "x"))
+		spec.Ingress[0].Ports = []networkingv1.NetworkPolicyPort{{Port: ptrTo(intstr.FromString("http"))}}
+		apply(policy("z", "zb", sel("pod", "b"), spec))
+	})
+	step("z/c: port range 8000-8090 from everywhere", func() {
+		spec := networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{
+			Ports: []networkingv1.NetworkPolicyPort{{Port: ptrTo(intstr.FromInt32(8000)), EndPort: ptrTo(int32(8090))}}}}}
+		apply(policy("z", "zc", sel("pod", "c"), spec))
+	})
+	step("policy updated: y/a from namespace z instead of x", func() { apply(policy("y", "ya", sel("pod", "a"), from(nsPeer("ns", "z")))) })
+	step("policy deleted: default deny in y", func() { remove("y", "deny") })
+	step("two policies on y/a: a union", func() {
+		apply(policy("y", "ya2", sel("pod", "a"), from(networkingv1.NetworkPolicyPeer{NamespaceSelector: sel("ns", "x"), PodSelector: sel("pod", "c")})))
+	})
+	t.Run("kubelet probes still reach every isolated pod", func(t *testing.T) {
+		c.t = t
+		for _, p := range pods {
+			c.waitReady(p.ns, p.name, 10*time.Second)
+		}
+	})
+}
+
+// policyPods creates namespaces x, y, z (label ns=<name>) with pods a, b, c (label pod=<name>,
+// named port http = 8080, readiness probe from kubelet) and returns them with their addresses.
+func (c *cluster) policyPods() []probePod {
+	c.t.Helper()
+	var pods []probePod
+	for _, ns := range []string{"x", "y", "z"} {
+		c.createNamespace(ns)
+		if out, err := c.kubectl("label", "namespace", ns, "ns="+ns); err != nil {
+			c.t.Fatalf("label namespace: %v %s", err, out)
+		}
+		for i, name := range []string{"a", "b", "c"} {
+			p := testboxPod(ns, name, onNode(fmt.Sprintf("c1-n%d", i%2+1)))
+			p.Labels = map[string]string{"pod": name}
+			p.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}
+			p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 2,
+				ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(8080)}}}
+			c.createPod(p)
+		}
+	}
+	for _, ns := range []string{"x", "y", "z"} {
+		for _, name := range []string{"a", "b", "c"} {
+			p := c.waitReady(ns, name, 90*time.Second)
+			pp := probePod{ns: ns, name: name, labels: p.Labels, nsLabels: map[string]string{"ns": ns}, ports: map[string]int32{"http": 8080}}
+			pp.ip = netip.MustParseAddr(p.Status.PodIPs[0].IP)
+			pp.ips = p.Status.PodIPs
+			pods = append(pods, pp)
+		}
+	}
+	return pods
+}
+
+func (p probePod) ipOf(v4 bool) netip.Addr {
+	for _, ip := range p.ips {
+		if a := netip.MustParseAddr(ip.IP); a.Is4() == v4 {
+			return a
+		}
+	}
+	return netip.Addr{}
+}
+
+// waitMatrix probes every pair until the matrix equals the model's truth table in both
+// families (20 s at most), then logs how long that took and how many pairs were allowed.
+func (c *cluster) waitMatrix(pods []probePod, policies []networkingv1.NetworkPolicy) {
+	c.t.Helper()
+	start := time.Now()
+	var diff []string
+	var allowedN, deniedN int
+	err := eventually(20*time.Second, func() error {
+		diff, allowedN, deniedN = nil, 0, 0
+		for _, v4 := range []bool{true, false} {
+			for _, src := range pods {
+				var targets []string
+				want := map[string]bool{}
+				for _, dst := range pods {
+					for _, port := range probePorts {
+						s, d := src, dst
+						s.ip, d.ip = src.ipOf(v4), dst.ipOf(v4)
+						addr := netip.AddrPortFrom(d.ip, uint16(port)).String()
+						targets = append(targets, addr)
+						want[addr] = allowed(policies, s, d, port)
+						if want[addr] {
+							allowedN++
+						} else {
+							deniedN++
+						}
+					}
+				}
+				out, _ := c.exec(src.ns, src.name, append([]string{"probe", "-t", "500ms"}, targets...)...)
+				got := map[string]bool{}
+				for _, l := range strings.Split(out, "\n") {
+					if f := strings.Fields(l); len(f) == 2 {
+						got[f[0]] = f[1] == "ok"
+					}
+				}
+				for _, a := range targets {
+					if got[a] != want[a] {
+						diff = append(diff, fmt.Sprintf("%s/%s -> %s: got %t, want %t", src.ns, src.name, a, got[a], want[a]))
+					}
+				}
+			}
+		}
+		if len(diff) > 0 {
+			return fmt.Errorf("%d pairs differ", len(diff))
+		}
+		return nil
+	})
+	if err != nil {
+		c.t.Fatalf("probe matrix after 20s: %v\n%s", err, strings.Join(diff, "\n"))
+	}
+	c.t.Logf("matrix matches the model after %.1fs: %d allowed, %d denied (pairs x ports x families)", time.Since(start).Seconds(), allowedN, deniedN)
+}
+
+func policy(ns, name string, podSel *metav1.LabelSelector, spec networkingv1.NetworkPolicySpec) networkingv1.NetworkPolicy {
+	if podSel != nil {
+		spec.PodSelector = *podSel
+	}
+	return networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
+}
+
+func ingressOnly() networkingv1.NetworkPolicySpec {
+	return networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}}
+}
+
+func from(peers ...networkingv1.NetworkPolicyPeer) networkingv1.NetworkPolicySpec {
+	return networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{From: peers}}}
+}
+
+func sel(k, v string) *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchLabels: map[string]string{k: v}}
+}
+func nsPeer(k, v string) networkingv1.NetworkPolicyPeer {
+	return networkingv1.NetworkPolicyPeer{NamespaceSelector: sel(k, v)}
+}
+func podPeer(k, v string) networkingv1.NetworkPolicyPeer {
+	return networkingv1.NetworkPolicyPeer{PodSelector: sel(k, v)}
+}
+func ptrTo[T any](v T) *T { return &v }
