@@ -4,7 +4,7 @@ BIN   := $(CURDIR)/_output/bin
 GO    ?= go
 # Binaries built from this module. Pod image binaries are static so they run in an empty image.
 CMDS  := kovn-rig kovn-controller kovn-daemon kovn-cni
-IMAGES := kovn-pause:./test/images/pause kovn-testbox:./test/images/testbox
+IMAGES := kovn-pause:./test/images/pause kovn-testbox:./test/images/testbox kovn-coredns:./test/images/coredns
 RIG_DIR ?= $(CURDIR)/_output/rig
 export KOVN_RIG_DIR := $(RIG_DIR)
 
@@ -20,7 +20,7 @@ deps:
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
-	@for img in $(IMAGES); do CGO_ENABLED=0 $(GO) build -o $(BIN)/$${img%%:*} $${img#*:} || exit 1; done
+	@for img in $(IMAGES); do CGO_ENABLED=0 $(GO) build -ldflags="-s -w" -o $(BIN)/$${img%%:*} $${img#*:} || exit 1; done
 
 ## generate: regenerate libovsdb models, deepcopy and CRD manifests
 generate:
