@@ -6,7 +6,7 @@
 //	kovn-rig down [--dir DIR] [--keep-logs]
 //
 // Internal subcommands used by the rig itself: supervise SPEC, forward SPEC, fake-nodes SPEC,
-// credentials FLAGS.
+// credentials FLAGS, cluster-dns FLAGS.
 package main
 
 import (
@@ -46,6 +46,8 @@ func main() {
 		err = rig.RunFakeNodes(arg0(args))
 	case "credentials":
 		err = credentials(args)
+	case "cluster-dns":
+		err = clusterDNS(args)
 	default:
 		usage()
 	}

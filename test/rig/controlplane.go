@@ -122,6 +122,8 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 			Argv: []string{filepath.Join(c.KovnBinDir, "kovn-controller"), "--kubeconfig=" + kubeconfig,
 				"--ovn-nb-addr=unix:" + filepath.Join(run, "nb.sock"), "--default-cidr=" + annotation.JoinAddrs(c.PodCIDRs(cl)),
 				"--join-cidr=" + annotation.JoinAddrs(c.JoinCIDRs()), "--leader-elect=true"}})
+		// Cluster DNS runs on kovn (its pods and Service need it), so it comes with kovn.
+		steps = append(steps, c.dnsStep(cl, admin, logs))
 	}
 	return SupervisorSpec{Name: ClusterName(cl), Dir: dir, Steps: steps}, nil
 }

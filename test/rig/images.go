@@ -30,6 +30,7 @@ type imageSpec struct {
 var podImages = []imageSpec{
 	{Ref: PauseImage, Binary: "kovn-pause", Entrypoint: []string{"/pause"}},
 	{Ref: TestboxImage, Binary: "kovn-testbox", Entrypoint: []string{"/testbox"}, Cmd: []string{"sleep"}},
+	{Ref: CoreDNSImage, Binary: "kovn-coredns", Entrypoint: []string{"/coredns"}},
 }
 
 // buildImages writes one docker-archive per image into dir and returns their paths.

@@ -63,15 +63,6 @@ authorization: {mode: AlwaysAllow}
 serializeImagePulls: false
 `
 
-// clusterDNSIP is the tenth address of the primary service range, where a cluster DNS will live.
-func (c Config) clusterDNSIP(cl int) string {
-	a := c.ServiceCIDRs(cl)[0].Masked().Addr()
-	for i := 0; i < 10; i++ {
-		a = a.Next()
-	}
-	return a.String()
-}
-
 // nodeSpec is node n of cluster cl: OVS (ovsdb-server, userspace vswitchd with br-phy holding the
 // node address, so geneve tunnels egress through OVS), ovn-controller, containerd and kubelet.
 func (c Config) nodeSpec(cl, n int, pki clusterPKI, images []string) (SupervisorSpec, error) {
