@@ -36,7 +36,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: testbox sleep|serve|ping|get|tcp ...")
+		fmt.Fprintln(os.Stderr, "usage: testbox sleep|serve|ping|get|tcp|dns ...")
 		os.Exit(2)
 	}
 	var err error
@@ -63,6 +63,8 @@ func main() {
 		err = showIP()
 	case "rs":
 		err = routerSolicit(args)
+	case "dns":
+		err = dnsLookup(args)
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
