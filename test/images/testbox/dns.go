@@ -76,6 +76,9 @@ func dnsLookup(args []string) error {
 		via = append(via, k)
 	}
 	sort.Strings(via)
+	if len(via) == 0 {
+		via = []string{"/etc/hosts"} // answered without asking a server
+	}
 	fmt.Printf("via %s: %d replies in %.2fms\n", strings.Join(via, ", "), len(sn.lines()), float64(took.Microseconds())/1000)
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
