@@ -57,6 +57,37 @@ step "IPv6 egress: the external host [fd00:30::100] sees c1-n2's IPv6 address"
 kubectl exec demo-2 -- /testbox get "http://[fd00:30::100]:8080/"
 step "OVN answers demo-1's router solicitation (managed: addresses come from kovn's IPAM, not SLAAC)"
 kubectl exec demo-1 -- /testbox rs
+step "a Service without kube-proxy: OVN load balancers answer its ClusterIPs, cluster DNS names it"
+kubectl label pod demo-1 demo-2 app=demo --overwrite >/dev/null
+kubectl apply -f - >/dev/null <<SVC
+apiVersion: v1
+kind: Service
+metadata: {name: demo}
+spec: {selector: {app: demo}, ipFamilyPolicy: PreferDualStack, ports: [{name: http, port: 80, targetPort: 8080}]}
+SVC
+kubectl get service demo -o wide
+for i in $(seq 30); do kubectl exec demo-1 -- /testbox get -n 4 http://demo.default.svc.cluster.local/ >/dev/null 2>&1 && break; sleep 1; done
+kubectl exec demo-1 -- /testbox dns demo || true
+kubectl exec demo-1 -- /testbox get -n 4 http://demo/
+ovn-nbctl --db="$OVN_NB_DB" --columns=name,vips,options find Load_Balancer 'name="Service_default/demo_TCP"'
+step "a NetworkPolicy: only pods labelled role=client may reach demo-2"
+kubectl apply -f - >/dev/null <<NP
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: demo-2-clients}
+spec:
+  podSelector: {matchLabels: {run: demo-2}}
+  ingress: [{from: [{podSelector: {matchLabels: {role: client}}}]}]
+NP
+kubectl label pod demo-2 run=demo-2 --overwrite >/dev/null
+sleep 2
+kubectl exec demo-1 -- /testbox probe "$IP2:8080" "[$IP2v6]:8080"
+kubectl label pod demo-1 role=client --overwrite >/dev/null
+sleep 2
+echo "demo-1 labelled role=client:"
+kubectl exec demo-1 -- /testbox probe "$IP2:8080" "[$IP2v6]:8080"
+kubectl delete networkpolicy demo-2-clients >/dev/null
+
 step "a pod that forges kovn's result annotations with demo-1's address gets no network"
 kubectl apply -f - >/dev/null <<POD
 apiVersion: v1
