@@ -225,4 +225,3 @@ func podPeer(k, v string) networkingv1.NetworkPolicyPeer {
 	return networkingv1.NetworkPolicyPeer{PodSelector: sel(k, v)}
 }
 func ptrTo[T any](v T) *T { return &v }
-
