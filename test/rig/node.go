@@ -168,7 +168,7 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 			"--kubeconfig="+kovnKubeconfig, "--node-name="+name,
 			"--ovs-db=unix:"+dbSock, "--cni-socket="+filepath.Join(filepath.Dir(ovsRun), "cni.sock"),
 			"--cni-conf-dir=/etc/cni/net.d", "--mtu=1400", "--netdev",
-			"--ovn-remote="+sbRemote, "--service-cidrs="+joinCSV(c.ServiceCIDRs(cl)))
+			"--ovn-remote="+sbRemote, "--service-cidrs="+annotation.JoinAddrs(c.ServiceCIDRs(cl)))
 		d.Restart = true
 		steps = append(steps, d)
 	}
