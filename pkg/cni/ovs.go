@@ -153,12 +153,37 @@ func (a *OVSAttacher) attachOps(ctx context.Context, br *vswitch.Bridge, iface *
 			return nil, err
 		}
 	}
+	if ops, err = a.staleBindingOps(ctx, ops, hostIf, ifaceID); err != nil {
+		return nil, err
+	}
 	if slices.Contains(br.Ports, port.UUID) {
 		return ops, nil
 	}
 	return ovn.MutateOps(a.client, ops, br, model.Mutation{
 		Field: &br.Ports, Mutator: ovsdb.MutateOperationInsert, Value: []string{port.UUID},
 	})
+}
+
+// staleBindingOps appends the removal of every other interface claiming ifaceID, with its
+// port. A logical switch port belongs to one pod at a time, so such an interface is left over
+// from an earlier sandbox of the pod (a StatefulSet pod recreated under its name, a sandbox
+// whose DEL has not come yet). Left in place, ovn-controller sees two bindings for one port,
+// recomputes, and may keep the stale one: the new pod's traffic is lost.
+func (a *OVSAttacher) staleBindingOps(ctx context.Context, ops []ovsdb.Operation, hostIf, ifaceID string) ([]ovsdb.Operation, error) {
+	stale, err := ovn.Find(ctx, a.client, func(i *vswitch.Interface) bool {
+		return i.Name != hostIf && i.ExternalIDs[ExtIDIfaceID] == ifaceID
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, i := range stale {
+		more, err := a.detachOps(ctx, i.Name)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, more...)
+	}
+	return ops, nil
 }
 
 // mergeIfaceIDs is the interface's new external_ids: the existing ones when they are for

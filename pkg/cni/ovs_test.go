@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -430,4 +431,32 @@ func TestOVSAttachInternal(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the new MAC", func() bool { m := db.ifaces(t)[0].MAC; return m != nil && *m == "0a:58:64:40:00:09" })
+}
+
+// A pod recreated under its name gets the same iface-id; the earlier sandbox's interface,
+// if still attached, must go, or ovn-controller sees two bindings for one port.
+func TestOVSAttachRemovesStaleBindingOfSameIfaceID(t *testing.T) {
+	db := newOVSDB(t)
+	a := NewOVSAttacher(db.client, "")
+	ctx := context.Background()
+	if err := a.Attach(ctx, "old_h", "web-0.default", map[string]string{ExtIDContainerID: "old"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Attach(ctx, "other_h", "web-1.default", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Attach(ctx, "new_h", "web-0.default", map[string]string{ExtIDContainerID: "new"}); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, i := range db.ifaces(t) {
+		names = append(names, i.Name+"="+i.ExternalIDs[ExtIDIfaceID])
+	}
+	slices.Sort(names)
+	if want := []string{"new_h=web-0.default", "other_h=web-1.default"}; !slices.Equal(names, want) {
+		t.Errorf("interfaces = %v, want %v", names, want)
+	}
+	if n := len(db.bridge(t).Ports); n != 2 || len(db.ports(t)) != 2 {
+		t.Errorf("br-int has %d ports (%d Port rows), want 2", n, len(db.ports(t)))
+	}
 }
