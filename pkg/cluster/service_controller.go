@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
@@ -23,6 +24,8 @@ import (
 // reconcile applies one Service's shard in one transaction; an unchanged Service costs none.
 type ServiceReconciler struct {
 	client.Client
+	// State gives the Subnets' CIDRs: an external address inside one is refused.
+	State    *State
 	NB       libovsdb.Client
 	Recorder record.EventRecorder
 }
@@ -41,6 +44,16 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return applyShard(ctx, r.NB, emptyShard(topology.OwnerService, owner))
 	}
 	in, ok := serviceIn(&svc)
+	var refusals []string
+	in.VIPs, refusals = r.refuseInClusterVIPs(in.VIPs, len(svc.Spec.ClusterIPs))
+	if svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal {
+		refusals = append(refusals, "internalTrafficPolicy Local is not implemented yet: ClusterIP traffic goes to every ready endpoint")
+	}
+	for _, msg := range refusals {
+		if r.Recorder != nil {
+			r.Recorder.Event(&svc, corev1.EventTypeWarning, "ServicePartlyProgrammed", msg)
+		}
+	}
 	if !ok { // headless or ExternalName: nothing to balance
 		return applyShard(ctx, r.NB, emptyShard(topology.OwnerService, owner))
 	}
@@ -55,6 +68,44 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		r.Recorder.Eventf(&svc, corev1.EventTypeWarning, "ServiceNotProgrammed", "OVN load balancers not updated: %v", err)
 	}
 	return res, err
+}
+
+// refuseInClusterVIPs drops external addresses (spec.externalIPs, load balancer ingress: the
+// VIPs after the first nClusterIPs) that fall inside a Subnet of the cluster. A Service is user
+// input: with such an address its load balancer would capture traffic meant for a pod or a
+// node's join address (CVE-2020-8554). It returns the VIPs kept and why others were refused.
+func (r *ServiceReconciler) refuseInClusterVIPs(vips []netip.Addr, nClusterIPs int) ([]netip.Addr, []string) {
+	if r.State == nil || len(vips) <= nClusterIPs {
+		return vips, nil
+	}
+	kept := append([]netip.Addr(nil), vips[:nClusterIPs]...)
+	var refused []string
+	for _, vip := range vips[nClusterIPs:] {
+		if sn, cidr, ok := r.subnetHolding(vip); ok {
+			refused = append(refused, fmt.Sprintf("external address %s refused: it is inside subnet %s (%s)", vip, sn, cidr))
+			continue
+		}
+		kept = append(kept, vip)
+	}
+	return kept, refused
+}
+
+func (r *ServiceReconciler) subnetHolding(a netip.Addr) (string, netip.Prefix, bool) {
+	for _, sn := range r.State.Subnets() {
+		for _, c := range sn.CIDRs {
+			if c.Contains(a) {
+				return sn.Name, c, true
+			}
+		}
+	}
+	if join := r.State.Join(); join != nil {
+		for _, c := range join.CIDRs {
+			if c.Contains(a) {
+				return join.Name, c, true
+			}
+		}
+	}
+	return "", netip.Prefix{}, false
 }
 
 // serviceIn reads what the load balancers need from a Service; false when it has no virtual

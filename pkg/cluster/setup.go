@@ -177,7 +177,7 @@ func Setup(mgr ctrl.Manager, st *State, nb libovsdb.Client) error {
 		&PodReconciler{Client: c, State: st, Recorder: rec},
 		&PodPortReconciler{Client: c, State: st, NB: nb},
 		&StatefulSetReconciler{Client: c, State: st},
-		&ServiceReconciler{Client: c, NB: nb, Recorder: rec},
+		&ServiceReconciler{Client: c, State: st, NB: nb, Recorder: rec},
 		&NetworkPolicyReconciler{Client: c, State: st, NB: nb, Recorder: rec},
 	} {
 		if err := r.SetupWithManager(mgr); err != nil {

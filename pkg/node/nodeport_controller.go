@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 
@@ -17,6 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 )
 
 // NodePortReconciler keeps the node's NodePort and external IP translation (nodeports.go)
@@ -71,9 +74,14 @@ func (r *NodePortReconciler) nodePortServices(ctx context.Context) ([]NodePortSe
 	if err := r.List(ctx, &list); err != nil {
 		return nil, err
 	}
+	var subnets kovnv1.SubnetList
+	if err := r.List(ctx, &subnets); err != nil {
+		return nil, err
+	}
+	inCluster := subnetPrefixes(subnets.Items)
 	var out []NodePortService
 	for i := range list.Items {
-		s, ok := nodePortService(&list.Items[i])
+		s, ok := nodePortService(&list.Items[i], inCluster)
 		if !ok {
 			continue
 		}
@@ -90,8 +98,21 @@ func (r *NodePortReconciler) nodePortServices(ctx context.Context) ([]NodePortSe
 	return out, nil
 }
 
-// nodePortService reads a Service; false when nothing reaches it through a node.
-func nodePortService(svc *corev1.Service) (NodePortService, bool) {
+// subnetPrefixes are the CIDRs of every Subnet, whatever its VPC or state.
+func subnetPrefixes(subnets []kovnv1.Subnet) []netip.Prefix {
+	var out []netip.Prefix
+	for i := range subnets {
+		if cidrs, err := subnets[i].Spec.CIDRs(); err == nil {
+			out = append(out, cidrs...)
+		}
+	}
+	return out
+}
+
+// nodePortService reads a Service; false when nothing reaches it through a node. External
+// addresses inside inCluster (a Subnet's CIDRs) are left out: translating them would hand a
+// pod's or a node's traffic to the Service (kovn-controller refuses them with an event).
+func nodePortService(svc *corev1.Service, inCluster []netip.Prefix) (NodePortService, bool) {
 	s := NodePortService{Key: svc.Namespace + "/" + svc.Name,
 		LocalOnly: svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal}
 	for _, ip := range svc.Spec.ClusterIPs {
@@ -104,7 +125,7 @@ func nodePortService(svc *corev1.Service) (NodePortService, bool) {
 		ext = append(ext, ing.IP)
 	}
 	for _, ip := range ext {
-		if a, err := netip.ParseAddr(ip); err == nil {
+		if a, err := netip.ParseAddr(ip); err == nil && !slices.ContainsFunc(inCluster, func(p netip.Prefix) bool { return p.Contains(a) }) {
 			s.ExternalIPs = append(s.ExternalIPs, a)
 		}
 	}

@@ -23,6 +23,16 @@ const (
 	nodePortMark        = "0x4000/0x4000"
 )
 
+// enterOverlayMasq masquerades every other connection this node forwards into the overlay from
+// outside (the control plane reaching a pod or a ClusterIP for webhooks, aggregated APIs and
+// pods/proxy; anything routed to this node for the cluster's ranges) to the node's ovn0
+// address. The pod's reply then returns through this node: unmasqueraded, it would leave
+// through the pod's own node, be masqueraded there as pod egress and never match. Traffic the
+// node itself sends keeps its source, and so does traffic already translated to a pod here
+// (externalTrafficPolicy=Local, hostPort), whose client address the pod must see.
+const enterOverlayMasq = "-A " + nodePortMasqChain + " -o " + Ovn0 +
+	" -m addrtype ! --src-type LOCAL -m conntrack ! --ctstate DNAT -j MASQUERADE"
+
 // NodePortService is what the node translates for one Service.
 type NodePortService struct {
 	Key         string       // namespace/name, for rule comments
@@ -55,6 +65,7 @@ func nodePortRules(is4 bool, svcs []NodePortService) string {
 	var b, reject strings.Builder
 	fmt.Fprintf(&b, "*nat\n:%s - [0:0]\n:%s - [0:0]\n", nodePortChain, nodePortMasqChain)
 	fmt.Fprintf(&b, "-A %s -m mark --mark %s -j MASQUERADE\n", nodePortMasqChain, nodePortMark)
+	fmt.Fprintf(&b, "%s\n", enterOverlayMasq)
 	sorted := append([]NodePortService(nil), svcs...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Key < sorted[j].Key })
 	for _, s := range sorted {

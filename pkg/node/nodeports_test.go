@@ -5,6 +5,9 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func addrList(ss ...string) []netip.Addr {
@@ -30,6 +33,7 @@ func TestNodePortRulesCluster(t *testing.T) {
 	v4 := nodePortRules(true, []NodePortService{webCluster})
 	for _, want := range []string{
 		`-A KOVN-NODEPORT-MASQ -m mark --mark 0x4000/0x4000 -j MASQUERADE`,
+		`-A KOVN-NODEPORT-MASQ -o ovn0 -m addrtype ! --src-type LOCAL -m conntrack ! --ctstate DNAT -j MASQUERADE`,
 		`-A KOVN-NODEPORTS -m addrtype --dst-type LOCAL -p tcp --dport 30080 -m comment --comment "ns/web:http" -j MARK --set-xmark 0x4000/0x4000`,
 		`-A KOVN-NODEPORTS -m addrtype --dst-type LOCAL -p tcp --dport 30080 -m comment --comment "ns/web:http" -j DNAT --to-destination 10.96.0.20:80`,
 		`-A KOVN-NODEPORTS -d 172.30.200.1/32 -p tcp --dport 80 -m comment --comment "ns/web:http" -j DNAT --to-destination 10.96.0.20:80`,
@@ -86,9 +90,25 @@ func TestNodePortRulesApply(t *testing.T) {
 			s := string(nat) + string(filter)
 			if strings.Count(s, "-j KOVN-NODEPORTS") != 2 || strings.Count(s, "-j KOVN-NODEPORT-MASQ") != 1 ||
 				strings.Count(s, "-j KOVN-NODEPORT-REJECT") != 2 || !strings.Contains(s, "30080") || strings.Contains(s, "30081") ||
-				strings.Contains(s, "30053") {
+				strings.Contains(s, "30053") || !strings.Contains(s, "-o ovn0 -m addrtype ! --src-type LOCAL -m conntrack ! --ctstate DNAT -j MASQUERADE") {
 				t.Fatalf("%s after two syncs (the second without ns/local):\n%s", tool, s)
 			}
 		}
 	})
+}
+
+// An external address inside a Subnet is never translated on the node: it would capture a
+// pod's traffic (kubelet's probes included).
+func TestNodePortServiceSkipsInClusterExternalIPs(t *testing.T) {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "thief"}, Spec: corev1.ServiceSpec{
+		ClusterIPs: []string{"10.96.0.30"}, ExternalIPs: []string{"10.16.0.5", "198.51.100.10"},
+		Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 8080}}}}
+	s, ok := nodePortService(svc, []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16")})
+	if !ok || len(s.ExternalIPs) != 1 || s.ExternalIPs[0] != netip.MustParseAddr("198.51.100.10") {
+		t.Errorf("external IPs %v (ok %v), want only 198.51.100.10", s.ExternalIPs, ok)
+	}
+	svc.Spec.ExternalIPs = []string{"10.16.0.5"}
+	if s, ok := nodePortService(svc, []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16")}); ok {
+		t.Errorf("a Service left with no node-facing address was kept: %+v", s)
+	}
 }

@@ -32,7 +32,8 @@ func TestServices(t *testing.T) {
 		c.createPod(backendPod(be.name, be.node, map[string]string{"app": "echo"}))
 	}
 	c.createPod(testboxPod("svc", "client", onNode("c1-n1")))
-	for _, p := range []string{"be1", "be2", "client"} {
+	c.createPod(namedPortPod("be3", "c1-n2", 8081))
+	for _, p := range []string{"be1", "be2", "be3", "client"} {
 		c.waitReady("svc", p, 90*time.Second)
 	}
 	echo := c.createService(serviceSpec("echo", map[string]string{"app": "echo"}))
@@ -62,6 +63,23 @@ func TestServices(t *testing.T) {
 				t.Fatalf("node c1-n2 -> %s: %s", vip, out)
 			}
 		}
+	})
+	t.Run("control plane to pods and ClusterIPs: through a node, and kube-apiserver's pods/proxy", func(t *testing.T) {
+		controlPlaneReach(t, c, r.State, echo)
+	})
+	t.Run("named targetPort resolved per endpoint", func(t *testing.T) {
+		named := serviceSpec("named", map[string]string{"named": "yes"})
+		named.Spec.Ports = named.Spec.Ports[:1]
+		named.Spec.Ports[0].TargetPort = intstr.FromString("web")
+		c.t = t
+		c.labelPod("svc", "be1", "named", "yes")
+		for _, vip := range c.createService(named) {
+			// be1 names port 8080 "web", be3 names port 8081 "web": each is reached on its own.
+			c.waitBackends("svc", "client", vip, []string{"be1", "be3"}, 30*time.Second)
+		}
+	})
+	t.Run("an external IP inside a Subnet is refused with an event and captures nothing", func(t *testing.T) {
+		refusedExternalIP(t, c)
 	})
 	t.Run("no endpoints: refused at once", func(t *testing.T) {
 		c.t = t
@@ -331,6 +349,76 @@ func backendPod(name, node string, labels map[string]string) *corev1.Pod {
 	p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 1,
 		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}}
 	return p
+}
+
+// namedPortPod is a backend serving HTTP on port, named "web" in its spec, labelled named=yes.
+func namedPortPod(name, node string, port int32) *corev1.Pod {
+	p := backendPod(name, node, map[string]string{"named": "yes"})
+	ctr := &p.Spec.Containers[0]
+	ctr.Args = []string{"serve", "-http", fmt.Sprintf(":%d", port)}
+	ctr.Ports = []corev1.ContainerPort{{Name: "web", ContainerPort: port, Protocol: corev1.ProtocolTCP}}
+	ctr.ReadinessProbe.HTTPGet.Port = intstr.FromInt32(port)
+	return p
+}
+
+// refusedExternalIP: a Service claiming be2's pod address as an external IP (port 8080, backend
+// be1) would capture traffic to be2. kovn refuses that address with an event and keeps the
+// rest of the Service: be2 still answers on its own address, the ClusterIP reaches be1.
+func refusedExternalIP(t *testing.T, c *cluster) {
+	c.t = t
+	be2, err := c.kc.CoreV1().Pods("svc").Get(context.Background(), "be2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	thief := serviceSpec("thief", map[string]string{"solo": "be1"})
+	thief.Spec.Ports = []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 8080, TargetPort: intstr.FromInt32(8080)}}
+	for _, ip := range be2.Status.PodIPs {
+		thief.Spec.ExternalIPs = append(thief.Spec.ExternalIPs, ip.IP)
+	}
+	vips := c.createService(thief)
+	msg := c.waitEvent("svc", "thief", "ServicePartlyProgrammed", 30*time.Second)
+	if !strings.Contains(msg, "refused: it is inside subnet") {
+		t.Fatalf("event: %s", msg)
+	}
+	for _, vip := range vips {
+		c.waitBackends("svc", "client", vip, []string{"be1"}, 30*time.Second)
+	}
+	for _, ip := range be2.Status.PodIPs {
+		got := backendsSeen(c.mustExec("svc", "client", "get", "-n", "10", "http://"+hostPort(ip.IP, 8080)+"/"))
+		if !equalSets(got, []string{"be2"}) {
+			t.Fatalf("%s:8080 answered by %v, want be2 alone (the Service captured it)", ip.IP, got)
+		}
+	}
+	t.Logf("event: %s", msg)
+}
+
+// controlPlaneReach: the control plane host (not a node) reaches ClusterIPs and a pod on
+// another node than the one it routes through (c1-n1), and kube-apiserver proxies to a pod.
+func controlPlaneReach(t *testing.T, c *cluster, st *rig.State, vips []string) {
+	c.t = t
+	be2, err := c.kc.CoreV1().Pods("svc").Get(context.Background(), "be2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var targets []string
+	for _, vip := range vips {
+		targets = append(targets, hostPort(vip, 80))
+	}
+	for _, ip := range be2.Status.PodIPs {
+		targets = append(targets, hostPort(ip.IP, 8080))
+	}
+	for _, target := range targets {
+		out := nodeTestbox(t, st, st.Config.ControlPlaneNS(1), "get", "-n", "5", "http://"+target+"/")
+		if got := backendsSeen(out); len(got) == 0 || strings.Contains(out, "error") {
+			t.Fatalf("control plane -> %s: %s", target, out)
+		}
+	}
+	body, err := c.kc.CoreV1().RESTClient().Get().AbsPath("/api/v1/namespaces/svc/pods/be2:8080/proxy/").
+		DoRaw(context.Background())
+	if err != nil || !strings.Contains(string(body), "be2") {
+		t.Fatalf("kube-apiserver pods/proxy to be2: %v: %s", err, body)
+	}
+	t.Logf("control plane reached %v and proxied to be2", targets)
 }
 
 // serviceSpec is a dual-stack ClusterIP Service: HTTP 80 -> 8080 (named targetPort "http" is

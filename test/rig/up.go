@@ -155,6 +155,31 @@ func (r *Rig) network(context.Context) error {
 				return err
 			}
 		}
+		if err := controlPlaneRoutes(cfg, cl); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// controlPlaneRoutes route the cluster's pod and Service ranges from its control plane through
+// node 1, as a control plane host that is not itself a node would be configured: kube-apiserver
+// reaches pods and ClusterIPs (webhooks, aggregated APIs, pods/proxy) through a node, which
+// masquerades the connection into the overlay.
+func controlPlaneRoutes(cfg Config, cl int) error {
+	if cfg.Nodes < 1 {
+		return nil
+	}
+	via := cfg.NodeIPs(cl, 1)
+	for _, dst := range append(cfg.PodCIDRs(cl), cfg.ServiceCIDRs(cl)...) {
+		for _, gw := range via {
+			if gw.Is4() != dst.Addr().Is4() {
+				continue
+			}
+			if err := ipCmd("-n", cfg.ControlPlaneNS(cl), "route", "add", dst.String(), "via", gw.String()); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
