@@ -49,6 +49,11 @@ func upRig(t *testing.T, cfg rig.Config) *rig.Rig {
 		assertNoForbidden(t, cfg.Dir)
 		if t.Failed() {
 			saveLogs(t, cfg.Dir)
+			for cl := 1; cl <= cfg.Clusters; cl++ {
+				for n := 1; n <= cfg.Nodes; n++ {
+					t.Logf("diagnostics of %s:\n%s", rig.NodeName(cl, n), cfg.NodeDiagnostics(cl, n))
+				}
+			}
 		}
 		var procs []rig.Proc
 		if r != nil {
