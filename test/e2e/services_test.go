@@ -32,8 +32,8 @@ func TestServices(t *testing.T) {
 		c.createPod(backendPod(be.name, be.node, map[string]string{"app": "echo"}))
 	}
 	c.createPod(testboxPod("svc", "client", onNode("c1-n1")))
-	c.createPod(namedPortPod("be3", "c1-n2", 8081))
-	for _, p := range []string{"be1", "be2", "be3", "client"} {
+	c.createPod(namedPortPod("bn", "c1-n2", 8081))
+	for _, p := range []string{"be1", "be2", "bn", "client"} {
 		c.waitReady("svc", p, 90*time.Second)
 	}
 	echo := c.createService(serviceSpec("echo", map[string]string{"app": "echo"}))
@@ -74,8 +74,8 @@ func TestServices(t *testing.T) {
 		c.t = t
 		c.labelPod("svc", "be1", "named", "yes")
 		for _, vip := range c.createService(named) {
-			// be1 names port 8080 "web", be3 names port 8081 "web": each is reached on its own.
-			c.waitBackends("svc", "client", vip, []string{"be1", "be3"}, 30*time.Second)
+			// be1 names port 8080 "web", bn names port 8081 "web": each is reached on its own.
+			c.waitBackends("svc", "client", vip, []string{"be1", "bn"}, 30*time.Second)
 		}
 	})
 	t.Run("an external IP inside a Subnet is refused with an event and captures nothing", func(t *testing.T) {
@@ -346,6 +346,7 @@ func backendPod(name, node string, labels map[string]string) *corev1.Pod {
 	for k, v := range labels {
 		p.Labels[k] = v
 	}
+	p.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "web", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}}
 	p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 1,
 		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}}
 	return p
@@ -381,7 +382,7 @@ func refusedExternalIP(t *testing.T, c *cluster) {
 		t.Fatalf("event: %s", msg)
 	}
 	for _, vip := range vips {
-		c.waitBackends("svc", "client", vip, []string{"be1"}, 30*time.Second)
+		c.waitBackendsAt("svc", "client", hostPort(vip, 8080), []string{"be1"}, 30*time.Second)
 	}
 	for _, ip := range be2.Status.PodIPs {
 		got := backendsSeen(c.mustExec("svc", "client", "get", "-n", "10", "http://"+hostPort(ip.IP, 8080)+"/"))
@@ -457,9 +458,16 @@ func (c *cluster) labelPod(ns, name, k, v string) {
 // want (any single set of answering backends when want is nil).
 func (c *cluster) waitBackends(ns, pod, vip string, want []string, timeout time.Duration) {
 	c.t.Helper()
+	c.waitBackendsAt(ns, pod, hostPort(vip, 80), want, timeout)
+}
+
+// waitBackendsAt is waitBackends for an address with its port ("ip:port", "[ip6]:port").
+func (c *cluster) waitBackendsAt(ns, pod, addr string, want []string, timeout time.Duration) {
+	c.t.Helper()
+	vip := addr
 	var last string
 	err := eventually(timeout, func() error {
-		out, err := c.exec(ns, pod, "get", "-n", "10", "http://"+hostPort(vip, 80)+"/")
+		out, err := c.exec(ns, pod, "get", "-n", "10", "http://"+addr+"/")
 		last = out
 		got := backendsSeen(out)
 		if err != nil || (want != nil && !equalSets(got, want)) || len(got) == 0 {

@@ -140,12 +140,15 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 			"--disable-system", "--pidfile="+filepath.Join(ovsRun, "ovs-vswitchd.pid"),
 			"--unixctl="+filepath.Join(ovsRun, "ovs-vswitchd.ctl")),
 		// Userspace geneve egresses through a netdev bridge that owns the node address. TX
-		// checksum offload must be off on kernel interfaces feeding OVS or TCP breaks.
+		// checksum offload must be off on kernel interfaces feeding OVS or TCP breaks. eth0
+		// is only OVS's port, but the kernel still sees every frame on it: without ARP off
+		// and IPv6 disabled there, it answered ARP for the node address with eth0's MAC
+		// (racing br-phy's answer) and kept neighbours of its own on eth0.
 		sh("br-phy", append(append([]string{
 			vsctl + "-- --may-exist add-br br-phy -- set bridge br-phy datapath_type=netdev -- --may-exist add-port br-phy eth0",
 			"for i in $(seq 100); do ip link show br-phy >/dev/null 2>&1 && break; sleep 0.1; done"},
 			brPhyAddrs...),
-			"ip link set br-phy up",
+			"ip link set br-phy up", "ip link set eth0 arp off", "sysctl -qw net.ipv6.conf.eth0.disable_ipv6=1",
 			"ethtool -K eth0 tx off >/dev/null", "ethtool -K br-phy tx off >/dev/null")...),
 		daemon("ovn-controller", Ready{}, "ovn-controller", "unix:"+dbSock,
 			"--pidfile="+filepath.Join(ovnRun, "ovn-controller.pid")),
