@@ -11,9 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kovn/kovn/pkg/cluster/topology"
@@ -45,9 +48,12 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	in, ok := serviceIn(&svc)
 	var refusals []string
-	in.VIPs, refusals = r.refuseInClusterVIPs(in.VIPs, len(svc.Spec.ClusterIPs))
-	if svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal {
-		refusals = append(refusals, "internalTrafficPolicy Local is not implemented yet: ClusterIP traffic goes to every ready endpoint")
+	var err error
+	in.VIPs, refusals = r.refuseInClusterVIPs(in.VIPs, in.NClusterIPs)
+	if in.InternalLocal {
+		if in.Chassis, err = r.chassisNames(ctx); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	for _, msg := range refusals {
 		if r.Recorder != nil {
@@ -108,6 +114,19 @@ func (r *ServiceReconciler) subnetHolding(a netip.Addr) (string, netip.Prefix, b
 	return "", netip.Prefix{}, false
 }
 
+// chassisNames are the OVN chassis of every node: a node's chassis is named after it.
+func (r *ServiceReconciler) chassisNames(ctx context.Context) ([]string, error) {
+	var nodes corev1.NodeList
+	if err := r.List(ctx, &nodes); err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(nodes.Items))
+	for _, n := range nodes.Items {
+		names = append(names, n.Name)
+	}
+	return names, nil
+}
+
 // serviceIn reads what the load balancers need from a Service; false when it has no virtual
 // IP to balance (headless, ExternalName).
 func serviceIn(svc *corev1.Service) (topology.ServiceIn, bool) {
@@ -123,6 +142,9 @@ func serviceIn(svc *corev1.Service) (topology.ServiceIn, bool) {
 	if len(in.VIPs) == 0 {
 		return in, false // ClusterIP None
 	}
+	in.NClusterIPs = len(in.VIPs)
+	itp := svc.Spec.InternalTrafficPolicy
+	in.InternalLocal = itp != nil && *itp == corev1.ServiceInternalTrafficPolicyLocal
 	for _, ip := range svc.Spec.ExternalIPs {
 		if a, err := netip.ParseAddr(ip); err == nil {
 			in.VIPs = append(in.VIPs, a)
@@ -195,7 +217,24 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 	})
+	// A node that comes or goes changes the backend lists of internalTrafficPolicy=Local
+	// Services (each chassis has its own); other Services do not care.
+	nodeLocal := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var svcs corev1.ServiceList
+		if err := mgr.GetClient().List(ctx, &svcs); err != nil {
+			return nil
+		}
+		var reqs []reconcile.Request
+		for _, s := range svcs.Items {
+			if itp := s.Spec.InternalTrafficPolicy; itp != nil && *itp == corev1.ServiceInternalTrafficPolicyLocal {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}})
+			}
+		}
+		return reqs
+	})
 	return ctrl.NewControllerManagedBy(mgr).Named("service").For(&corev1.Service{}).
 		Watches(&discoveryv1.EndpointSlice{}, toService).
+		Watches(&corev1.Node{}, nodeLocal, builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(event.UpdateEvent) bool { return false }})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).Complete(r)
 }

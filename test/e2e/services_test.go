@@ -78,6 +78,9 @@ func TestServices(t *testing.T) {
 			c.waitBackends("svc", "client", vip, []string{"be1", "bn"}, 30*time.Second)
 		}
 	})
+	t.Run("internalTrafficPolicy=Local: only the client's own node's endpoints, refused without one", func(t *testing.T) {
+		internalLocal(t, c, r.State)
+	})
 	t.Run("an external IP inside a Subnet is refused with an event and captures nothing", func(t *testing.T) {
 		refusedExternalIP(t, c)
 	})
@@ -360,6 +363,44 @@ func namedPortPod(name, node string, port int32) *corev1.Pod {
 	ctr.Ports = []corev1.ContainerPort{{Name: "web", ContainerPort: port, Protocol: corev1.ProtocolTCP}}
 	ctr.ReadinessProbe.HTTPGet.Port = intstr.FromInt32(port)
 	return p
+}
+
+// internalLocal: with internalTrafficPolicy=Local a pod on c1-n1 reaches only be1 and node
+// c1-n2 (through ovn0) only be2; a Service whose only endpoint is on c1-n1 refuses c1-n2 at once.
+func internalLocal(t *testing.T, c *cluster, st *rig.State) {
+	c.t = t
+	local := corev1.ServiceInternalTrafficPolicyLocal
+	itp := serviceSpec("itp", map[string]string{"app": "echo"})
+	itp.Spec.InternalTrafficPolicy = &local
+	itpSolo := serviceSpec("itpsolo", map[string]string{"solo": "be1"})
+	itpSolo.Spec.InternalTrafficPolicy = &local
+	vips, soloVIPs := c.createService(itp), c.createService(itpSolo)
+	for _, vip := range vips {
+		c.waitBackends("svc", "client", vip, []string{"be1"}, 30*time.Second)
+		got := backendsSeen(c.mustExec("svc", "client", "get", "-n", "20", "http://"+hostPort(vip, 80)+"/"))
+		if !equalSets(got, []string{"be1"}) {
+			t.Fatalf("20 requests from c1-n1 to %s answered by %v, want be1 alone", vip, got)
+		}
+		var out string
+		if err := eventually(20*time.Second, func() error {
+			out = nodeTestbox(t, st, st.Config.NodeNS(1, 2), "get", "-n", "20", "http://"+hostPort(vip, 80)+"/")
+			if got := backendsSeen(out); !equalSets(got, []string{"be2"}) || strings.Contains(out, "error") {
+				return fmt.Errorf("answered by %v", got)
+			}
+			return nil
+		}); err != nil {
+			t.Fatalf("node c1-n2 -> %s: want be2 alone: %v\n%s", vip, err, out)
+		}
+	}
+	for _, vip := range soloVIPs {
+		c.waitBackends("svc", "client", vip, []string{"be1"}, 30*time.Second)
+		out := nodeTestbox(t, st, st.Config.NodeNS(1, 2), "connect", hostPort(vip, 80))
+		var ms int
+		if !strings.Contains(out, "connection refused") || !parseAfterMs(out, &ms) || ms >= 100 {
+			t.Fatalf("node c1-n2 -> %s (its only endpoint is on c1-n1): want refused in < 100 ms: %s", vip, out)
+		}
+	}
+	t.Logf("ITP=Local %v: c1-n1's pod reached be1 only, c1-n2 be2 only; %v refused on c1-n2", vips, soloVIPs)
 }
 
 // refusedExternalIP: a Service claiming be2's pod address as an external IP (port 8080, backend

@@ -102,6 +102,7 @@ func Plan(ctx context.Context, c client.Client, sh topology.Shard) ([]ovsdb.Oper
 	// Load balancers and their groups come first: the inserts of new groups must precede the
 	// switches and routers that reference them.
 	t.syncLBGroups()
+	t.syncTemplateVars()
 	t.syncLoadBalancers()
 	t.insertNewGroups()
 	t.syncRouters()

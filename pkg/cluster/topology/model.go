@@ -34,6 +34,10 @@ type Shard struct {
 	ACLs []ACL
 	// AddressSets are owned whole: name, addresses and external_ids.
 	AddressSets []AddressSet
+	// TemplateVars are this shard's Chassis_Template_Var variables, by chassis then name.
+	// Rows are shared by every shard; a shard owns the variables named with its
+	// TemplateVarPrefix (computed from the owner alone, so an empty shard removes them).
+	TemplateVars map[string]map[string]string
 }
 
 // ACL is an ACL of the Owned port group PortGroup. Name is unique within the shard (nbsync

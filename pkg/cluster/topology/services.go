@@ -31,6 +31,12 @@ type ServiceIn struct {
 	Endpoints []EndpointIn
 	// AffinityTimeout is the ClientIP session affinity timeout in seconds; 0: no affinity.
 	AffinityTimeout int32
+	// InternalLocal is internalTrafficPolicy=Local: the first NClusterIPs VIPs (the
+	// ClusterIPs) reach only endpoints on the client's own node. Chassis are every node's
+	// chassis name (the node name), each of which gets its own backend list.
+	InternalLocal bool
+	NClusterIPs   int
+	Chassis       []string
 }
 
 // ServicePortIn is one port of a Service.
@@ -74,16 +80,80 @@ func ForService(s ServiceIn) Shard {
 			byProto[proto] = lb
 		}
 		backends := usableEndpoints(s.Endpoints, p.Name)
-		for _, vip := range s.VIPs {
+		for i, vip := range s.VIPs {
+			if s.InternalLocal && i < s.NClusterIPs {
+				continue // in the node-local template load balancer below
+			}
 			lb.VIPs[hostPort(vip, p.Port)] = backendList(backends, p.Name, vip.Is4())
 		}
 	}
 	for _, proto := range []string{"tcp", "udp", "sctp"} {
-		if lb := byProto[proto]; lb != nil {
+		if lb := byProto[proto]; lb != nil && len(lb.VIPs) > 0 { // none: all its VIPs are node-local
 			sh.LoadBalancers = append(sh.LoadBalancers, *lb)
 		}
 	}
+	if s.InternalLocal {
+		addNodeLocalLBs(&sh, s)
+	}
 	return sh
+}
+
+// addNodeLocalLBs adds internalTrafficPolicy=Local: a template load balancer per protocol and
+// family whose ClusterIP VIPs map to a template variable, which each chassis defines as its
+// own node's ready endpoints. A load balancer runs on the chassis of the client's port, so a
+// pod (or a node through ovn0) reaches only endpoints on its own node; a node with none gets an
+// empty list, and the client is refused at once (reject), as with no endpoints at all.
+func addNodeLocalLBs(sh *Shard, s ServiceIn) {
+	owner := s.Namespace + "/" + s.Name
+	sh.TemplateVars = map[string]map[string]string{}
+	for _, ch := range s.Chassis {
+		sh.TemplateVars[ch] = map[string]string{}
+	}
+	byKey := map[string]*LoadBalancer{}
+	var keys []string
+	for _, p := range s.Ports {
+		for _, vip := range s.VIPs[:min(s.NClusterIPs, len(s.VIPs))] {
+			fam := map[bool]string{true: "ipv4", false: "ipv6"}[vip.Is4()]
+			proto := strings.ToLower(p.Protocol)
+			key := proto + "_" + fam
+			lb := byKey[key]
+			if lb == nil {
+				lb = &LoadBalancer{Name: ServiceLBName(s.Namespace, s.Name, p.Protocol) + "_local_" + fam, Protocol: proto,
+					VIPs: map[string]string{}, Groups: []string{ClusterLBGroup}, ExternalIDs: map[string]string{"service": owner},
+					Options: map[string]string{"reject": "true", "template": "true", "address-family": fam}}
+				byKey[key] = lb
+				keys = append(keys, key)
+			}
+			v := TemplateVarPrefix(OwnerService, owner) + shortHash(fmt.Sprintf("%s/%s/%d/%s", p.Name, proto, p.Port, fam))
+			lb.VIPs[hostPort(vip, p.Port)] = "^" + v
+			for _, ch := range s.Chassis {
+				sh.TemplateVars[ch][v] = backendList(usableEndpoints(onNode(s.Endpoints, ch), p.Name), p.Name, vip.Is4())
+			}
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		sh.LoadBalancers = append(sh.LoadBalancers, *byKey[k])
+	}
+}
+
+// TemplateVarPrefix starts the names of the template variables an owner's shard defines.
+// It depends on the owner alone, so that an empty shard (the Service is gone) finds them.
+func TemplateVarPrefix(ownerType, owner string) string {
+	if ownerType != OwnerService {
+		return ""
+	}
+	return "KOVN_" + shortHash(owner) + "_"
+}
+
+func onNode(eps []EndpointIn, node string) []EndpointIn {
+	var out []EndpointIn
+	for _, e := range eps {
+		if e.Node == node {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // ServiceLBName names a Service's load balancer of one protocol.

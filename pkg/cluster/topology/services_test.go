@@ -100,3 +100,51 @@ func TestForServiceStable(t *testing.T) {
 		t.Fatalf("order changed the shard:\n%+v\n%+v", x, y)
 	}
 }
+
+// TestForServiceInternalLocal: the ClusterIPs move to one template LB per protocol and family,
+// each VIP backed by a variable that every chassis defines as its own node's endpoints (empty
+// without one); external IPs stay cluster-wide.
+func TestForServiceInternalLocal(t *testing.T) {
+	n1 := ep("10.16.0.5", true, true, false, map[string]int32{"http": 8080})
+	n1.Node = "n1"
+	n1v6 := ep("fd00:10:16::5", true, true, false, map[string]int32{"http": 8080})
+	n1v6.Node = "n1"
+	n2 := ep("10.16.0.6", true, true, false, map[string]int32{"http": 8080})
+	n2.Node = "n2"
+	s := ServiceIn{Namespace: "ns", Name: "loc", VIPs: addrs("10.96.0.10", "fd00:10:96::a", "198.51.100.1"), NClusterIPs: 2,
+		InternalLocal: true, Chassis: []string{"n1", "n2", "n3"},
+		Ports:     []ServicePortIn{{Name: "http", Protocol: "TCP", Port: 80}},
+		Endpoints: []EndpointIn{n1, n1v6, n2}}
+	sh := ForService(s)
+	var names []string
+	for _, lb := range sh.LoadBalancers {
+		names = append(names, lb.Name)
+	}
+	want := []string{"Service_ns/loc_TCP", "Service_ns/loc_TCP_local_ipv4", "Service_ns/loc_TCP_local_ipv6"}
+	if !reflect.DeepEqual(names, want) {
+		t.Fatalf("LBs %v, want %v", names, want)
+	}
+	if got := sh.LoadBalancers[0].VIPs; !reflect.DeepEqual(got, map[string]string{"198.51.100.1:80": "10.16.0.5:8080,10.16.0.6:8080"}) {
+		t.Errorf("cluster-wide LB VIPs %v: only the external IP, to every endpoint", got)
+	}
+	v4, v6 := sh.LoadBalancers[1], sh.LoadBalancers[2]
+	if v4.Options["template"] != "true" || v4.Options["address-family"] != "ipv4" || v6.Options["address-family"] != "ipv6" || v4.Options["reject"] != "true" {
+		t.Errorf("template options %v %v", v4.Options, v6.Options)
+	}
+	var4, var6 := v4.VIPs["10.96.0.10:80"], v6.VIPs["[fd00:10:96::a]:80"]
+	prefix := "^" + TemplateVarPrefix(OwnerService, "ns/loc")
+	if len(v4.VIPs) != 1 || len(v6.VIPs) != 1 || var4[:len(prefix)] != prefix || var6[:len(prefix)] != prefix || var4 == var6 {
+		t.Fatalf("template VIPs %v %v", v4.VIPs, v6.VIPs)
+	}
+	wantVars := map[string]map[string]string{
+		"n1": {var4[1:]: "10.16.0.5:8080", var6[1:]: "[fd00:10:16::5]:8080"},
+		"n2": {var4[1:]: "10.16.0.6:8080", var6[1:]: ""},
+		"n3": {var4[1:]: "", var6[1:]: ""},
+	}
+	if !reflect.DeepEqual(sh.TemplateVars, wantVars) {
+		t.Errorf("template vars %v, want %v", sh.TemplateVars, wantVars)
+	}
+	if TemplateVarPrefix("Pod", "ns/a") != "" {
+		t.Error("only Services define template variables")
+	}
+}
