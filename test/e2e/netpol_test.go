@@ -100,6 +100,39 @@ func TestNetworkPolicy(t *testing.T) {
 	step("two policies on y/a: a union", func() {
 		apply(policy("y", "ya2", sel("pod", "a"), from(networkingv1.NetworkPolicyPeer{NamespaceSelector: sel("ns", "x"), PodSelector: sel("pod", "c")})))
 	})
+	step("x/b may egress to z/a only", func() {
+		np := policy("x", "xb-egress", sel("pod", "b"), networkingv1.NetworkPolicySpec{
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+			Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{
+				{NamespaceSelector: sel("ns", "z"), PodSelector: sel("pod", "a")}}}}})
+		apply(np)
+	})
+	t.Run("egress is evaluated after load balancing: z/a's ClusterIP allowed, z/b's denied", func(t *testing.T) {
+		c.t = t
+		za := c.createService(policyService("za", "a"))
+		zb := c.createService(policyService("zb", "b"))
+		var targets []string
+		for _, ip := range append(append([]string{}, za...), zb...) {
+			targets = append(targets, hostPort(ip, 80))
+		}
+		want := map[string]string{}
+		for i, a := range targets {
+			want[a] = map[bool]string{true: "ok", false: "fail"}[i < len(za)]
+		}
+		var out string
+		if err := eventually(20*time.Second, func() error {
+			out, _ = c.exec("x", "b", append([]string{"probe", "-t", "500ms"}, targets...)...)
+			for a, w := range want {
+				if !strings.Contains(out, a+" "+w) {
+					return fmt.Errorf("%s: want %s", a, w)
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatalf("x/b -> ClusterIPs of z/a (allowed) and z/b (denied): %v\n%s", err, out)
+		}
+		t.Logf("x/b through ClusterIPs: %s", strings.Join(strings.Fields(out), " "))
+	})
 	t.Run("kubelet probes still reach every isolated pod", func(t *testing.T) {
 		c.t = t
 		for _, p := range pods {
@@ -225,3 +258,11 @@ func podPeer(k, v string) networkingv1.NetworkPolicyPeer {
 	return networkingv1.NetworkPolicyPeer{PodSelector: sel(k, v)}
 }
 func ptrTo[T any](v T) *T { return &v }
+
+// policyService is a dual-stack Service in namespace z for the pod named pod, port 80 -> 8080.
+func policyService(name, pod string) *corev1.Service {
+	dual := corev1.IPFamilyPolicyPreferDualStack
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "z", Name: name}, Spec: corev1.ServiceSpec{
+		Selector: map[string]string{"pod": pod}, IPFamilyPolicy: &dual,
+		Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}}}
+}
