@@ -115,26 +115,43 @@ func addNodeLocalLBs(sh *Shard, s ServiceIn) {
 		for _, vip := range s.VIPs[:min(s.NClusterIPs, len(s.VIPs))] {
 			fam := map[bool]string{true: "ipv4", false: "ipv6"}[vip.Is4()]
 			proto := strings.ToLower(p.Protocol)
-			key := proto + "_" + fam
-			lb := byKey[key]
+			lb := byKey[proto+"_"+fam]
 			if lb == nil {
 				lb = &LoadBalancer{Name: ServiceLBName(s.Namespace, s.Name, p.Protocol) + "_local_" + fam, Protocol: proto,
 					VIPs: map[string]string{}, Groups: []string{ClusterLBGroup}, ExternalIDs: map[string]string{"service": owner},
 					Options: map[string]string{"reject": "true", "template": "true", "address-family": fam}}
-				byKey[key] = lb
-				keys = append(keys, key)
+				byKey[proto+"_"+fam] = lb
+				keys = append(keys, proto+"_"+fam)
 			}
-			v := TemplateVarPrefix(OwnerService, owner) + shortHash(fmt.Sprintf("%s/%s/%d/%s", p.Name, proto, p.Port, fam))
-			lb.VIPs[hostPort(vip, p.Port)] = "^" + v
-			for _, ch := range s.Chassis {
-				sh.TemplateVars[ch][v] = backendList(usableEndpoints(onNode(s.Endpoints, ch), p.Name), p.Name, vip.Is4())
-			}
+			key, value := nodeLocalVIP(sh, s, owner, vip, p)
+			lb.VIPs[key] = value
 		}
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
 		sh.LoadBalancers = append(sh.LoadBalancers, *byKey[k])
 	}
+}
+
+// nodeLocalVIP returns the template load balancer entry of one VIP and port and defines its
+// variables on every chassis: the backends, that chassis's node's usable endpoints. OVN splits
+// a template VIP key at every ':', so an IPv6 VIP cannot be written out: it is a variable too,
+// the same on every chassis.
+func nodeLocalVIP(sh *Shard, s ServiceIn, owner string, vip netip.Addr, p ServicePortIn) (key, value string) {
+	prefix := TemplateVarPrefix(OwnerService, owner)
+	backends := prefix + shortHash(fmt.Sprintf("%s/%s/%d/%t", p.Name, strings.ToLower(p.Protocol), p.Port, vip.Is4()))
+	key = hostPort(vip, p.Port)
+	vipVar := prefix + shortHash("vip/"+vip.String())
+	if vip.Is6() {
+		key = fmt.Sprintf("^%s:%d", vipVar, p.Port)
+	}
+	for _, ch := range s.Chassis {
+		sh.TemplateVars[ch][backends] = backendList(usableEndpoints(onNode(s.Endpoints, ch), p.Name), p.Name, vip.Is4())
+		if vip.Is6() {
+			sh.TemplateVars[ch][vipVar] = vip.String()
+		}
+	}
+	return key, "^" + backends
 }
 
 // TemplateVarPrefix starts the names of the template variables an owner's shard defines.
