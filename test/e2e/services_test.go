@@ -32,8 +32,8 @@ func TestServices(t *testing.T) {
 		c.createPod(backendPod(be.name, be.node, map[string]string{"app": "echo"}))
 	}
 	c.createPod(testboxPod("svc", "client", onNode("c1-n1")))
-	c.createPod(namedPortPod("bn", "c1-n2", 8081))
-	for _, p := range []string{"be1", "be2", "bn", "client"} {
+	c.createPod(namedPortPod("benamed", "c1-n2", 8081))
+	for _, p := range []string{"be1", "be2", "benamed", "client"} {
 		c.waitReady("svc", p, 90*time.Second)
 	}
 	echo := c.createService(serviceSpec("echo", map[string]string{"app": "echo"}))
@@ -74,8 +74,8 @@ func TestServices(t *testing.T) {
 		c.t = t
 		c.labelPod("svc", "be1", "named", "yes")
 		for _, vip := range c.createService(named) {
-			// be1 names port 8080 "web", bn names port 8081 "web": each is reached on its own.
-			c.waitBackends("svc", "client", vip, []string{"be1", "bn"}, 30*time.Second)
+			// be1 names port 8080 "web", benamed names port 8081 "web": each is reached on its own.
+			c.waitBackends("svc", "client", vip, []string{"be1", "benamed"}, 30*time.Second)
 		}
 	})
 	t.Run("internalTrafficPolicy=Local: only the client's own node's endpoints, refused without one", func(t *testing.T) {
