@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -39,7 +40,10 @@ type HostPortReconciler struct {
 	last map[bool]string
 }
 
-// Pods, IP objects and Subnets are read under the markers of Reconciler and PodNetworks.
+// Read-only, as the node's other reconcilers; the markers repeat theirs so this one's needs
+// stay visible here (controller-gen merges them into the same rules).
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kovn.io,resources=ips;subnets,verbs=get;list;watch
 
 // Reconcile implements reconcile.Reconciler.
 func (r *HostPortReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
@@ -90,8 +94,11 @@ func (r *HostPortReconciler) mappings(ctx context.Context) ([]HostPortMapping, e
 			continue
 		}
 		var ip kovnv1.IP
-		if err := r.Get(ctx, types.NamespacedName{Name: topology.PodPortName(pod.Namespace, pod.Name)}, &ip); err != nil {
+		err := r.Get(ctx, types.NamespacedName{Name: topology.PodPortName(pod.Namespace, pod.Name)}, &ip)
+		if apierrors.IsNotFound(err) {
 			continue // not allocated yet: the IP object's creation brings another pass
+		} else if err != nil {
+			return nil, err
 		}
 		if ip.Spec.Namespace != pod.Namespace || ip.Spec.PodName != pod.Name || ip.Spec.NodeName != r.NodeName || !routed[ip.Spec.Subnet] {
 			continue
