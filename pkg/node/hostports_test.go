@@ -156,3 +156,22 @@ func TestHostPortRulesApply(t *testing.T) {
 		}
 	})
 }
+
+// TestPodHostPorts: hostIP "" and 0.0.0.0 publish on every address of both families, "::" on
+// every IPv6 address only; a port without hostPort is not published; the protocol defaults
+// to TCP.
+func TestPodHostPorts(t *testing.T) {
+	pod := hostPortPod("p", "n1", false, corev1.ContainerPort{ContainerPort: 80, HostPort: 8080},
+		corev1.ContainerPort{ContainerPort: 81, HostPort: 8081, HostIP: "0.0.0.0", Protocol: corev1.ProtocolUDP},
+		corev1.ContainerPort{ContainerPort: 82, HostPort: 8082, HostIP: "::", Protocol: corev1.ProtocolSCTP},
+		corev1.ContainerPort{ContainerPort: 83})
+	maps := podHostPorts(pod, dualPod)
+	if len(maps) != 3 || maps[0].Protocol != "TCP" || maps[0].HostIP.IsValid() || maps[1].HostIP.IsValid() || maps[2].HostIP != netip.IPv6Unspecified() {
+		t.Fatalf("mappings %+v", maps)
+	}
+	v4, v6 := hostPortRules(true, maps), hostPortRules(false, maps)
+	if !strings.Contains(v4, "--dport 8081") || strings.Contains(v4, "--dport 8082") ||
+		!strings.Contains(v6, `! -d ::1/128 -m addrtype --dst-type LOCAL -p sctp -m sctp --dport 8082 -m comment --comment "ns/p:82/SCTP" -j DNAT --to-destination [fd00:10:16::5]:82`) {
+		t.Errorf("rules:\n%s\n%s", v4, v6)
+	}
+}
