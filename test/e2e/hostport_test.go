@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/netip"
+	"os/exec"
 	"sort"
 	"strings"
 	"testing"
@@ -20,7 +22,8 @@ import (
 // on another; hostPort 8081 is bound to the node's IPv4 address by one pod and to its IPv6
 // address by another. Each is reached at nodeIP:hostPort from the external host, from the
 // node itself (hairpin), from the other node and from a pod on each node, and must be
-// answered by exactly the pod publishing it. A pod's deletion takes its hostPort away.
+// answered by exactly the pod publishing it. A pod's deletion takes its hostPort away, also
+// while kovn-daemon is down, and a restarted daemon rebuilds what remains from the API.
 func hostPorts(t *testing.T, c *cluster, st *rig.State) {
 	c.t = t
 	cfg := st.Config
@@ -48,32 +51,85 @@ func hostPorts(t *testing.T, c *cluster, st *rig.State) {
 	for _, ip := range nodeIPs {
 		tcp, only := "http://"+bracket(ip)+":8080/", "http://"+bracket(ip)+":8081/"
 		waitAnswered(t, ip.String()+":8080/tcp from outside", "hp-tcp", func() string { return nodeTestbox(t, st, ext, "get", "-n", "5", tcp) })
-		waitAnswered(t, ip.String()+":8080/udp from outside", "hp-udp", func() string {
-			return nodeTestbox(t, st, ext, "udp", "-each", "-n", "5", "-i", "20ms", bracket(ip)+":8080", "hi")
-		})
+		waitAnswered(t, ip.String()+":8080/udp from outside", "hp-udp", func() string { return udpFrom(t, st, ext, ip) })
 		waitAnswered(t, ip.String()+":8081 from outside", onIP[ip.String()], func() string { return nodeTestbox(t, st, ext, "get", "-n", "5", only) })
 		waitAnswered(t, ip.String()+":8080 from c1-n2 itself", "hp-tcp", func() string { return nodeTestbox(t, st, cfg.NodeNS(1, 2), "get", "-n", "5", tcp) })
 		waitAnswered(t, ip.String()+":8080 from c1-n1", "hp-tcp", func() string { return nodeTestbox(t, st, cfg.NodeNS(1, 1), "get", "-n", "5", tcp) })
-		for _, pod := range []string{"client", "be2"} { // on c1-n1 and on c1-n2
+		for _, pod := range []string{"client", "hp-udp"} { // on c1-n1 and on c1-n2
 			waitAnswered(t, ip.String()+":8080 from pod "+pod, "hp-tcp", func() string { out, _ := c.exec("svc", pod, "get", "-n", "5", tcp); return out })
 		}
 	}
 	hostPortNotOnJoin(t, c, st, node)
-	// Deleting the pod removes its translation: the node's port 8080 is its own again (and
-	// nothing listens there).
+	// Deleting a pod removes its translation: the node's port is its own again (and nothing
+	// listens there).
+	onV4 := nodeIPs[0:1]
+	c.deletePod("svc", onIP[onV4[0].String()])
+	waitRefused(t, st, ext, onV4, "8081")
+	hostPortsAfterDaemonRestart(t, c, st)
+	t.Logf("hostPort 8080 TCP and UDP, 8081 on %v: answered by their pods from outside, both nodes and pods; gone with the pod", sortedKeys(onIP))
+}
+
+// hostPortsAfterDaemonRestart: with c1-n2's kovn-daemon stopped, its hostPort chains are
+// flushed (as after a node reboot) and hp-tcp is deleted. The restarted daemon must publish
+// hp-udp again from the Pod objects alone, and not hp-tcp.
+func hostPortsAfterDaemonRestart(t *testing.T, c *cluster, st *rig.State) {
+	cfg := st.Config
+	if err := st.StopDaemon("c1-n2", "kovn-daemon"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	started := false
+	defer func() { // never leave the node without its daemon for the subtests that follow
+		if !started {
+			_, _ = st.StartDaemon(ctx, "c1-n2", "kovn-daemon")
+		}
+	}()
+	for _, ipt := range []string{"iptables", "ip6tables"} {
+		if out, err := exec.Command("ip", "netns", "exec", cfg.NodeNS(1, 2), ipt, "-t", "nat", "-F", "KOVN-HOSTPORTS").CombinedOutput(); err != nil {
+			t.Fatalf("flush %s KOVN-HOSTPORTS on c1-n2: %v %s", ipt, err, out)
+		}
+	}
 	c.deletePod("svc", "hp-tcp")
-	for _, ip := range nodeIPs {
+	ext, ips := cfg.ExtNS(), cfg.NodeIPs(1, 2)
+	// One datagram from a port no earlier flow used: a conntrack entry left by one could
+	// still carry the old translation.
+	if out := nodeTestbox(t, st, ext, "udp", "-sport", "40811", "-W", "300ms", bracket(ips[0])+":8080", "hi"); strings.Contains(out, "hp-udp") {
+		t.Fatalf("hp-udp answers with the chain flushed and the daemon down: %s", out)
+	}
+	start := time.Now()
+	if _, err := st.StartDaemon(ctx, "c1-n2", "kovn-daemon"); err != nil {
+		t.Fatal(err)
+	}
+	started = true
+	for _, ip := range ips {
+		waitAnswered(t, ip.String()+":8080/udp after the daemon's restart", "hp-udp", func() string { return udpFrom(t, st, ext, ip) })
+	}
+	t.Logf("kovn-daemon restarted: hp-udp answers again %.1fs after the start", time.Since(start).Seconds())
+	waitRefused(t, st, ext, ips, "8080")
+}
+
+// udpFrom sends five datagrams, each from a new socket (a new flow), to ip:8080.
+func udpFrom(t *testing.T, st *rig.State, ns string, ip netip.Addr) string {
+	return nodeTestbox(t, st, ns, "udp", "-each", "-n", "5", "-i", "20ms", "-W", "300ms", bracket(ip)+":8080", "hi")
+}
+
+// waitRefused waits until ip:port refuses a TCP connection from the external host, for every
+// ip: no hostPort translation is left, and nothing listens on the node.
+func waitRefused(t *testing.T, st *rig.State, ext string, ips []netip.Addr, port string) {
+	t.Helper()
+	for _, ip := range ips {
+		var out string
 		err := eventually(30*time.Second, func() error {
-			if out := nodeTestbox(t, st, ext, "connect", bracket(ip)+":8080"); !strings.Contains(out, "refused") {
-				return fmt.Errorf("%s", out)
+			if out = nodeTestbox(t, st, ext, "connect", bracket(ip)+":"+port); !strings.Contains(out, "refused") {
+				return fmt.Errorf("not refused")
 			}
 			return nil
 		})
 		if err != nil {
-			t.Fatalf("%s:8080 after hp-tcp's deletion: want refused: %v", ip, err)
+			t.Fatalf("%s:%s: want refused (no hostPort left): %v\n%s", ip, port, err, out)
 		}
 	}
-	t.Logf("hostPort 8080 TCP and UDP, 8081 on %v: answered by their pods from outside, both nodes and pods; gone with the pod", sortedKeys(onIP))
 }
 
 // hostPortNotOnJoin: a hostPort bound to one node address does not capture another address of

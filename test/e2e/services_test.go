@@ -93,13 +93,14 @@ func TestServices(t *testing.T) {
 	t.Run("NodePort, externalTrafficPolicy=Local and external IPs from outside the cluster", func(t *testing.T) {
 		fromOutside(t, c, r.State)
 	})
-	t.Run("hostPort: TCP and UDP on one port, per-address hostIP, from outside, nodes and pods", func(t *testing.T) {
-		hostPorts(t, c, r.State)
-	})
 	t.Run("controller restart: unchanged load balancers untouched, a UDP flow keeps every datagram", func(t *testing.T) {
 		serviceControllerRestart(t, c, r.State, echo[0])
 	})
 	t.Run("endpoint changes reach traffic", func(t *testing.T) { endpointChanges(t, c, echo) })
+	// Last: it restarts c1-n2's kovn-daemon.
+	t.Run("hostPort: TCP and UDP on one port, per-address hostIP, from outside, nodes and pods, daemon restart", func(t *testing.T) {
+		hostPorts(t, c, r.State)
+	})
 }
 
 // serviceControllerRestart kills the leading kovn-controller while a UDP flow runs through a
