@@ -98,6 +98,9 @@ func run(cfg node.Config, ovsDB string) error {
 	if err := (&node.NodePortReconciler{Client: mgr.GetClient(), NodeName: cfg.NodeName}).SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if err := (&node.HostPortReconciler{Client: mgr.GetClient(), NodeName: cfg.NodeName, JoinSubnet: cfg.JoinSubnet}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	ports := cni.NewOVSAttacher(ovs, cfg.Bridge)
 	handler := cni.NewPodHandler(&node.PodNetworks{Client: mgr.GetClient(), NodeName: cfg.NodeName, MTU: cfg.MTU}, ports)
 	handler.Log = ctrl.Log.WithName("cni")

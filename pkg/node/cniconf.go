@@ -10,7 +10,10 @@ import (
 const CNIConfigFile = "00-kovn.conflist"
 
 // WriteCNIConfig writes the CNI network config atomically; its presence makes kubelet report
-// the node Ready, so it is written only after ovn0 and routes are up.
+// the node Ready, so it is written only after ovn0 and routes are up. It declares no
+// capabilities on purpose: hostPorts are published by the daemon from the Pod objects
+// (HostPortReconciler), so the runtime's portMappings are not needed, and no portmap plugin
+// follows kovn-cni.
 func WriteCNIConfig(dir, socket string, mtu int) error {
 	conf := fmt.Sprintf(`{
   "cniVersion": "1.0.0",

@@ -118,6 +118,10 @@ func TestServices(t *testing.T) {
 		serviceControllerRestart(t, c, r.State, echo[0])
 	})
 	t.Run("endpoint changes reach traffic", func(t *testing.T) { endpointChanges(t, c, echo) })
+	// Last: it restarts c1-n2's kovn-daemon.
+	t.Run("hostPort: TCP and UDP on one port, per-address hostIP, from outside, nodes and pods, daemon restart", func(t *testing.T) {
+		hostPorts(t, c, r.State)
+	})
 }
 
 // serviceControllerRestart kills the leading kovn-controller while a UDP flow runs through a
