@@ -101,8 +101,9 @@ func ForService(s ServiceIn) Shard {
 // addNodeLocalLBs adds internalTrafficPolicy=Local: a template load balancer per protocol and
 // family whose ClusterIP VIPs map to a template variable, which each chassis defines as its
 // own node's ready endpoints. A load balancer runs on the chassis of the client's port, so a
-// pod (or a node through ovn0) reaches only endpoints on its own node; a node with none gets an
-// empty list, and the client is refused at once (reject), as with no endpoints at all.
+// pod (or a node through ovn0) reaches only endpoints on its own node. A node with none gets an
+// empty list: ovn-controller then installs no flow for the VIP and the traffic is dropped, as
+// kube-proxy drops it (northd can only reject for backends it sees empty itself).
 func addNodeLocalLBs(sh *Shard, s ServiceIn) {
 	owner := s.Namespace + "/" + s.Name
 	sh.TemplateVars = map[string]map[string]string{}
