@@ -43,10 +43,14 @@ test: deps build vet unit e2e
 
 ## bench: benchmarks on a real rig; they print figures and assert nothing about speed.
 ## Knobs: KOVN_BENCH_PODS (10000), KOVN_BENCH_FAKE_NODES (200), KOVN_BENCH_RATE (pods/s, 20),
-## KOVN_BENCH_BAND (1000), KOVN_BENCH_IP_FAMILY (ipv4); figures, plot and profiles go to _output/bench. One package (the
+## KOVN_BENCH_BAND (1000), KOVN_BENCH_IP_FAMILY (ipv4); Services: KOVN_BENCH_SERVICES (1000),
+## KOVN_BENCH_ENDPOINTS (10), KOVN_BENCH_CHANGES (50); figures, plot and profiles go to _output/bench. One package (the
 ## report helpers are unit-tested by `make unit`), so -v output streams while it runs.
+## BENCH_RUN picks scenarios (go test -run), e.g. only the Services one:
+##   make bench BENCH_RUN=TestServiceScale
+BENCH_RUN ?= .
 bench: deps build
-	KOVN_BIN_DIR=$(BIN) $(GO) test -tags bench -count=1 -timeout 90m -v ./test/bench
+	KOVN_BIN_DIR=$(BIN) $(GO) test -tags bench -count=1 -timeout 90m -v -run '$(BENCH_RUN)' ./test/bench
 
 ## demo: bring up a rig and show it working; leaves it up for kubectl
 demo: deps build

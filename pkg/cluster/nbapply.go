@@ -21,6 +21,7 @@ const parentRetry = time.Second
 // reconcilers, not a failure: it is retried soon instead of with error backoff.
 func applyShard(ctx context.Context, nb libovsdb.Client, sh topology.Shard) (ctrl.Result, error) {
 	n, err := nbsync.Apply(ctx, nb, sh)
+	countTransaction(sh.OwnerType, n)
 	if errors.Is(err, nbsync.ErrParentMissing) {
 		log.FromContext(ctx).V(1).Info("waiting for a parent row", "owner", sh.OwnerType+"/"+sh.Owner, "err", err)
 		return ctrl.Result{RequeueAfter: parentRetry}, nil
@@ -32,6 +33,16 @@ func applyShard(ctx context.Context, nb libovsdb.Client, sh topology.Shard) (ctr
 		log.FromContext(ctx).V(1).Info("northbound synced", "owner", sh.OwnerType+"/"+sh.Owner, "operations", n)
 	}
 	return ctrl.Result{}, nil
+}
+
+// countTransaction records one shard apply that sent n > 0 operations, so a benchmark can
+// tell how many NB round trips a workload cost. Apply reports 0 when the transaction failed,
+// so failed transactions are not counted.
+func countTransaction(ownerType string, n int) {
+	if n > 0 {
+		nbTransactions.WithLabelValues(ownerType).Inc()
+		nbOperations.WithLabelValues(ownerType).Add(float64(n))
+	}
 }
 
 // emptyShard deletes everything an owner had.

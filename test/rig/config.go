@@ -180,6 +180,9 @@ const (
 	PortSB        = 6642
 	PortICNB      = 6645
 	PortICSB      = 6646
+	// PortControllerMetrics: kovn-controller's Prometheus metrics, on the control plane's
+	// loopback only (benchmarks read kovn_nb_transactions_total through `ip netns exec`).
+	PortControllerMetrics = 10300
 )
 
 // BridgeNode reports whether real node n of a cluster runs the bridge CNI instead of kovn.
