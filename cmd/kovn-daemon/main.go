@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -91,8 +92,12 @@ func run(cfg node.Config, ovsDB string) error {
 	if err != nil {
 		return err
 	}
-	nr := &node.Reconciler{Client: mgr.GetClient(), OVS: ovs, Cfg: cfg, Recorder: mgr.GetEventRecorderFor("kovn-daemon")}
+	nr := &node.Reconciler{Client: mgr.GetClient(), OVS: ovs, Cfg: cfg, Recorder: mgr.GetEventRecorderFor("kovn-daemon"),
+		Ovn0Events: make(chan event.GenericEvent, 1)}
 	if err := nr.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return node.WatchOvn0(ctx, nr.Ovn0Events) })); err != nil {
 		return err
 	}
 	if err := (&node.NodePortReconciler{Client: mgr.GetClient(), NodeName: cfg.NodeName}).SetupWithManager(mgr); err != nil {

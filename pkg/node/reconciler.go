@@ -12,8 +12,10 @@ import (
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
@@ -46,6 +48,9 @@ type Reconciler struct {
 	Cfg Config
 	// Recorder reports step failures and recoveries as events on the Node; nil: logs only.
 	Recorder record.EventRecorder
+
+	// Ovn0Events, when set, re-syncs the node on each event (WatchOvn0 feeds it).
+	Ovn0Events chan event.GenericEvent
 
 	runner StepRunner
 	ops    *nodeOps // nil: the real side effects
@@ -114,6 +119,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	toKey := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{key}
 	})
-	return ctrl.NewControllerManagedBy(mgr).Named("node-network").
-		Watches(&corev1.Node{}, toKey).Watches(&kovnv1.Subnet{}, toKey).Complete(r)
+	b := ctrl.NewControllerManagedBy(mgr).Named("node-network").
+		Watches(&corev1.Node{}, toKey).Watches(&kovnv1.Subnet{}, toKey)
+	if r.Ovn0Events != nil {
+		b = b.WatchesRawSource(source.Channel(r.Ovn0Events, toKey))
+	}
+	return b.Complete(r)
 }

@@ -126,6 +126,23 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 	daemon := func(stepName string, ready Ready, argv ...string) Step {
 		return Step{Name: stepName, Env: env, Daemon: true, Log: filepath.Join(logs, stepName+".log"), Argv: argv, Ready: ready}
 	}
+	// ovs-vswitchd 3.1's userspace conntrack can abort (an assertion in conn_update_state,
+	// seen under NAT load in the lab). Like a node's service manager, the rig starts it again;
+	// it recreates br-phy and ovn0 bare, so br-phy's addresses come back from brPhyKeeper
+	// (the node's own network configuration) and ovn0's from kovn-daemon.
+	vswitchd := daemon("ovs-vswitchd", Ready{Unix: filepath.Join(ovsRun, "ovs-vswitchd.ctl")}, "ovs-vswitchd", "unix:"+dbSock,
+		"--disable-system", "--pidfile="+filepath.Join(ovsRun, "ovs-vswitchd.pid"),
+		"--unixctl="+filepath.Join(ovsRun, "ovs-vswitchd.ctl"))
+	vswitchd.Restart = true
+	brPhyKeeper := daemon("br-phy-keeper", Ready{}, "/bin/sh", "-c", strings.Join([]string{
+		"while :; do",
+		"  if ip link show br-phy >/dev/null 2>&1 && ! ip -br addr show dev br-phy | grep -qF ' " + ip + "/'; then",
+		"    echo \"$(date -Is) br-phy is back without its addresses (ovs-vswitchd restarted): restoring them\"",
+		"    " + strings.Join(brPhyAddrs[1:], "; ") + "; ip link set br-phy up; ethtool -K br-phy tx off >/dev/null",
+		"  fi",
+		"  sleep 0.5",
+		"done"}, "\n"))
+	brPhyKeeper.Restart = true
 	steps := []Step{
 		daemon("ovsdb-server", Ready{Unix: dbSock}, "ovsdb-server", confDB, "--remote=punix:"+dbSock,
 			"--remote=db:Open_vSwitch,Open_vSwitch,manager_options",
@@ -136,9 +153,7 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 				" external_ids:ovn-remote="+sbRemote+
 				" external_ids:ovn-encap-type=geneve external_ids:ovn-encap-ip="+ip+
 				" external_ids:ovn-bridge-datapath-type=netdev"),
-		daemon("ovs-vswitchd", Ready{Unix: filepath.Join(ovsRun, "ovs-vswitchd.ctl")}, "ovs-vswitchd", "unix:"+dbSock,
-			"--disable-system", "--pidfile="+filepath.Join(ovsRun, "ovs-vswitchd.pid"),
-			"--unixctl="+filepath.Join(ovsRun, "ovs-vswitchd.ctl")),
+		vswitchd,
 		// Userspace geneve egresses through a netdev bridge that owns the node address. TX
 		// checksum offload must be off on kernel interfaces feeding OVS or TCP breaks. eth0
 		// is only OVS's port, but the kernel still sees every frame on it: without ARP off
@@ -150,6 +165,7 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 			brPhyAddrs...),
 			"ip link set br-phy up", "ip link set eth0 arp off", "sysctl -qw net.ipv6.conf.eth0.disable_ipv6=1",
 			"ethtool -K eth0 tx off >/dev/null", "ethtool -K br-phy tx off >/dev/null")...),
+		brPhyKeeper,
 		daemon("ovn-controller", Ready{}, "ovn-controller", "unix:"+dbSock,
 			"--pidfile="+filepath.Join(ovnRun, "ovn-controller.pid")),
 		daemon("containerd", Ready{Unix: "/run/containerd/containerd.sock"}, "containerd", "--config",
