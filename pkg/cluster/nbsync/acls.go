@@ -62,8 +62,10 @@ func (t *tx) syncACLs() {
 		a, ok := want[k]
 		if !ok || done[k] {
 			if onSwitch {
-				ls, _ := t.lswitch(cur.ExternalIDs[ovn.ParentKey])
-				detach(t, ls, switchACLs, cur.UUID)
+				// A switch this transaction inserts cannot list the row: nothing to detach.
+				if ls, isNew := t.lswitch(cur.ExternalIDs[ovn.ParentKey]); !isNew {
+					detach(t, ls, switchACLs, cur.UUID)
+				}
 			}
 			t.delete(cur)
 			continue
