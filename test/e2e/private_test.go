@@ -27,24 +27,7 @@ func privateSubnet(t *testing.T, c *cluster, st *rig.State, outside probePod) {
 	c.createNamespace("priv")
 	c.applySubnet(fmt.Sprintf("{cidrBlock: %q, private: true, namespaces: [priv]}", joinPrefixes(cidrs)))
 	c.waitSubnetReady("priv")
-	var pods [2]probePod
-	for i, name := range []string{"a", "b"} {
-		p := testboxPod("priv", name, onNode(fmt.Sprintf("c1-n%d", i+1)))
-		// kubelet probes from the node's ovn0: they must keep passing the private subnet's drop.
-		p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 2,
-			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(8080)}}}
-		c.createPod(p)
-	}
-	for i, name := range []string{"a", "b"} {
-		p := c.waitReady("priv", name, 90*time.Second)
-		pods[i] = probePod{ns: "priv", name: name, ips: p.Status.PodIPs}
-		for _, ip := range p.Status.PodIPs {
-			if !inAny(ip.IP, cidrs) {
-				t.Fatalf("pod priv/%s got %s, outside the private subnet %v", name, ip.IP, cidrs)
-			}
-		}
-	}
-	a, b := pods[0], pods[1]
+	a, b := c.privatePods(cidrs)
 	fams := families(st.Config)
 	t.Run("own pods reach each other, the outside pod is refused", func(t *testing.T) {
 		c.t = t
@@ -108,6 +91,82 @@ func privateSubnet(t *testing.T, c *cluster, st *rig.State, outside probePod) {
 			t.Fatalf("switch priv still has ACLs:\n%s", out)
 		}
 	})
+	t.Run("custom VPC without load balancers: replies still arrive", func(t *testing.T) { privateInCustomVpc(t, c, st) })
+}
+
+// privatePods creates priv/a on c1-n1 and priv/b on c1-n2, with kubelet readiness probes, and
+// returns them once Ready with their addresses inside cidrs.
+func (c *cluster) privatePods(cidrs []netip.Prefix) (probePod, probePod) {
+	c.t.Helper()
+	var pods [2]probePod
+	for i, name := range []string{"a", "b"} {
+		p := testboxPod("priv", name, onNode(fmt.Sprintf("c1-n%d", i+1)))
+		// kubelet probes from the node's ovn0: they must keep passing the private subnet's drop.
+		p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 2,
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(8080)}}}
+		c.createPod(p)
+	}
+	for i, name := range []string{"a", "b"} {
+		p := c.waitReady("priv", name, 90*time.Second)
+		pods[i] = probePod{ns: "priv", name: name, ips: p.Status.PodIPs}
+		for _, ip := range p.Status.PodIPs {
+			if !inAny(ip.IP, cidrs) {
+				c.t.Fatalf("pod priv/%s got %s, outside the private subnet %v", name, ip.IP, cidrs)
+			}
+		}
+	}
+	return pods[0], pods[1]
+}
+
+// privateInCustomVpc: a private subnet of a VPC without Services (so without load balancers,
+// which would make its switch stateful by themselves) still gets the replies to connections
+// its pod opens to the VPC's other subnet, whose pod it refuses: the subnet's own stateful
+// ACL is what lets them through.
+func privateInCustomVpc(t *testing.T, c *cluster, st *rig.State) {
+	c.t = t
+	c.createNamespace("gpriv")
+	c.createNamespace("gopen")
+	cidrs := func(v4, v6 string) string {
+		var out []string
+		if st.Config.HasIPv4() {
+			out = append(out, v4)
+		}
+		if st.Config.HasIPv6() {
+			out = append(out, v6)
+		}
+		return strings.Join(out, ",")
+	}
+	if out, err := c.apply(fmt.Sprintf(`apiVersion: kovn.io/v1alpha1
+kind: Vpc
+metadata: {name: green}
+spec: {namespaces: [gpriv, gopen]}
+---
+apiVersion: kovn.io/v1alpha1
+kind: Subnet
+metadata: {name: gpriv}
+spec: {vpc: green, cidrBlock: %q, private: true, namespaces: [gpriv]}
+---
+apiVersion: kovn.io/v1alpha1
+kind: Subnet
+metadata: {name: gopen}
+spec: {vpc: green, cidrBlock: %q, namespaces: [gopen]}
+`, cidrs("10.211.0.0/24", "fd00:211::/64"), cidrs("10.212.0.0/24", "fd00:212::/64"))); err != nil {
+		t.Fatalf("create Vpc and Subnets: %v %s", err, out)
+	}
+	c.waitSubnetReady("gpriv")
+	c.waitSubnetReady("gopen")
+	c.createPod(testboxPod("gpriv", "p", onNode("c1-n1")))
+	c.createPod(testboxPod("gopen", "o", onNode("c1-n2")))
+	p := probePod{ns: "gpriv", name: "p", ips: c.waitRunning("gpriv", "p", 90*time.Second).Status.PodIPs}
+	o := probePod{ns: "gopen", name: "o", ips: c.waitRunning("gopen", "o", 90*time.Second).Status.PodIPs}
+	fams := families(st.Config)
+	c.waitProbe(p, targets(o, fams, 9000), true)
+	for _, v4 := range fams {
+		if out := c.mustExec("gpriv", "p", "tcp", hostPort(o.ipOf(v4).String(), 9000), "from-gpriv"); !strings.Contains(out, "from-gpriv") {
+			t.Fatalf("TCP echo gpriv/p -> gopen/o %s: %q", o.ipOf(v4), out)
+		}
+	}
+	c.assertRefused(o, targets(p, fams, 9000))
 }
 
 // privateCIDRs is the private subnet's CIDR in each family of the rig.
