@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -28,9 +29,29 @@ func TestPrivateSubnetProgrammed(t *testing.T) {
 	if c := findCondition(got.Status.Conditions, kovnv1.ConditionSupported); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("Supported %+v, want True", c)
 	}
-	want := "ip4.dst == 10.40.0.0/24 && !(ip4.src == {10.40.0.0/24, 10.41.0.0/24, " + o.JoinCIDR + "})"
-	if m := privateMatches(t, e); len(m) != 2 || !strings.Contains(strings.Join(m, "\n"), want) {
-		t.Errorf("ACL matches %q, want the stateful one and %q", m, want)
+	m := privateMatches(t, e)
+	if len(m) != 2 {
+		t.Fatalf("ACL matches %q, want the drop and the stateful one", m)
+	}
+	drop := m[0]
+	if !strings.Contains(drop, ".src") {
+		drop = m[1]
+	}
+	// The drop names the sources it drops: all but the subnet, allowSubnets and the join CIDR.
+	src := strings.TrimSuffix(strings.TrimPrefix(drop, "ip4.dst == 10.40.0.0/24 && ip4.src == {"), "}")
+	dropped := func(ip string) bool {
+		for _, c := range strings.Split(src, ", ") {
+			if netip.MustParsePrefix(c).Contains(netip.MustParseAddr(ip)) {
+				return true
+			}
+		}
+		return false
+	}
+	joinIP := netip.MustParsePrefix(o.JoinCIDR).Addr().Next().String()
+	for ip, want := range map[string]bool{"10.40.0.5": false, "10.41.0.5": false, joinIP: false, "10.16.0.5": true, "10.40.1.1": true} {
+		if dropped(ip) != want {
+			t.Errorf("drop %q: source %s dropped %t, want %t", drop, ip, dropped(ip), want)
+		}
 	}
 	got.Spec.Private = false
 	if err := e.c.Update(context.Background(), &got); err != nil {
