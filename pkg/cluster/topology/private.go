@@ -19,7 +19,9 @@ const (
 	// switch stateful: OVN lets replies of established connections through (its priority-65532
 	// "ct.est && ct.rpl" flow) and commits allowed connections only on switches with a stateful
 	// ACL. Without it the drop would also eat the replies to connections a private pod opened
-	// to a pod outside (the reply's source is not admitted).
+	// to a pod outside (the reply's source is not admitted). A default-VPC switch is stateful
+	// anyway (OVN counts the Services' load balancer VIPs), a custom VPC's is not: the e2e
+	// test's custom-VPC case fails without this ACL.
 	PrioritySubnetStateful = 1
 )
 
