@@ -174,9 +174,6 @@ func setSupported(sn *kovnv1.Subnet) {
 	if sn.Spec.Vlan != "" {
 		unimpl = append(unimpl, "vlan (underlay networks)")
 	}
-	if sn.Spec.Private || len(sn.Spec.AllowSubnets) > 0 {
-		unimpl = append(unimpl, "private/allowSubnets (comes with the ACL layer of NetworkPolicy)")
-	}
 	if sn.Spec.BGPAdvertise {
 		unimpl = append(unimpl, "bgpAdvertise (kovn-speaker)")
 	}

@@ -36,9 +36,16 @@ func (r *SubnetReconciler) resolve(ctx context.Context, sn *kovnv1.Subnet, all [
 	if err != nil {
 		return topology.SubnetIn{}, err
 	}
-	return topology.SubnetIn{Name: sn.Name, Vpc: sn.VpcName(), Switch: sn.LogicalSwitchName(), CIDRs: cidrs, Gateways: gws,
+	in := topology.SubnetIn{Name: sn.Name, Vpc: sn.VpcName(), Switch: sn.LogicalSwitchName(), CIDRs: cidrs, Gateways: gws,
 		ExcludeIPs: sn.Spec.ExcludeIPs, GatewayNodes: sn.Spec.GatewayNodes,
-		Centralized: sn.Spec.EffectiveGatewayType() == kovnv1.GatewayCentralized}, nil
+		Centralized: sn.Spec.EffectiveGatewayType() == kovnv1.GatewayCentralized, Private: sn.Spec.Private}
+	if sn.Spec.Private {
+		for _, c := range sn.Spec.AllowSubnets {
+			p, _ := kovnv1.ParsePrefix(c) // validated above
+			in.AllowSubnets = append(in.AllowSubnets, p)
+		}
+	}
+	return in, nil
 }
 
 // gone reports whether a subnet being deleted no longer holds anything (its CIDR is free).

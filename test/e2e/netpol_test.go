@@ -139,6 +139,8 @@ func TestNetworkPolicy(t *testing.T) {
 			c.waitReady(p.ns, p.name, 10*time.Second)
 		}
 	})
+	// x/a: a default-subnet pod no policy above isolates, in ingress or egress.
+	t.Run("private subnet", func(t *testing.T) { privateSubnet(t, c, r.State, xa) })
 }
 
 // policyPods creates namespaces x, y, z (label ns=<name>) with pods a, b, c (label pod=<name>,

@@ -13,7 +13,8 @@ import (
 	"github.com/kovn/kovn/pkg/ovn/model/nb"
 )
 
-// ACLs, address sets and the port groups that own them (NetworkPolicy shards).
+// ACLs, address sets and the port groups that own them (NetworkPolicy shards), and the ACLs of
+// private subnets' switches.
 //
 // An Owned port group is its shard's alone: its ports and acls columns are written whole, so
 // a pod the policy no longer selects leaves it, and an ACL the shard no longer wants is
@@ -25,24 +26,47 @@ import (
 // changes (a port added) updates its row in place and the group's acls column stays as it is.
 // Address sets are owned whole; their addresses change by mutation of the difference, so a
 // pod joining a set of thousands sends one address, not the whole list.
+//
+// A switch's ACLs (a private subnet's) are different: Logical_Switch.acls is shared, so they
+// join and leave it by mutation, and their rows say so in parentTableKey. A switch deleted in
+// the same transaction takes its references with it; the mutation then matches no row.
 
-func aclKey(group, name string) string { return group + "|" + name }
+// parentTableKey is set, to "Logical_Switch", on ACLs that hang off a switch; ACLs without it
+// hang off a port group.
+const parentTableKey = "kovn.io/parent-table"
+
+func aclKey(switchACL bool, parent, name string) string {
+	if switchACL {
+		return "Logical_Switch|" + parent + "|" + name
+	}
+	return "Port_Group|" + parent + "|" + name
+}
+
+func wantKey(a topology.ACL) string {
+	if a.Switch != "" {
+		return aclKey(true, a.Switch, a.Name)
+	}
+	return aclKey(false, a.PortGroup, a.Name)
+}
 
 func (t *tx) syncACLs() {
 	want := map[string]topology.ACL{}
-	owned := map[string]bool{}
-	for _, pg := range t.sh.PortGroups {
-		owned[pg.Name] = pg.Owned
-	}
 	for _, a := range t.sh.ACLs {
-		want[aclKey(a.PortGroup, a.Name)] = a
+		want[wantKey(a)] = a
 	}
 	uuids := map[string][]string{} // per group, the ACLs its acls column holds
 	done := map[string]bool{}
 	for _, cur := range findOwned(t, &nb.ACL{ExternalIDs: ownerProbe(t.sh)}) {
-		k := aclKey(cur.ExternalIDs[ovn.ParentKey], ptrString(cur.Name))
+		onSwitch := cur.ExternalIDs[parentTableKey] == "Logical_Switch"
+		k := aclKey(onSwitch, cur.ExternalIDs[ovn.ParentKey], ptrString(cur.Name))
 		a, ok := want[k]
 		if !ok || done[k] {
+			if onSwitch {
+				// A switch this transaction inserts cannot list the row: nothing to detach.
+				if ls, isNew := t.lswitch(cur.ExternalIDs[ovn.ParentKey]); !isNew {
+					detach(t, ls, switchACLs, cur.UUID)
+				}
+			}
 			t.delete(cur)
 			continue
 		}
@@ -52,10 +76,37 @@ func (t *tx) syncACLs() {
 		if !sameACL(cur, m) {
 			t.update(m, &m.Name, &m.Direction, &m.Priority, &m.Match, &m.Action, &m.Options, &m.ExternalIDs)
 		}
-		uuids[a.PortGroup] = append(uuids[a.PortGroup], cur.UUID)
+		if a.Switch == "" {
+			uuids[a.PortGroup] = append(uuids[a.PortGroup], cur.UUID)
+		}
+	}
+	t.createACLs(done, uuids)
+	for _, pg := range t.sh.PortGroups {
+		if pg.Owned {
+			t.writeOwnedGroup(pg, uuids[pg.Name])
+		}
+	}
+}
+
+// createACLs inserts the shard's ACLs not in done: a group's into uuids (its acls column is
+// written whole afterwards), a switch's by mutation of the switch (or in its insert).
+func (t *tx) createACLs(done map[string]bool, uuids map[string][]string) {
+	owned := map[string]bool{}
+	for _, pg := range t.sh.PortGroups {
+		owned[pg.Name] = pg.Owned
 	}
 	for _, a := range t.sh.ACLs {
-		if done[aclKey(a.PortGroup, a.Name)] {
+		if done[wantKey(a)] {
+			continue
+		}
+		if a.Switch != "" {
+			ls, isNew := t.lswitch(a.Switch)
+			if ls == nil {
+				t.missing = append(t.missing, "switch "+a.Switch)
+				continue
+			}
+			m := t.aclModel(a)
+			attach(t, "switch "+a.Switch, ls, isNew, switchACLs, t.create(m, func(id string) { m.UUID = id }))
 			continue
 		}
 		if !owned[a.PortGroup] {
@@ -65,16 +116,19 @@ func (t *tx) syncACLs() {
 		m := t.aclModel(a)
 		uuids[a.PortGroup] = append(uuids[a.PortGroup], t.create(m, func(id string) { m.UUID = id }))
 	}
-	for _, pg := range t.sh.PortGroups {
-		if pg.Owned {
-			t.writeOwnedGroup(pg, uuids[pg.Name])
-		}
-	}
 }
 
 func (t *tx) aclModel(a topology.ACL) *nb.ACL {
+	parent, extra := a.PortGroup, a.ExternalIDs
+	if a.Switch != "" {
+		parent, extra = a.Switch, maps.Clone(a.ExternalIDs)
+		if extra == nil {
+			extra = map[string]string{}
+		}
+		extra[parentTableKey] = "Logical_Switch"
+	}
 	m := &nb.ACL{Direction: a.Direction, Priority: a.Priority, Match: a.Match, Action: a.Action, Options: maps.Clone(a.Options),
-		ExternalIDs: t.ids(a.ExternalIDs, a.PortGroup)}
+		ExternalIDs: t.ids(extra, parent)}
 	if a.Name != "" {
 		name := a.Name
 		m.Name = &name

@@ -74,6 +74,7 @@ var (
 	routerPolicies = ref[*nb.LogicalRouter]{"Logical_Router", "policies", func(lr *nb.LogicalRouter) *[]string { return &lr.Policies }}
 	routerRoutes   = ref[*nb.LogicalRouter]{"Logical_Router", "static_routes", func(lr *nb.LogicalRouter) *[]string { return &lr.StaticRoutes }}
 	switchPorts    = ref[*nb.LogicalSwitch]{"Logical_Switch", "ports", func(ls *nb.LogicalSwitch) *[]string { return &ls.Ports }}
+	switchACLs     = ref[*nb.LogicalSwitch]{"Logical_Switch", "acls", func(ls *nb.LogicalSwitch) *[]string { return &ls.ACLs }}
 	groupPorts     = ref[*nb.PortGroup]{"Port_Group", "ports", func(pg *nb.PortGroup) *[]string { return &pg.Ports }}
 )
 

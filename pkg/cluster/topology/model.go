@@ -30,7 +30,8 @@ type Shard struct {
 	// LoadBalancerGroups are groups this shard owns; switches and routers (LBGroups) and
 	// load balancers (Groups) of any shard join them by mutation.
 	LoadBalancerGroups []LoadBalancerGroup
-	// ACLs hang off port groups of this shard whose columns it owns (PortGroup.Owned).
+	// ACLs hang off port groups of this shard whose columns it owns (PortGroup.Owned), or off
+	// switches (a private subnet's).
 	ACLs []ACL
 	// AddressSets are owned whole: name, addresses and external_ids.
 	AddressSets []AddressSet
@@ -40,11 +41,15 @@ type Shard struct {
 	TemplateVars map[string]map[string]string
 }
 
-// ACL is an ACL of the Owned port group PortGroup. Name is unique within the shard (nbsync
-// keys rows on it, so a changed match updates the row in place) and at most 63 bytes (the
-// schema's limit); it is what ACL logs print.
+// ACL is an ACL of the Owned port group PortGroup or, when Switch is set instead, of that
+// logical switch. A group's acls column is its shard's alone and written whole; a switch's is
+// shared (an admin's or another writer's ACLs may hang there too), so a switch ACL joins and
+// leaves it by mutation. Name is unique within the shard (nbsync keys rows on it, so a changed
+// match updates the row in place) and at most 63 bytes (the schema's limit); it is what ACL
+// logs print.
 type ACL struct {
 	PortGroup   string
+	Switch      string
 	Name        string
 	Direction   string // to-lport | from-lport
 	Priority    int
@@ -177,8 +182,9 @@ type SubnetIn struct {
 	ExcludeIPs   []string     // as in the spec, for other_config
 	Centralized  bool
 	GatewayNodes []string // in preference order
+	// Private: only the subnet itself, AllowSubnets and the nodes may open connections to it.
 	Private      bool
-	AllowSubnets []string
+	AllowSubnets []netip.Prefix
 }
 
 // NodeIn is a node with its ovn0 addressing.

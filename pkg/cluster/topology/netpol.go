@@ -339,7 +339,11 @@ func PolicyAddressSet(namespace, name, dir string, i int, f string) string {
 
 // PolicyACLName is "<namespace>/<name>:<key>", cut to the schema's 63 bytes with a hash of
 // the whole keeping names unique within the policy.
-func PolicyACLName(owner, key string) string {
+func PolicyACLName(owner, key string) string { return ACLName(owner, key) }
+
+// ACLName is "<owner>:<key>", cut to the schema's 63 bytes with a hash of the whole keeping
+// names unique within the owner's shard.
+func ACLName(owner, key string) string {
 	full := owner + ":" + key
 	if len(full) <= 63 {
 		return full

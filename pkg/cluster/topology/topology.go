@@ -92,10 +92,10 @@ func ForNode(n NodeIn, join *SubnetIn) Shard {
 	return s
 }
 
-// ForSubnet is a subnet's shard: its switch, the link to its VPC's router and, in the VPC that
-// holds the join subnet, the policies that keep traffic between cluster subnets routed
-// normally and send a centralized subnet's egress to its active gateway. nodes holds the
-// subnet's gateway nodes (others may be left out).
+// ForSubnet is a subnet's shard: its switch (with the ACLs that isolate it when private), the
+// link to its VPC's router and, in the VPC that holds the join subnet, the policies that keep
+// traffic between cluster subnets routed normally and send a centralized subnet's egress to
+// its active gateway. nodes holds the subnet's gateway nodes (others may be left out).
 func ForSubnet(s SubnetIn, join *SubnetIn, nodes map[string]NodeIn) Shard {
 	sh := Shard{OwnerType: OwnerSubnet, Owner: s.Name}
 	sw := Switch{Name: s.Switch, OtherConfig: map[string]string{}}
@@ -121,6 +121,7 @@ func ForSubnet(s SubnetIn, join *SubnetIn, nodes map[string]NodeIn) Shard {
 		sh.LoadBalancerGroups = []LoadBalancerGroup{{Name: ClusterLBGroup}}
 	}
 	sh.Switches = []Switch{sw}
+	sh.ACLs = privateACLs(s, join)
 	lrp := RouterPortName(s.Vpc, s.Switch)
 	sh.RouterPorts = []RouterPort{{Router: s.Vpc, Name: lrp, MAC: RouterMAC(lrp), Networks: nets,
 		IPv6RAConfigs: raConfigs(s.CIDRs)}}
