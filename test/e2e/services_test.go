@@ -122,6 +122,48 @@ func TestServices(t *testing.T) {
 	t.Run("hostPort: TCP and UDP on one port, per-address hostIP, from outside, nodes and pods, daemon restart", func(t *testing.T) {
 		hostPorts(t, c, r.State)
 	})
+	t.Run("ovs-vswitchd aborts on c1-n2: the node heals (pods across nodes, node to ClusterIP)", func(t *testing.T) {
+		vswitchdCrash(t, c, r.State, echo)
+	})
+}
+
+// vswitchdCrash aborts c1-n2's ovs-vswitchd (as OVS 3.1's userspace conntrack sometimes does).
+// The rig starts it again; it recreates br-phy and ovn0 bare. Pod traffic across nodes must
+// come back (br-phy's address restored, flows reinstalled by ovn-controller) and so must the
+// node's own path into OVN (ovn0's addresses and routes, restored by kovn-daemon on the
+// netlink event, not at its one-minute resync).
+func vswitchdCrash(t *testing.T, c *cluster, st *rig.State, vips []string) {
+	c.t = t
+	be2, err := c.kc.CoreV1().Pods("svc").Get(context.Background(), "be2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := syscall.Kill(procPid(t, st, "c1-n2", "ovs-vswitchd"), syscall.SIGABRT); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	var podBack, nodeBack time.Duration
+	var out string
+	err = eventually(30*time.Second, func() error {
+		if podBack == 0 {
+			if out, err = c.exec("svc", "client", "get", "-n", "1", "http://"+hostPort(be2.Status.PodIP, 8080)+"/"); err != nil {
+				return fmt.Errorf("c1-n1 pod -> be2: %v", err)
+			}
+			podBack = time.Since(start)
+		}
+		out = nodeTestbox(t, st, st.Config.NodeNS(1, 2), "get", "-n", "1", "http://"+hostPort(vips[0], 80)+"/")
+		if len(backendsSeen(out)) == 0 || strings.Contains(out, "error") {
+			return fmt.Errorf("c1-n2 -> %s: %s", vips[0], out)
+		}
+		nodeBack = time.Since(start)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("30 s after ovs-vswitchd aborted on c1-n2: %v\n%s\n%s", err, out, st.Config.NodeDiagnostics(1, 2))
+	}
+	t.Logf("ovs-vswitchd aborted on c1-n2: pod traffic across nodes back after %.1fs, c1-n2 -> ClusterIP after %.1fs",
+		podBack.Seconds(), nodeBack.Seconds())
 }
 
 // serviceControllerRestart kills the leading kovn-controller while a UDP flow runs through a
