@@ -134,7 +134,8 @@ func TestServices(t *testing.T) {
 // netlink event, not at its one-minute resync).
 func vswitchdCrash(t *testing.T, c *cluster, st *rig.State, vips []string) {
 	c.t = t
-	be2, err := c.kc.CoreV1().Pods("svc").Get(context.Background(), "be2", metav1.GetOptions{})
+	// benamed (c1-n2, HTTP on 8081) outlives the endpoint-change subtest, which deletes backends.
+	target, err := c.kc.CoreV1().Pods("svc").Get(context.Background(), "benamed", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,8 +148,8 @@ func vswitchdCrash(t *testing.T, c *cluster, st *rig.State, vips []string) {
 	var out string
 	err = eventually(30*time.Second, func() error {
 		if podBack == 0 {
-			if out, err = c.exec("svc", "client", "get", "-n", "1", "http://"+hostPort(be2.Status.PodIP, 8080)+"/"); err != nil {
-				return fmt.Errorf("c1-n1 pod -> be2: %v", err)
+			if out, err = c.exec("svc", "client", "get", "-n", "1", "http://"+hostPort(target.Status.PodIP, 8081)+"/"); err != nil {
+				return fmt.Errorf("c1-n1 pod -> benamed: %v", err)
 			}
 			podBack = time.Since(start)
 		}
