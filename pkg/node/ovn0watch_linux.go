@@ -11,10 +11,11 @@ import (
 )
 
 // WatchOvn0 sends an event on out whenever ovn0 is created anew, deleted, or loses an
-// address, until ctx ends. ovs-vswitchd creates its internal ports again, bare, when it
-// restarts (an upgrade, a crash): without this the node would wait for its one-minute resync
-// to get ovn0's addresses and routes back, and host-to-pod and Service traffic would stop for
-// that long. Events are coalesced: out is meant to hold one.
+// address, until ctx ends. ovn0 is an OVS internal port: when its port is deleted and added
+// again (OVS reinstalled, its database reset, an admin's ovs-vsctl) the device comes back
+// bare. Without this the node would wait for its one-minute resync to get ovn0's addresses
+// and routes back, and host-to-pod and Service traffic would stop for that long. Events are
+// coalesced: out is meant to hold one.
 func WatchOvn0(ctx context.Context, out chan<- event.GenericEvent) error {
 	done := make(chan struct{})
 	defer close(done)

@@ -128,10 +128,8 @@ func TestServices(t *testing.T) {
 }
 
 // vswitchdCrash aborts c1-n2's ovs-vswitchd (as OVS 3.1's userspace conntrack sometimes does).
-// The rig starts it again; it recreates br-phy and ovn0 bare. Pod traffic across nodes must
-// come back (br-phy's address restored, flows reinstalled by ovn-controller) and so must the
-// node's own path into OVN (ovn0's addresses and routes, restored by kovn-daemon on the
-// netlink event, not at its one-minute resync).
+// The rig starts it again. Pod traffic across nodes must come back (ovn-controller reinstalls
+// the flows; br-phy kept its address) and so must the node's own path into OVN through ovn0.
 func vswitchdCrash(t *testing.T, c *cluster, st *rig.State, vips []string) {
 	c.t = t
 	// benamed (c1-n2, HTTP on 8081) outlives the endpoint-change subtest, which deletes backends.

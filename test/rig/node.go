@@ -127,9 +127,11 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 		return Step{Name: stepName, Env: env, Daemon: true, Log: filepath.Join(logs, stepName+".log"), Argv: argv, Ready: ready}
 	}
 	// ovs-vswitchd 3.1's userspace conntrack can abort (an assertion in conn_update_state,
-	// seen under NAT load in the lab). Like a node's service manager, the rig starts it again;
-	// it recreates br-phy and ovn0 bare, so br-phy's addresses come back from brPhyKeeper
-	// (the node's own network configuration) and ovn0's from kovn-daemon.
+	// seen under NAT load in the lab). Like a node's service manager, the rig starts it again.
+	// Its internal ports (br-phy, ovn0) are persistent taps: they lose carrier while it is down
+	// and keep their addresses. Should they ever come back bare (the ports deleted and added
+	// again), brPhyKeeper restores the node address, as the node's own network configuration
+	// would, and kovn-daemon restores ovn0 on the netlink event.
 	vswitchd := daemon("ovs-vswitchd", Ready{Unix: filepath.Join(ovsRun, "ovs-vswitchd.ctl")}, "ovs-vswitchd", "unix:"+dbSock,
 		"--disable-system", "--pidfile="+filepath.Join(ovsRun, "ovs-vswitchd.pid"),
 		"--unixctl="+filepath.Join(ovsRun, "ovs-vswitchd.ctl"))
