@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -45,8 +46,14 @@ func newCluster(t *testing.T, r *rig.Rig, name string) *cluster {
 func (c *cluster) kubectl(args ...string) (string, error) {
 	cmd := exec.Command(filepath.Join(c.st.Config.K8sBinDir, "kubectl"), append([]string{"--kubeconfig", c.info.Kubeconfig}, args...)...)
 	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return kubectlLogLine.ReplaceAllString(string(out), ""), err
 }
+
+// kubectlLogLine is a line of kubectl's own client-side log (klog: "E1123 16:48:18.598218
+// 23262 websocket.go:296] Unknown stream id 1, discarding message"). It says nothing about
+// the command's result, and, mixed into an exec's output, it broke checks that read the
+// command's first line.
+var kubectlLogLine = regexp.MustCompile(`(?m)^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.-]+\.go:\d+\] .*\n?`)
 
 // exec runs the testbox in a pod and returns its output.
 func (c *cluster) exec(ns, pod string, args ...string) (string, error) {
@@ -264,4 +271,11 @@ func procPid(t *testing.T, st *rig.State, supervisor, name string) int {
 	}
 	t.Fatalf("no process %s/%s in the rig", supervisor, name)
 	return 0
+}
+
+func TestKubectlLogLineFiltered(t *testing.T) {
+	in := "E1123 16:48:18.598218   23262 websocket.go:296] Unknown stream id 1, discarding message\nreply web.dns.svc.cluster.local. AAAA Success answers=1\nI0102 03:04:05.000001 1 round_trippers.go:1] x\n"
+	if got := kubectlLogLine.ReplaceAllString(in, ""); got != "reply web.dns.svc.cluster.local. AAAA Success answers=1\n" {
+		t.Errorf("filtered: %q", got)
+	}
 }
