@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -172,6 +174,40 @@ func vswitchdCrash(t *testing.T, c *cluster, st *rig.State, vips []string) {
 // is programming.
 func serviceControllerRestart(t *testing.T, c *cluster, st *rig.State, vip string) {
 	c.t = t
+	for attempt := 1; ; attempt++ {
+		crashes := vswitchdCrashes(st.Config)
+		answered, timeouts, takeover, nLBs := controllerRestartOnce(t, c, st, vip, fmt.Sprintf("after-restart-%d", attempt))
+		if timeouts == 0 && answered == 300 {
+			t.Logf("kill -> new leader after %.1fs; %d load balancers unchanged (same _version); UDP flow 300/300 over 30s",
+				takeover.Seconds(), nLBs)
+			return
+		}
+		// Debian's OVS 3.1 userspace conntrack sometimes aborts ovs-vswitchd (the rig restarts
+		// it in ~3 s): datagrams lost then say nothing about the controller. Measure again.
+		if attempt == 1 && vswitchdCrashes(st.Config) > crashes {
+			t.Logf("attempt 1: %d answered, %d timeouts, while ovs-vswitchd aborted on a node; measuring again", answered, timeouts)
+			continue
+		}
+		t.Fatalf("UDP flow across the controller restart: %d answered, %d timeouts (want 300, 0)", answered, timeouts)
+	}
+}
+
+// vswitchdCrashes counts the ovs-vswitchd aborts in the rig's node logs.
+func vswitchdCrashes(cfg rig.Config) int {
+	n := 0
+	for cl := 1; cl <= cfg.Clusters; cl++ {
+		for i := 1; i <= cfg.Nodes; i++ {
+			b, _ := os.ReadFile(filepath.Join(cfg.NodeDir(cl, i), "logs", "ovs-vswitchd.log"))
+			n += strings.Count(string(b), "assertion")
+		}
+	}
+	return n
+}
+
+// controllerRestartOnce kills the leading kovn-controller while a UDP flow of 300 datagrams
+// runs through vip, checks that the new leader programs a new Service (named newSvc) and
+// rewrote no load balancer, and returns the flow's answers and timeouts.
+func controllerRestartOnce(t *testing.T, c *cluster, st *rig.State, vip, newSvc string) (answered, timeouts int, takeover time.Duration, nLBs int) {
 	before := c.lbVersions()
 	oldHolder := leaseHolder(t, c)
 	done := make(chan string, 1)
@@ -192,10 +228,10 @@ func serviceControllerRestart(t *testing.T, c *cluster, st *rig.State, vip strin
 	}); err != nil {
 		t.Fatal(err)
 	}
-	takeover := time.Since(kill)
-	c.createService(serviceSpec("after-restart", map[string]string{"app": "echo"}))
+	takeover = time.Since(kill)
+	c.createService(serviceSpec(newSvc, map[string]string{"app": "echo"}))
 	if err := eventually(30*time.Second, func() error {
-		if out := c.nbctl("--bare", "--columns=name", "find", "Load_Balancer", "name=\"Service_svc/after-restart_TCP\""); strings.TrimSpace(out) == "" {
+		if out := c.nbctl("--bare", "--columns=name", "find", "Load_Balancer", "name=\"Service_svc/"+newSvc+"_TCP\""); strings.TrimSpace(out) == "" {
 			return fmt.Errorf("no load balancer for the Service created after the takeover")
 		}
 		return nil
@@ -208,17 +244,11 @@ func serviceControllerRestart(t *testing.T, c *cluster, st *rig.State, vip strin
 			t.Fatalf("load balancer %s was rewritten by the new leader: _version %s -> %s", name, v, after[name])
 		}
 	}
-	out := <-done
-	answered, timeouts := 0, 0
-	for _, l := range strings.Split(out, "\n") {
+	for _, l := range strings.Split(<-done, "\n") {
 		answered += btoi(strings.HasPrefix(l, "be"))
 		timeouts += btoi(l == "timeout")
 	}
-	if timeouts != 0 || answered != 300 {
-		t.Fatalf("UDP flow across the controller restart: %d answered, %d timeouts (want 300, 0)", answered, timeouts)
-	}
-	t.Logf("kill -> new leader after %.1fs; %d load balancers unchanged (same _version); UDP flow 300/300 over 30s",
-		takeover.Seconds(), len(before))
+	return answered, timeouts, takeover, len(before)
 }
 
 // lbVersions maps each load balancer's name to its _version, which OVSDB changes on every
