@@ -2,14 +2,11 @@ package node
 
 import (
 	"context"
-	"errors"
 	"net/netip"
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,8 +33,7 @@ type HostPortReconciler struct {
 	// Apply writes one family's rules; nil: iptables / ip6tables.
 	Apply func(is4 bool, rules string) error
 
-	mu   sync.Mutex
-	last map[bool]string
+	chains familyChains
 }
 
 // Read-only, as the node's other reconcilers; the markers repeat theirs so this one's needs
@@ -51,28 +47,11 @@ func (r *HostPortReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.last == nil {
-		r.last = map[bool]string{}
-	}
 	apply := r.Apply
 	if apply == nil {
 		apply = applyHostPortRules
 	}
-	var errs []error
-	for _, is4 := range []bool{true, false} {
-		rules := hostPortRules(is4, maps)
-		if rules == r.last[is4] {
-			continue
-		}
-		if err := apply(is4, rules); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		r.last[is4] = rules
-	}
-	return ctrl.Result{}, errors.Join(errs...)
+	return ctrl.Result{}, r.chains.sync(func(is4 bool) string { return hostPortRules(is4, maps) }, apply)
 }
 
 // mappings lists the hostPorts of this node's pods with the addresses kovn-controller
@@ -134,16 +113,9 @@ func wantsHostPorts(pod *corev1.Pod, node string) bool {
 // subnets of the join subnet's VPC (as desiredCIDRs). A custom VPC's pods are isolated from
 // the node and may reuse the default VPC's addresses: a DNAT to them would reach someone else.
 func routedSubnets(subnets []kovnv1.Subnet, joinSubnet string) map[string]bool {
-	vpc := kovnv1.DefaultVpcName
-	for i := range subnets {
-		if subnets[i].Name == joinSubnet {
-			vpc = subnets[i].VpcName()
-		}
-	}
 	out := map[string]bool{}
-	for i := range subnets {
-		s := &subnets[i]
-		if s.Name != joinSubnet && s.VpcName() == vpc && meta.IsStatusConditionTrue(s.Status.Conditions, kovnv1.ConditionValidated) {
+	for _, s := range nodeVPCSubnets(subnets, joinSubnet) {
+		if s.Name != joinSubnet {
 			out[s.Name] = true
 		}
 	}

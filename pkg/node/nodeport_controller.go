@@ -3,13 +3,11 @@ package node
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -31,8 +29,7 @@ type NodePortReconciler struct {
 	// Apply writes one family's rules; nil: iptables / ip6tables.
 	Apply func(is4 bool, rules string) error
 
-	mu   sync.Mutex
-	last map[bool]string
+	chains familyChains
 }
 
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
@@ -44,28 +41,11 @@ func (r *NodePortReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.last == nil {
-		r.last = map[bool]string{}
-	}
 	apply := r.Apply
 	if apply == nil {
 		apply = applyNodePortRules
 	}
-	var errs []error
-	for _, is4 := range []bool{true, false} {
-		rules := nodePortRules(is4, svcs)
-		if rules == r.last[is4] {
-			continue
-		}
-		if err := apply(is4, rules); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		r.last[is4] = rules
-	}
-	return ctrl.Result{}, errors.Join(errs...)
+	return ctrl.Result{}, r.chains.sync(func(is4 bool) string { return nodePortRules(is4, svcs) }, apply)
 }
 
 // nodePortServices lists the Services that reach into the cluster through this node.

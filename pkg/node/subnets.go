@@ -25,16 +25,9 @@ type subnetCIDRs struct {
 // router, other VPCs are isolated from it and may reuse the same CIDRs.
 func desiredCIDRs(subnets []kovnv1.Subnet, joinSubnet string) subnetCIDRs {
 	var out subnetCIDRs
-	vpc := kovnv1.DefaultVpcName
-	for i := range subnets {
-		if subnets[i].Name == joinSubnet {
-			vpc = subnets[i].VpcName()
-		}
-	}
-	for i := range subnets {
-		s := &subnets[i]
+	for _, s := range nodeVPCSubnets(subnets, joinSubnet) {
 		cidrs, err := s.Spec.CIDRs()
-		if err != nil || !meta.IsStatusConditionTrue(s.Status.Conditions, kovnv1.ConditionValidated) || s.VpcName() != vpc {
+		if err != nil {
 			continue
 		}
 		out.all = append(out.all, cidrs...)
@@ -44,6 +37,25 @@ func desiredCIDRs(subnets []kovnv1.Subnet, joinSubnet string) subnetCIDRs {
 		out.routed = append(out.routed, cidrs...)
 		if s.Spec.NATOutgoing {
 			out.nat = append(out.nat, cidrs...)
+		}
+	}
+	return out
+}
+
+// nodeVPCSubnets are the validated subnets of the join subnet's VPC (the default VPC until the
+// join subnet is known), the join subnet included: the ones the node reaches through ovn0.
+func nodeVPCSubnets(subnets []kovnv1.Subnet, joinSubnet string) []*kovnv1.Subnet {
+	vpc := kovnv1.DefaultVpcName
+	for i := range subnets {
+		if subnets[i].Name == joinSubnet {
+			vpc = subnets[i].VpcName()
+		}
+	}
+	var out []*kovnv1.Subnet
+	for i := range subnets {
+		s := &subnets[i]
+		if s.VpcName() == vpc && meta.IsStatusConditionTrue(s.Status.Conditions, kovnv1.ConditionValidated) {
+			out = append(out, s)
 		}
 	}
 	return out

@@ -97,17 +97,24 @@ func saveLogs(t *testing.T, dir string) {
 // vswitchd (3.1's userspace conntrack can abort under NAT load) and the node heals; a test that
 // still failed around it should say so.
 func reportVswitchdCrashes(t *testing.T, cfg rig.Config) {
+	for _, l := range vswitchdCrashLines(cfg) {
+		t.Logf("ovs-vswitchd crashed (restarted by the rig): %s", l)
+	}
+}
+
+// vswitchdCrashLines are the abort lines of every node's ovs-vswitchd log, each prefixed with
+// its node's name.
+func vswitchdCrashLines(cfg rig.Config) []string {
+	var out []string
 	for cl := 1; cl <= cfg.Clusters; cl++ {
 		for n := 1; n <= cfg.Nodes; n++ {
-			b, err := os.ReadFile(filepath.Join(cfg.NodeDir(cl, n), "logs", "ovs-vswitchd.log"))
-			if err != nil {
-				continue
-			}
+			b, _ := os.ReadFile(filepath.Join(cfg.NodeDir(cl, n), "logs", "ovs-vswitchd.log"))
 			for _, l := range strings.Split(string(b), "\n") {
 				if strings.Contains(l, "assertion") || strings.Contains(l, "Aborted") {
-					t.Logf("ovs-vswitchd on %s crashed (restarted by the rig): %s", rig.NodeName(cl, n), l)
+					out = append(out, rig.NodeName(cl, n)+": "+l)
 				}
 			}
 		}
 	}
+	return out
 }

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -175,7 +173,7 @@ func vswitchdCrash(t *testing.T, c *cluster, st *rig.State, vips []string) {
 func serviceControllerRestart(t *testing.T, c *cluster, st *rig.State, vip string) {
 	c.t = t
 	for attempt := 1; ; attempt++ {
-		crashes := vswitchdCrashes(st.Config)
+		crashes := len(vswitchdCrashLines(st.Config))
 		answered, timeouts, takeover, nLBs := controllerRestartOnce(t, c, st, vip, fmt.Sprintf("after-restart-%d", attempt))
 		if timeouts == 0 && answered == 300 {
 			t.Logf("kill -> new leader after %.1fs; %d load balancers unchanged (same _version); UDP flow 300/300 over 30s",
@@ -184,24 +182,12 @@ func serviceControllerRestart(t *testing.T, c *cluster, st *rig.State, vip strin
 		}
 		// Debian's OVS 3.1 userspace conntrack sometimes aborts ovs-vswitchd (the rig restarts
 		// it in ~3 s): datagrams lost then say nothing about the controller. Measure again.
-		if attempt == 1 && vswitchdCrashes(st.Config) > crashes {
+		if attempt == 1 && len(vswitchdCrashLines(st.Config)) > crashes {
 			t.Logf("attempt 1: %d answered, %d timeouts, while ovs-vswitchd aborted on a node; measuring again", answered, timeouts)
 			continue
 		}
 		t.Fatalf("UDP flow across the controller restart: %d answered, %d timeouts (want 300, 0)", answered, timeouts)
 	}
-}
-
-// vswitchdCrashes counts the ovs-vswitchd aborts in the rig's node logs.
-func vswitchdCrashes(cfg rig.Config) int {
-	n := 0
-	for cl := 1; cl <= cfg.Clusters; cl++ {
-		for i := 1; i <= cfg.Nodes; i++ {
-			b, _ := os.ReadFile(filepath.Join(cfg.NodeDir(cl, i), "logs", "ovs-vswitchd.log"))
-			n += strings.Count(string(b), "assertion")
-		}
-	}
-	return n
 }
 
 // controllerRestartOnce kills the leading kovn-controller while a UDP flow of 300 datagrams

@@ -71,9 +71,8 @@ func ForService(s ServiceIn) Shard {
 		proto := strings.ToLower(p.Protocol)
 		lb := byProto[proto]
 		if lb == nil {
-			lb = &LoadBalancer{Name: ServiceLBName(s.Namespace, s.Name, p.Protocol), Protocol: proto, VIPs: map[string]string{},
-				Options: map[string]string{"reject": "true", "ct_flush": "true"}, Groups: []string{ClusterLBGroup},
-				ExternalIDs: map[string]string{"service": owner}}
+			lb = serviceLB(ServiceLBName(s.Namespace, s.Name, p.Protocol), proto, owner,
+				map[string]string{"reject": "true", "ct_flush": "true"})
 			if s.AffinityTimeout > 0 {
 				lb.Options["affinity_timeout"] = strconv.Itoa(int(min(s.AffinityTimeout, maxAffinityTimeout)))
 			}
@@ -118,9 +117,8 @@ func addNodeLocalLBs(sh *Shard, s ServiceIn) {
 			proto := strings.ToLower(p.Protocol)
 			lb := byKey[proto+"_"+fam]
 			if lb == nil {
-				lb = &LoadBalancer{Name: ServiceLBName(s.Namespace, s.Name, p.Protocol) + "_local_" + fam, Protocol: proto,
-					VIPs: map[string]string{}, Groups: []string{ClusterLBGroup}, ExternalIDs: map[string]string{"service": owner},
-					Options: map[string]string{"reject": "true", "template": "true", "address-family": fam}}
+				lb = serviceLB(ServiceLBName(s.Namespace, s.Name, p.Protocol)+"_local_"+fam, proto, owner,
+					map[string]string{"reject": "true", "template": "true", "address-family": fam})
 				byKey[proto+"_"+fam] = lb
 				keys = append(keys, proto+"_"+fam)
 			}
@@ -172,6 +170,12 @@ func onNode(eps []EndpointIn, node string) []EndpointIn {
 		}
 	}
 	return out
+}
+
+// serviceLB is an empty load balancer of a Service (owner), in the cluster group.
+func serviceLB(name, proto, owner string, options map[string]string) *LoadBalancer {
+	return &LoadBalancer{Name: name, Protocol: proto, VIPs: map[string]string{}, Options: options,
+		Groups: []string{ClusterLBGroup}, ExternalIDs: map[string]string{"service": owner}}
 }
 
 // ServiceLBName names a Service's load balancer of one protocol.
