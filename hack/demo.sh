@@ -70,6 +70,26 @@ for i in $(seq 30); do kubectl exec demo-1 -- /testbox get -n 4 http://demo.defa
 kubectl exec demo-1 -- /testbox dns demo || true
 kubectl exec demo-1 -- /testbox get -n 4 http://demo/
 ovn-nbctl --db="$OVN_NB_DB" --columns=name,vips,options find Load_Balancer 'name="Service_default/demo_TCP"'
+step "hostPort: demo-hp publishes 8081 on c1-n2's address (kovn-daemon's KOVN-HOSTPORTS chain)"
+kubectl apply -f - >/dev/null <<POD
+apiVersion: v1
+kind: Pod
+metadata: {name: demo-hp}
+spec:
+  nodeName: c1-n2
+  terminationGracePeriodSeconds: 1
+  containers: [{name: testbox, image: kovn.io/testbox:latest, imagePullPolicy: Never, args: [serve], ports: [{containerPort: 8080, hostPort: 8081}]}]
+POD
+kubectl wait --for=condition=Ready pod/demo-hp --timeout=60s >/dev/null
+for i in $(seq 10); do kubectl exec demo-1 -- /testbox get http://172.30.1.12:8081/ >/dev/null 2>&1 && break; sleep 1; done
+kubectl exec demo-1 -- /testbox get http://172.30.1.12:8081/
+step "internalTrafficPolicy=Local: each node's clients reach only that node's endpoints (OVN template load balancer)"
+kubectl patch service demo -p '{"spec":{"internalTrafficPolicy":"Local"}}' >/dev/null
+sleep 2
+echo "demo-hp (on c1-n2) asks the Service 6 times; only demo-2, the backend on c1-n2, answers:"
+kubectl exec demo-hp -- /testbox get -n 6 http://demo/ | cut -d' ' -f1 | sort | uniq -c
+kubectl patch service demo -p '{"spec":{"internalTrafficPolicy":"Cluster"}}' >/dev/null
+kubectl delete pod demo-hp --wait=false >/dev/null
 step "a NetworkPolicy: only pods labelled role=client may reach demo-2"
 kubectl apply -f - >/dev/null <<NP
 apiVersion: networking.k8s.io/v1
