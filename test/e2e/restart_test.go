@@ -31,6 +31,7 @@ func controllerRestart(t *testing.T, c *cluster, st *rig.State, aIP string) {
 		out string
 		end time.Time
 	}
+	crashes := len(vswitchdCrashLines(st.Config))
 	done := make(chan result, 1)
 	go func() {
 		out, _ := c.exec("default", "b", "ping", "-c", strconv.Itoa(restartPings), "-W", "1s", aIP)
@@ -63,7 +64,14 @@ func controllerRestart(t *testing.T, c *cluster, st *rig.State, aIP string) {
 	c.ping("default", "a", p.Status.PodIP)
 	res := <-done
 	sent, lost, err := pingLoss(res.out)
-	if err != nil || sent != restartPings || lost != 0 {
+	// Debian's OVS 3.1 userspace conntrack sometimes aborts ovs-vswitchd (the rig restarts it
+	// in ~3 s); pings lost then say nothing about the controller.
+	excused := lost != 0 && len(vswitchdCrashLines(st.Config)) > crashes
+	if excused {
+		t.Logf("pings across the controller restart: %d of %d lost while ovs-vswitchd aborted on a node; not the controller's",
+			lost, sent)
+	}
+	if err != nil || sent != restartPings || (lost != 0 && !excused) {
 		t.Fatalf("pings across the controller restart: %d sent, %d lost (want %d, 0): %v\n%s", sent, lost, restartPings, err, res.out)
 	}
 	if !res.end.After(running) {
