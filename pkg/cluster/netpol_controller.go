@@ -125,11 +125,11 @@ func (r *NetworkPolicyReconciler) ruleIn(ctx context.Context, ns string, peers [
 			ri.IPBlocks = append(ri.IPBlocks, b)
 			continue
 		}
-		pods, err := r.peerPods(ctx, ns, peer)
+		pp, err := r.peerIn(ctx, ns, peer)
 		if err != nil {
 			return ri, err
 		}
-		ri.Pods = append(ri.Pods, pods...)
+		ri.Peers = append(ri.Peers, pp)
 	}
 	if ri.AllPeers && hasNamedPort(ri.Ports) {
 		// Egress to every destination by a named port: the names resolve on every pod.
@@ -142,34 +142,38 @@ func (r *NetworkPolicyReconciler) ruleIn(ctx context.Context, ns string, peers [
 	return ri, nil
 }
 
-// peerPods resolves a pod/namespace selector peer: podSelector alone selects in the policy's
-// namespace, namespaceSelector picks namespaces, both together both.
-func (r *NetworkPolicyReconciler) peerPods(ctx context.Context, ns string, peer networkingv1.NetworkPolicyPeer) ([]topology.PolicyPodIn, error) {
+// peerIn resolves a pod/namespace selector peer: podSelector alone selects in the policy's
+// namespace, namespaceSelector picks namespaces, both together both. Its Selector text is
+// canonical, so policies with equal peers share their address sets.
+func (r *NetworkPolicyReconciler) peerIn(ctx context.Context, ns string, peer networkingv1.NetworkPolicyPeer) (topology.PolicyPeerIn, error) {
 	podSel := labels.Everything()
 	if peer.PodSelector != nil {
 		s, err := metav1.LabelSelectorAsSelector(peer.PodSelector)
 		if err != nil {
-			return nil, err
+			return topology.PolicyPeerIn{}, err
 		}
 		podSel = s
 	}
-	namespaces := []string{ns}
-	if peer.NamespaceSelector != nil {
-		nsSel, err := metav1.LabelSelectorAsSelector(peer.NamespaceSelector)
-		if err != nil {
-			return nil, err
-		}
-		var list corev1.NamespaceList
-		if err := r.List(ctx, &list, client.MatchingLabelsSelector{Selector: nsSel}); err != nil {
-			return nil, err
-		}
-		namespaces = namespaces[:0]
-		for _, n := range list.Items {
-			namespaces = append(namespaces, n.Name)
-		}
-		if len(namespaces) == 0 {
-			return nil, nil
-		}
+	if peer.NamespaceSelector == nil {
+		pods, err := r.podsIn(ctx, []string{ns}, podSel, false)
+		return topology.PolicyPeerIn{Selector: topology.PeerSelector(ns, "", podSel.String(), true), Pods: pods}, err
 	}
-	return r.podsIn(ctx, namespaces, podSel, false)
+	nsSel, err := metav1.LabelSelectorAsSelector(peer.NamespaceSelector)
+	if err != nil {
+		return topology.PolicyPeerIn{}, err
+	}
+	out := topology.PolicyPeerIn{Selector: topology.PeerSelector("", nsSel.String(), podSel.String(), false)}
+	var list corev1.NamespaceList
+	if err := r.List(ctx, &list, client.MatchingLabelsSelector{Selector: nsSel}); err != nil {
+		return out, err
+	}
+	namespaces := make([]string, 0, len(list.Items))
+	for _, n := range list.Items {
+		namespaces = append(namespaces, n.Name)
+	}
+	if len(namespaces) == 0 {
+		return out, nil
+	}
+	out.Pods, err = r.podsIn(ctx, namespaces, podSel, false)
+	return out, err
 }

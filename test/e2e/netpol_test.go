@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kovn/kovn/pkg/cluster/topology"
 )
 
 var probePorts = []int32{8080, 9000}
@@ -133,6 +136,21 @@ func TestNetworkPolicy(t *testing.T) {
 		}
 		t.Logf("x/b through ClusterIPs: %s", strings.Join(strings.Fields(out), " "))
 	})
+	t.Run("peer address sets: one per selector and family, shared, freed with their last policy", func(t *testing.T) {
+		c.t = t
+		sets := c.peerAddressSets()
+		// ya moved from namespace x to z; zb still admits namespace x: the ns=x set is zb's alone.
+		x := sets[topology.PeerAddressSet(topology.PeerSelector("", "ns=x", "", false), "ip4")]
+		if !slices.Equal(x, []string{"NetworkPolicy:z/zb"}) {
+			t.Errorf("users of the ns=x set: %v, want z/zb only (all sets: %v)", x, sets)
+		}
+		for name, users := range sets {
+			if len(users) == 0 {
+				t.Errorf("address set %s has no user", name)
+			}
+		}
+		t.Logf("%d peer address sets for %d policies", len(sets), len(policies))
+	})
 	t.Run("kubelet probes still reach every isolated pod", func(t *testing.T) {
 		c.t = t
 		for _, p := range pods {
@@ -141,6 +159,47 @@ func TestNetworkPolicy(t *testing.T) {
 	})
 	// x/a: a default-subnet pod no policy above isolates, in ingress or egress.
 	t.Run("private subnet", func(t *testing.T) { privateSubnet(t, c, r.State, xa) })
+	t.Run("every policy deleted: no peer address set left", func(t *testing.T) {
+		c.t = t
+		for _, np := range slices.Clone(policies) {
+			remove(np.Namespace, np.Name)
+		}
+		if err := eventually(10*time.Second, func() error {
+			if sets := c.peerAddressSets(); len(sets) > 0 {
+				return fmt.Errorf("left: %v", sets)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// peerAddressSets lists the northbound's shared peer address sets, each with its users
+// ("NetworkPolicy:<namespace>/<name>"), sorted.
+func (c *cluster) peerAddressSets() map[string][]string {
+	c.t.Helper()
+	out := map[string][]string{}
+	rows := c.nbctl("--bare", "--columns=name,external_ids", "find", "Address_Set",
+		"external_ids:\"kovn.io/owner-type\"="+topology.OwnerPolicyPeer)
+	var name string
+	for _, l := range strings.Split(rows, "\n") {
+		l = strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(l, "kovn_peer_"):
+			name = l
+			out[name] = nil
+		case name != "" && l != "":
+			for _, kv := range strings.Fields(l) {
+				if u, ok := strings.CutPrefix(kv, "kovn.io/user:"); ok { // bare: key=value, unquoted
+					u, _, _ = strings.Cut(u, "=")
+					out[name] = append(out[name], u)
+				}
+			}
+			slices.Sort(out[name])
+		}
+	}
+	return out
 }
 
 // policyPods creates namespaces x, y, z (label ns=<name>) with pods a, b, c (label pod=<name>,

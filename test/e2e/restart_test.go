@@ -65,8 +65,10 @@ func controllerRestart(t *testing.T, c *cluster, st *rig.State, aIP string) {
 	res := <-done
 	sent, lost, err := pingLoss(res.out)
 	// Debian's OVS 3.1 userspace conntrack sometimes aborts ovs-vswitchd (the rig restarts it
-	// in ~3 s); pings lost then say nothing about the controller.
-	excused := lost != 0 && len(vswitchdCrashLines(st.Config)) > crashes
+	// and the node heals in ~3.5 s, ~4 pings at one a second); pings lost then say nothing
+	// about the controller. More than 6 lost per abort are not excused.
+	aborts := len(vswitchdCrashLines(st.Config)) - crashes
+	excused := lost != 0 && aborts > 0 && lost <= 6*aborts
 	if excused {
 		t.Logf("pings across the controller restart: %d of %d lost while ovs-vswitchd aborted on a node; not the controller's",
 			lost, sent)

@@ -48,8 +48,8 @@ func upRig(t *testing.T, cfg rig.Config) *rig.Rig {
 	r, err := rig.Up(ctx, cfg)
 	t.Cleanup(func() {
 		assertNoForbidden(t, cfg.Dir)
-		reportVswitchdCrashes(t, cfg)
-		if t.Failed() {
+		crashed := reportVswitchdCrashes(t, cfg)
+		if t.Failed() || crashed {
 			saveLogs(t, cfg.Dir)
 			for cl := 1; cl <= cfg.Clusters; cl++ {
 				for n := 1; n <= cfg.Nodes; n++ {
@@ -96,10 +96,12 @@ func saveLogs(t *testing.T, dir string) {
 // reportVswitchdCrashes names every ovs-vswitchd abort in the rig's node logs. The rig restarts
 // vswitchd (3.1's userspace conntrack can abort under NAT load) and the node heals; a test that
 // still failed around it should say so.
-func reportVswitchdCrashes(t *testing.T, cfg rig.Config) {
-	for _, l := range vswitchdCrashLines(cfg) {
+func reportVswitchdCrashes(t *testing.T, cfg rig.Config) bool {
+	lines := vswitchdCrashLines(cfg)
+	for _, l := range lines {
 		t.Logf("ovs-vswitchd crashed (restarted by the rig): %s", l)
 	}
+	return len(lines) > 0
 }
 
 // vswitchdCrashLines are the abort lines of every node's ovs-vswitchd log, each prefixed with

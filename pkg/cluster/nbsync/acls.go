@@ -186,7 +186,12 @@ func (t *tx) portUUIDs(names []string) []string {
 
 func (t *tx) syncAddressSets() {
 	want := map[string]bool{}
+	shared := map[string]topology.AddressSet{}
 	for _, as := range t.sh.AddressSets {
+		if as.Shared {
+			shared[as.Name] = as
+			continue
+		}
 		want[as.Name] = true
 		m := nb.AddressSet{Name: as.Name, Addresses: slices.Clone(as.Addresses), ExternalIDs: t.ids(as.ExternalIDs, "")}
 		if m.Addresses == nil {
@@ -210,6 +215,7 @@ func (t *tx) syncAddressSets() {
 			t.delete(cur)
 		}
 	}
+	t.syncSharedAddressSets(shared)
 }
 
 // mutateAddresses sends the difference between have and m's addresses.

@@ -34,8 +34,24 @@ func policyIn(selected []string, peerIPs []string, ports ...int32) topology.Netw
 	for _, n := range ports {
 		pp = append(pp, topology.PolicyPortIn{Port: n})
 	}
-	in.IngressRules = []topology.PolicyRuleIn{{Pods: peers, Ports: pp}}
-	in.EgressRules = []topology.PolicyRuleIn{{Pods: peers}}
+	peer := topology.PolicyPeerIn{Selector: peerSelector, Pods: peers}
+	in.IngressRules = []topology.PolicyRuleIn{{Peers: []topology.PolicyPeerIn{peer}, Ports: pp}}
+	in.EgressRules = []topology.PolicyRuleIn{{Peers: []topology.PolicyPeerIn{peer}}}
+	return in
+}
+
+// peerSelector is policyIn's peer, shared by its ingress and egress rule.
+var peerSelector = topology.PeerSelector("default", "", "app=c", true)
+
+// withPeerSelector gives in's rules another peer selector (another shared set).
+func withPeerSelector(in topology.NetworkPolicyIn, sel string) topology.NetworkPolicyIn {
+	for _, rules := range [][]topology.PolicyRuleIn{in.IngressRules, in.EgressRules} {
+		for i := range rules {
+			for j := range rules[i].Peers {
+				rules[i].Peers[j].Selector = sel
+			}
+		}
+	}
 	return in
 }
 
@@ -108,8 +124,10 @@ func TestPolicyCreateThenNoOp(t *testing.T) {
 			t.Errorf("ACL %s: row %+v, want %+v", w.Name, r, w)
 		}
 	}
-	as := named(t, c, "kovn_np_default_web_ingress0_ip4", func(r nb.AddressSet) string { return r.Name })
-	if !slices.Equal(as.Addresses, []string{"10.16.0.9"}) || !Owned(as.ExternalIDs, topology.OwnerNetworkPolicy, "default/web") {
+	set := topology.PeerAddressSet(peerSelector, "ip4")
+	as := named(t, c, set, func(r nb.AddressSet) string { return r.Name })
+	if !slices.Equal(as.Addresses, []string{"10.16.0.9"}) || !Owned(as.ExternalIDs, topology.OwnerPolicyPeer, set) ||
+		!slices.Equal(usersOf(as.ExternalIDs), []Owner{{topology.OwnerNetworkPolicy, "default/web"}}) {
 		t.Errorf("address set %+v", as)
 	}
 	if n := apply(t, c, sh); n != 0 {
@@ -134,8 +152,8 @@ func TestPolicyChangeTouchesOnlyWhatChanged(t *testing.T) {
 		t.Errorf("rule ACL not updated in place: %+v", r)
 	}
 	in = policyIn([]string{"a", "b"}, []string{"10.16.0.9", "10.16.0.10"}, 80, 443)
-	if got := settled(t, c, topology.ForNetworkPolicy(in)); !slices.Equal(got, []string{"mutate Address_Set", "mutate Address_Set"}) {
-		t.Errorf("peer added: %v, want the ingress and egress sets mutated", got)
+	if got := settled(t, c, topology.ForNetworkPolicy(in)); !slices.Equal(got, []string{"mutate Address_Set"}) {
+		t.Errorf("peer added: %v, want the peer's set (shared by the ingress and egress rule) mutated", got)
 	}
 	in.IngressRules = append(in.IngressRules, topology.PolicyRuleIn{AllPeers: true, Ports: []topology.PolicyPortIn{{Port: 22}}})
 	if got := settled(t, c, topology.ForNetworkPolicy(in)); !slices.Equal(got, []string{"insert ACL", "update Port_Group"}) {
@@ -178,7 +196,7 @@ func TestPolicyDeleteKeepsOtherWriters(t *testing.T) {
 		ExternalIDs: map[string]string{"owner": "admin"}}
 	foreign := &nb.PortGroup{UUID: "pg", Name: "other", ACLs: []string{"acl"}}
 	transact(t, c, []model.Model{foreignACL, foreign}, nil, func() bool { return len(list[nb.ACL](t, c)) == 1 })
-	other := policyIn([]string{"a"}, []string{"10.16.0.7"})
+	other := withPeerSelector(policyIn([]string{"a"}, []string{"10.16.0.7"}), topology.PeerSelector("default", "", "app=other", true))
 	other.Name = "other"
 	settled(t, c, topology.ForNetworkPolicy(other))
 	settled(t, c, topology.ForNetworkPolicy(policyIn([]string{"a", "b"}, []string{"10.16.0.9"}, 80)))
@@ -191,7 +209,7 @@ func TestPolicyDeleteKeepsOtherWriters(t *testing.T) {
 		t.Errorf("%d ACLs of the deleted policy left", n)
 	}
 	for _, as := range list[nb.AddressSet](t, c) {
-		if as.ExternalIDs[ovn.OwnerKey] == "default/web" {
+		if as.ExternalIDs[ovn.OwnerKey] == "default/web" || as.ExternalIDs[userPrefix+"NetworkPolicy:default/web"] != "" {
 			t.Errorf("address set %s left", as.Name)
 		}
 	}
@@ -206,5 +224,42 @@ func TestPolicyDeleteKeepsOtherWriters(t *testing.T) {
 	}
 	if owners, _ := Owners(context.Background(), c); owners[Owner{topology.OwnerNetworkPolicy, "default/web"}] {
 		t.Error("deleted policy still an owner")
+	}
+}
+
+// TestSharedPeerSetRefCounted: two policies with the same peer use one set per family, each
+// recorded as a user (the second join is a mutation of external_ids alone, its addresses
+// being current); deleting one keeps the set for the other; deleting the last removes it. A
+// set whose users are all gone shows those users to the garbage collector.
+func TestSharedPeerSetRefCounted(t *testing.T) {
+	c := connect(t)
+	policyBase(t, c)
+	web := policyIn([]string{"a"}, []string{"10.16.0.9"})
+	db := policyIn([]string{"b"}, []string{"10.16.0.9"})
+	db.Name = "db"
+	settled(t, c, topology.ForNetworkPolicy(web))
+	set := topology.PeerAddressSet(peerSelector, "ip4")
+	if got := settled(t, c, topology.ForNetworkPolicy(db)); slices.Contains(got, "insert Address_Set") {
+		t.Errorf("second policy created a set: %v", got)
+	}
+	var sets []string
+	for _, as := range list[nb.AddressSet](t, c) {
+		sets = append(sets, as.Name)
+	}
+	as := named(t, c, set, func(r nb.AddressSet) string { return r.Name })
+	if len(sets) != 1 || len(usersOf(as.ExternalIDs)) != 2 {
+		t.Fatalf("sets %v, users of %s: %v", sets, set, usersOf(as.ExternalIDs))
+	}
+	settled(t, c, topology.Shard{OwnerType: topology.OwnerNetworkPolicy, Owner: "default/web"})
+	as = named(t, c, set, func(r nb.AddressSet) string { return r.Name })
+	if !slices.Equal(usersOf(as.ExternalIDs), []Owner{{topology.OwnerNetworkPolicy, "default/db"}}) || !slices.Equal(as.Addresses, []string{"10.16.0.9"}) {
+		t.Fatalf("after the first policy went: %+v", as)
+	}
+	if owners, _ := Owners(context.Background(), c); !owners[Owner{topology.OwnerNetworkPolicy, "default/db"}] {
+		t.Errorf("owners %v lack the remaining user", owners)
+	}
+	settled(t, c, topology.Shard{OwnerType: topology.OwnerNetworkPolicy, Owner: "default/db"})
+	if n := len(list[nb.AddressSet](t, c)); n != 0 {
+		t.Errorf("%d address sets left after the last user went", n)
 	}
 }

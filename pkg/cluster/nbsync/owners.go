@@ -22,6 +22,14 @@ func Owners(ctx context.Context, c client.Client) (map[Owner]bool, error) {
 		if ok && Owned(ids, t, o) && topologyType(t) {
 			out[Owner{t, o}] = true
 		}
+		if ok && t == topology.OwnerPolicyPeer && Owned(ids, t, o) {
+			// A shared set's users own it together: a deleted one is released by its shard.
+			for _, u := range usersOf(ids) {
+				if topologyType(u.Type) {
+					out[u] = true
+				}
+			}
+		}
 	}
 	for _, scan := range []func(context.Context, client.Client, func(map[string]string)) error{
 		scanIDs[nb.LogicalSwitch], scanIDs[nb.LogicalSwitchPort], scanIDs[nb.LogicalRouter], scanIDs[nb.LogicalRouterPort],

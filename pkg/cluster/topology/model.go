@@ -61,8 +61,11 @@ type ACL struct {
 
 // AddressSet is an Address_Set, referenced from matches as $Name.
 type AddressSet struct {
-	Name        string
-	Addresses   []string // sorted
+	Name      string
+	Addresses []string // sorted
+	// Shared sets may be wanted by several shards with the same content: nbsync records each
+	// shard using one and deletes it with the last (owner type OwnerPolicyPeer).
+	Shared      bool
 	ExternalIDs map[string]string
 }
 

@@ -27,7 +27,14 @@ const (
 	PolicyKey     = "kovn.io/policy"      // namespace/name
 	PolicyRuleKey = "kovn.io/policy-rule" // ingress/0, egress/deny, ingress/neighbours, ingress/nodes
 	IPFamilyKey   = "kovn.io/ip-family"   // ip4 | ip6, on rows of one family
+	// PeerSelectorKey is a shared peer address set's PolicyPeerIn.Selector.
+	PeerSelectorKey = "kovn.io/peer-selector"
 )
+
+// OwnerPolicyPeer is the owner type of shared peer address sets: the owner is the set's
+// selector hash, and each policy using the set is recorded in its external_ids (nbsync), so
+// the set lives as long as one policy refers to it.
+const OwnerPolicyPeer = "NetworkPolicyPeer"
 
 // NetworkPolicyIn is a NetworkPolicy with its selectors resolved by the reconciler. The shard
 // depends on nothing else, so the reconciler recomputes it whenever any of this changes.
@@ -62,12 +69,31 @@ type NamedPortIn struct {
 type PolicyRuleIn struct {
 	// AllPeers: the rule's from/to is empty, every source (ingress) or destination (egress).
 	AllPeers bool
-	// Pods are the pods the rule's pod/namespace selectors match (none: the selectors match
-	// nothing yet, and the rule admits only its IPBlocks). For an egress rule with named ports
-	// they also resolve the names: with AllPeers, list here the pods carrying those names.
+	// Peers are the rule's pod/namespace selector peers, each with the pods it matches now
+	// (none: the rule admits only its IPBlocks).
+	Peers []PolicyPeerIn
+	// Pods resolve an egress rule's named ports when AllPeers: every pod carrying the names.
+	// (With peers, the peers' pods resolve them.)
 	Pods     []PolicyPodIn
 	IPBlocks []IPBlockIn
 	Ports    []PolicyPortIn // empty: every port
+}
+
+// PolicyPeerIn is one pod/namespace selector peer of a rule and the pods it matches.
+type PolicyPeerIn struct {
+	// Selector says what the peer selects, canonically (PeerSelector): peers of any policy
+	// with the same Selector share one address set per family.
+	Selector string
+	Pods     []PolicyPodIn
+}
+
+// PeerSelector is the canonical text of a peer: the namespace a bare podSelector applies to,
+// or the namespaceSelector, and the podSelector, each in labels.Selector's sorted form.
+func PeerSelector(namespace, namespaceSelector, podSelector string, bareNamespace bool) string {
+	if bareNamespace {
+		return "namespace=" + namespace + ";pods=" + podSelector
+	}
+	return "namespaces=" + namespaceSelector + ";pods=" + podSelector
 }
 
 // IPBlockIn is an ipBlock peer.
@@ -102,8 +128,10 @@ var (
 // ForNetworkPolicy is a NetworkPolicy's shard: a port group of the selected pods and, per
 // policy type, a default deny for the group, an allow for neighbour discovery (a denied pod
 // must still resolve its gateway and answer ARP), one allow-related ACL per rule and family,
-// and, for ingress, an allow from the nodes. Each rule with peers gets one address set per
-// family holding its peer pods' addresses, so pods coming and going change only that set.
+// and, for ingress, an allow from the nodes. Each pod/namespace selector peer is an address
+// set per family holding the addresses of the pods it selects, shared by every policy with a
+// peer selecting the same (nbsync counts the references), so pods coming and going change
+// only that set, once.
 // Egress ACLs are applied after load balancing, so allowing pod B allows B's ClusterIP too.
 func ForNetworkPolicy(in NetworkPolicyIn) Shard {
 	owner := in.Namespace + "/" + in.Name
@@ -168,14 +196,19 @@ func (b *policyBuilder) rule(d policyDir, i int, r PolicyRuleIn, f, base string)
 	id := strconv.Itoa(i)
 	clauses := []string{base, f}
 	if !r.AllPeers {
-		set := AddressSet{Name: PolicyAddressSet(b.in.Namespace, b.in.Name, d.name, i, f), Addresses: podAddrs(r.Pods, f),
-			ExternalIDs: b.ids(d, id, f)}
-		b.sh.AddressSets = append(b.sh.AddressSets, set)
-		peers := []string{fmt.Sprintf("%s.%s == $%s", f, d.peer, set.Name)}
+		var peers []string
+		for _, p := range r.Peers {
+			set := b.peerSet(p, f)
+			peers = append(peers, fmt.Sprintf("%s.%s == $%s", f, d.peer, set))
+		}
 		for _, blk := range r.IPBlocks {
 			if family(blk.CIDR.Addr()) == f {
 				peers = append(peers, blockClause(f+"."+d.peer, blk))
 			}
+		}
+		if len(peers) == 0 {
+			// Every peer is an ipBlock of the other family: nothing of f is admitted.
+			return
 		}
 		clauses = append(clauses, anyOf(peers))
 	}
@@ -183,6 +216,9 @@ func (b *policyBuilder) rule(d policyDir, i int, r PolicyRuleIn, f, base string)
 		named := b.in.Pods
 		if d.egress {
 			named = r.Pods
+			for _, p := range r.Peers {
+				named = append(slices.Clip(named), p.Pods...)
+			}
 		}
 		ports := portClauses(r.Ports, named, f)
 		if len(ports) == 0 {
@@ -207,6 +243,19 @@ func (b *policyBuilder) acl(d policyDir, rule, f string, prio int, match, action
 		a.Options = map[string]string{"apply-after-lb": "true"}
 	}
 	b.sh.ACLs = append(b.sh.ACLs, a)
+}
+
+// peerSet adds (once per shard) the shared address set of peer p for family f and names it.
+func (b *policyBuilder) peerSet(p PolicyPeerIn, f string) string {
+	name := PeerAddressSet(p.Selector, f)
+	for _, as := range b.sh.AddressSets {
+		if as.Name == name {
+			return name
+		}
+	}
+	b.sh.AddressSets = append(b.sh.AddressSets, AddressSet{Name: name, Addresses: podAddrs(p.Pods, f), Shared: true,
+		ExternalIDs: map[string]string{PeerSelectorKey: p.Selector, IPFamilyKey: f}})
+	return name
 }
 
 func (b *policyBuilder) ids(d policyDir, rule, f string) map[string]string {
@@ -332,9 +381,10 @@ func PolicyPortGroup(namespace, name string) string {
 	return s
 }
 
-// PolicyAddressSet names the address set of family f of rule i of direction dir.
-func PolicyAddressSet(namespace, name, dir string, i int, f string) string {
-	return fmt.Sprintf("%s_%s%d_%s", PolicyPortGroup(namespace, name), dir, i, f)
+// PeerAddressSet names the shared address set of family f of the peers selecting selector.
+func PeerAddressSet(selector, f string) string {
+	h := sha256.Sum256([]byte(selector))
+	return fmt.Sprintf("kovn_peer_%x_%s", h[:8], f)
 }
 
 // PolicyACLName is "<namespace>/<name>:<key>", cut to the schema's 63 bytes with a hash of

@@ -103,37 +103,54 @@ func TestForNetworkPolicyDenyAll(t *testing.T) {
 	}
 }
 
-// TestForNetworkPolicyPeers: per rule and family, peer pods go to an address set the rule
-// references; ipBlocks are OR'ed beside it with their exceptions; a rule whose selectors
-// match no pod still references its (empty) set, so it admits nothing but its ipBlocks.
+// TestForNetworkPolicyPeers: each selector peer is a shared address set per family, named by
+// its selector, listing its pods' addresses; a rule ORs its peers' sets and its ipBlocks (with
+// their exceptions); a peer matching no pod still references its (empty) set, so the rule
+// admits nothing but its ipBlocks; two rules with the same peer use one set.
 func TestForNetworkPolicyPeers(t *testing.T) {
+	web := PolicyPeerIn{Selector: PeerSelector("ns", "", "app=web", true), Pods: []PolicyPodIn{ppod("", "10.16.0.9", "fd00:10:16::9"), ppod("", "10.16.0.10")}}
+	other := PolicyPeerIn{Selector: PeerSelector("", "team=z", "", false), Pods: []PolicyPodIn{ppod("", "10.16.0.11")}}
+	none := PolicyPeerIn{Selector: PeerSelector("ns", "", "app=none", true)}
 	in := NetworkPolicyIn{Namespace: "ns", Name: "db", Ingress: true, JoinCIDRs: prefixes("100.64.0.0/16", "fd00:100:64::/64"),
 		IngressRules: []PolicyRuleIn{
-			{Pods: []PolicyPodIn{ppod("", "10.16.0.9", "fd00:10:16::9"), ppod("", "10.16.0.10")},
+			{Peers: []PolicyPeerIn{web, other},
 				IPBlocks: []IPBlockIn{{CIDR: netip.MustParsePrefix("10.0.0.0/8"), Except: prefixes("10.2.0.0/16", "10.1.0.0/16", "fd00::/8")},
 					{CIDR: netip.MustParsePrefix("fd00:1::/64")}}},
-			{}, // selectors matching no pod
+			{Peers: []PolicyPeerIn{none}},
+			{Peers: []PolicyPeerIn{web}},
 		}}
 	sh := ForNetworkPolicy(in)
 	pg := "@kovn_np_ns_db"
+	s := func(p PolicyPeerIn, f string) string { return "$" + PeerAddressSet(p.Selector, f) }
 	for rule, want := range map[string]string{
-		"ingress/0/ip4": "outport == " + pg + " && ip4 && ((ip4.src == 10.0.0.0/8 && ip4.src != {10.1.0.0/16, 10.2.0.0/16}) || ip4.src == $kovn_np_ns_db_ingress0_ip4)",
-		"ingress/0/ip6": "outport == " + pg + " && ip6 && (ip6.src == $kovn_np_ns_db_ingress0_ip6 || ip6.src == fd00:1::/64)",
-		"ingress/1/ip4": "outport == " + pg + " && ip4 && ip4.src == $kovn_np_ns_db_ingress1_ip4",
+		"ingress/0/ip4": "outport == " + pg + " && ip4 && " + anyOf([]string{"(ip4.src == 10.0.0.0/8 && ip4.src != {10.1.0.0/16, 10.2.0.0/16})",
+			"ip4.src == " + s(web, "ip4"), "ip4.src == " + s(other, "ip4")}),
+		"ingress/0/ip6": "outport == " + pg + " && ip6 && " + anyOf([]string{"ip6.src == " + s(web, "ip6"), "ip6.src == " + s(other, "ip6"),
+			"ip6.src == fd00:1::/64"}),
+		"ingress/1/ip4": "outport == " + pg + " && ip4 && ip4.src == " + s(none, "ip4"),
+		"ingress/2/ip4": "outport == " + pg + " && ip4 && ip4.src == " + s(web, "ip4"),
 	} {
 		if got := matchOf(t, sh, rule); got != want {
 			t.Errorf("%s:\n got %s\nwant %s", rule, got, want)
 		}
 	}
-	wantSets := map[string][]string{"kovn_np_ns_db_ingress0_ip4": {"10.16.0.10", "10.16.0.9"}, "kovn_np_ns_db_ingress0_ip6": {"fd00:10:16::9"},
-		"kovn_np_ns_db_ingress1_ip4": {}, "kovn_np_ns_db_ingress1_ip6": {}}
+	wantSets := map[string][]string{
+		PeerAddressSet(web.Selector, "ip4"): {"10.16.0.10", "10.16.0.9"}, PeerAddressSet(web.Selector, "ip6"): {"fd00:10:16::9"},
+		PeerAddressSet(other.Selector, "ip4"): {"10.16.0.11"}, PeerAddressSet(other.Selector, "ip6"): {},
+		PeerAddressSet(none.Selector, "ip4"): {}, PeerAddressSet(none.Selector, "ip6"): {}}
 	if len(sh.AddressSets) != len(wantSets) {
 		t.Fatalf("address sets %+v", sh.AddressSets)
 	}
 	for _, as := range sh.AddressSets {
-		if w, ok := wantSets[as.Name]; !ok || !reflect.DeepEqual(as.Addresses, w) || as.ExternalIDs[PolicyKey] != "ns/db" {
+		if w, ok := wantSets[as.Name]; !ok || !reflect.DeepEqual(as.Addresses, w) || !as.Shared || as.ExternalIDs[PeerSelectorKey] == "" {
 			t.Errorf("address set %+v, want addresses %v", as, w)
 		}
+	}
+	// Another policy with the web peer names the same set.
+	sh2 := ForNetworkPolicy(NetworkPolicyIn{Namespace: "ns", Name: "cache", Ingress: true, JoinCIDRs: joinV4,
+		IngressRules: []PolicyRuleIn{{Peers: []PolicyPeerIn{web}}}})
+	if len(sh2.AddressSets) != 1 || sh2.AddressSets[0].Name != PeerAddressSet(web.Selector, "ip4") {
+		t.Errorf("second policy's sets %+v", sh2.AddressSets)
 	}
 }
 
@@ -194,12 +211,13 @@ func TestForNetworkPolicyNamedPortsIngress(t *testing.T) {
 func TestForNetworkPolicyEgress(t *testing.T) {
 	dns := map[string]NamedPortIn{"dns": {Protocol: "UDP", Port: 53}}
 	in := NetworkPolicyIn{Namespace: "ns", Name: "eg", Egress: true, JoinCIDRs: joinV4, Pods: []PolicyPodIn{ppod("a.ns", "10.16.0.5")},
-		EgressRules: []PolicyRuleIn{{Pods: []PolicyPodIn{named(ppod("", "10.16.0.20"), dns), named(ppod("", "10.16.0.21"), dns), ppod("", "10.16.0.22")},
+		EgressRules: []PolicyRuleIn{{Peers: []PolicyPeerIn{{Selector: "namespace=ns;pods=", Pods: []PolicyPodIn{named(ppod("", "10.16.0.20"), dns),
+			named(ppod("", "10.16.0.21"), dns), ppod("", "10.16.0.22")}}},
 			IPBlocks: []IPBlockIn{{CIDR: netip.MustParsePrefix("192.168.0.0/24")}},
 			Ports:    []PolicyPortIn{{Protocol: "UDP", Name: "dns"}}}}}
 	sh := ForNetworkPolicy(in)
 	a := aclByRule(t, sh)["egress/0/ip4"]
-	want := "inport == @kovn_np_ns_eg && ip4 && (ip4.dst == $kovn_np_ns_eg_egress0_ip4 || ip4.dst == 192.168.0.0/24) && " +
+	want := "inport == @kovn_np_ns_eg && ip4 && (ip4.dst == $" + PeerAddressSet("namespace=ns;pods=", "ip4") + " || ip4.dst == 192.168.0.0/24) && " +
 		"(ip4.dst == {10.16.0.20, 10.16.0.21} && udp.dst == 53)"
 	if a.Match != want || a.Direction != "from-lport" || a.Action != "allow-related" || a.Priority != PriorityPolicyAllow ||
 		a.Options["apply-after-lb"] != "true" {
@@ -215,13 +233,17 @@ func TestForNetworkPolicyEgress(t *testing.T) {
 func TestForNetworkPolicyDeterministic(t *testing.T) {
 	mk := func(rev bool) NetworkPolicyIn {
 		pods := []PolicyPodIn{ppod("a.ns", "10.16.0.5"), ppod("b.ns", "10.16.0.6")}
-		peers := []PolicyPodIn{ppod("", "10.16.0.9"), ppod("", "10.16.0.10")}
+		peers := []PolicyPeerIn{{Selector: "a"}, {Selector: "b", Pods: []PolicyPodIn{ppod("", "10.16.0.9"), ppod("", "10.16.0.10")}}}
 		ports := []PolicyPortIn{{Port: 80}, {Port: 443}}
 		blocks := []IPBlockIn{{CIDR: netip.MustParsePrefix("10.0.0.0/8")}, {CIDR: netip.MustParsePrefix("172.16.0.0/12")}}
 		if rev {
 			pods[0], pods[1], peers[0], peers[1], ports[0], ports[1], blocks[0], blocks[1] = pods[1], pods[0], peers[1], peers[0], ports[1], ports[0], blocks[1], blocks[0]
 		}
-		r := PolicyRuleIn{Pods: peers, IPBlocks: blocks, Ports: ports}
+		if rev {
+			p := peers[0].Pods // "b" after the swap
+			p[0], p[1] = p[1], p[0]
+		}
+		r := PolicyRuleIn{Peers: peers, IPBlocks: blocks, Ports: ports}
 		return NetworkPolicyIn{Namespace: "ns", Name: "d", Ingress: true, Egress: true, JoinCIDRs: joinV4, Pods: pods,
 			IngressRules: []PolicyRuleIn{r}, EgressRules: []PolicyRuleIn{r}}
 	}
@@ -235,7 +257,7 @@ func TestForNetworkPolicyDeterministic(t *testing.T) {
 func TestPolicyNames(t *testing.T) {
 	ident := regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	a, b := PolicyPortGroup("ns", "a-b"), PolicyPortGroup("ns", "a.b")
-	if a == b || !ident.MatchString(a) || !ident.MatchString(PolicyAddressSet("n-s", "a.b", "egress", 3, "ip6")) {
+	if a == b || !ident.MatchString(a) || !ident.MatchString(PeerAddressSet("namespace=n-s;pods=a.b/c in (x,y)", "ip6")) {
 		t.Errorf("names %q %q", a, b)
 	}
 	long := strings.Repeat("x", 60)
