@@ -48,6 +48,6 @@ if [ -d api/v1alpha1 ]; then
   go run sigs.k8s.io/controller-tools/cmd/controller-gen crd paths=./api/... output:crd:artifacts:config=deploy/crds
 fi
 # RBAC from the +kubebuilder:rbac markers next to the code that needs the permission.
-go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-controller paths=./pkg/cluster/... output:rbac:artifacts:config=deploy/rbac/controller
+go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-controller paths="{./pkg/cluster/...,./pkg/interconnect/...}" output:rbac:artifacts:config=deploy/rbac/controller
 go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-daemon paths=./pkg/node/... output:rbac:artifacts:config=deploy/rbac/daemon
 gofmt -l pkg/ovn/model api 2>/dev/null | (! grep .) || { echo "update-codegen: generated code is not gofmt-clean" >&2; exit 1; }

@@ -22,6 +22,7 @@ import (
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/cluster"
+	"github.com/kovn/kovn/pkg/interconnect"
 	"github.com/kovn/kovn/pkg/ovn"
 )
 
@@ -114,6 +115,10 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 		return err
 	}
 	if err := cluster.Setup(mgr, st, nb); err != nil {
+		return err
+	}
+	icr := &interconnect.Reconciler{Client: mgr.GetClient(), State: st, NB: nb, Recorder: mgr.GetEventRecorderFor("kovn-interconnect")}
+	if err := icr.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return mgr.Start(ctx)

@@ -36,6 +36,9 @@ const (
 	JoinCIDR    = Prefix + "join_cidr"    // "100.64.0.0/16"
 	JoinGateway = Prefix + "join_gateway" // "100.64.0.1"
 	Chassis     = Prefix + "chassis"      // OVN chassis name (system-id)
+	// ICGateway is "true" on the nodes the InterConnect makes gateways: their daemon sets
+	// ovn-is-interconn, so ovn-ic publishes the chassis to the other AZs.
+	ICGateway = Prefix + "ic_gateway"
 )
 
 // ParseAddrs parses a comma-separated list of IP addresses ("10.16.0.5,fd00::5"); at most one

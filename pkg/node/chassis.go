@@ -18,6 +18,9 @@ type ChassisIdentity struct {
 	OVNRemote string // southbound DB, e.g. tcp:10.0.0.1:6642; empty leaves it as it is
 	EncapIP   string // tunnel endpoint: the node address
 	Netdev    bool   // userspace datapath: br-int with datapath_type=netdev
+	// Interconn makes the chassis an OVN-IC gateway (ovn-is-interconn): the InterConnect
+	// named this node (kovn-controller's annotation), and ovn-ic publishes it to other AZs.
+	Interconn bool
 }
 
 // EnsureChassisIdentity merges the identity into the Open_vSwitch row's external_ids, leaving
@@ -42,6 +45,11 @@ func EnsureChassisIdentity(ctx context.Context, c libovsdb.Client, id ChassisIde
 	}
 	if id.Netdev {
 		want["ovn-bridge-datapath-type"] = "netdev"
+	}
+	if id.Interconn {
+		want["ovn-is-interconn"] = "true"
+	} else {
+		delete(want, "ovn-is-interconn")
 	}
 	if maps.Equal(want, row.ExternalIDs) {
 		return nil

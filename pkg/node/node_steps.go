@@ -88,7 +88,8 @@ func (p *pass) chassisIdentity(ctx context.Context) error {
 	if encap == "" {
 		return fmt.Errorf("node %s has no InternalIP to use as tunnel endpoint", p.node.Name)
 	}
-	id := ChassisIdentity{SystemID: p.node.Name, OVNRemote: p.r.Cfg.OVNRemote, EncapIP: encap, Netdev: p.r.Cfg.Netdev}
+	id := ChassisIdentity{SystemID: p.node.Name, OVNRemote: p.r.Cfg.OVNRemote, EncapIP: encap, Netdev: p.r.Cfg.Netdev,
+		Interconn: p.node.Annotations[annotation.ICGateway] == "true"}
 	if err := p.r.ops.chassis(ctx, id); err != nil {
 		return fmt.Errorf("chassis identity in Open_vSwitch: %w", err)
 	}

@@ -237,8 +237,10 @@ func fd0010(g uint16, bits int) netip.Prefix {
 	return netip.PrefixFrom(netip.AddrFrom16(b), bits)
 }
 
-// JoinCIDR6 is the IPv6 join subnet of every cluster.
-var JoinCIDR6 = netip.MustParsePrefix("fd00:100:64::/64")
+// JoinCIDR6 is the IPv6 join subnet of every cluster. A /112 (as Kube-OVN's default): OVN
+// 23.03's ic-route-blacklist denies every IPv6 route at least as long as an IPv6 entry, so
+// the join subnet's entry must be longer than the pod subnets (/64) to keep only itself out.
+var JoinCIDR6 = netip.MustParsePrefix("fd00:100:64::/112")
 
 // HasIPv4 and HasIPv6 say which families the rig carries.
 func (c Config) HasIPv4() bool { return c.IPFamily != IPv6 }
@@ -262,6 +264,11 @@ func (c Config) ControlPlaneIPs(cl int) []netip.Addr {
 }
 func (c Config) NodeIPs(cl, n int) []netip.Addr { return pick(c, NodeIP(cl, n), NodeIP6(cl, n)) }
 func (c Config) ICDBIPs() []netip.Addr          { return pick(c, ICDBIP(), ICDBIP6()) }
+
+// ICNBEndpoint and ICSBEndpoint are the interconnect databases in OVSDB syntax, as an
+// InterConnect names them.
+func (c Config) ICNBEndpoint() string { return "tcp:" + hostPort(c.ICDBIPs()[0], PortICNB) }
+func (c Config) ICSBEndpoint() string { return "tcp:" + hostPort(c.ICDBIPs()[0], PortICSB) }
 func (c Config) ExternalHostIPs() []netip.Addr  { return pick(c, ExternalHostIP(), ExternalHostIP6()) }
 func (c Config) ServiceCIDRs(cl int) []netip.Prefix {
 	return pick(c, ServiceCIDR(cl), ServiceCIDR6(cl))

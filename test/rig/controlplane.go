@@ -107,6 +107,14 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 			Argv: []string{"ovn-northd", "--ovnnb-db=unix:" + filepath.Join(run, "nb.sock"),
 				"--ovnsb-db=unix:" + filepath.Join(run, "sb.sock"), "--pidfile=" + filepath.Join(run, "northd.pid")}},
 	}
+	if c.Clusters > 1 {
+		// ovn-ic joins this cluster's OVN to the clusterset once kovn names its AZ
+		// (InterConnect); until then it waits.
+		steps = append(steps, Step{Name: "ovn-ic", Daemon: true, Restart: true, Log: filepath.Join(logs, "ovn-ic.log"),
+			Env: []string{"OVN_RUNDIR=" + run},
+			Argv: []string{"ovn-ic", "--ovnnb-db=unix:" + filepath.Join(run, "nb.sock"), "--ovnsb-db=unix:" + filepath.Join(run, "sb.sock"),
+				"--ic-nb-db=" + c.ICNBEndpoint(), "--ic-sb-db=" + c.ICSBEndpoint(), "--pidfile=" + filepath.Join(run, "ovn-ic.pid")}})
+	}
 	if c.FakeNodes > 0 {
 		fake, err := c.fakeNodesStep(cl, admin, logs)
 		if err != nil {

@@ -103,6 +103,7 @@ func (t *tx) syncRouterPorts() {
 				t.missing = append(t.missing, "router "+rp.Router)
 				continue
 			}
+			m.GatewayChassis, _ = t.gatewayChassis(rp, nil)
 			id := t.create(&m, func(id string) { m.UUID = id })
 			attach(t, "router "+rp.Router, lr, isNew, routerPorts, id)
 			continue
@@ -111,6 +112,10 @@ func (t *tx) syncRouterPorts() {
 		if cur.MAC != m.MAC || !sameSet(cur.Networks, m.Networks) || !sameMap(cur.ExternalIDs, m.ExternalIDs) ||
 			!sameMap(cur.Ipv6RaConfigs, m.Ipv6RaConfigs) {
 			t.update(&m, &m.MAC, &m.Networks, &m.ExternalIDs, &m.Ipv6RaConfigs)
+		}
+		if gcs, changed := t.gatewayChassis(rp, cur.GatewayChassis); changed {
+			m.GatewayChassis = gcs
+			t.update(&m, &m.GatewayChassis)
 		}
 		if cur.ExternalIDs[ovn.ParentKey] != rp.Router {
 			detach(t, t.parentRouter(cur.ExternalIDs, routerPorts, cur.UUID), routerPorts, cur.UUID)

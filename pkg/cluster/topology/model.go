@@ -103,6 +103,15 @@ type RouterPort struct {
 	// IPv6RAConfigs is the port's ipv6_ra_configs: set when it has an IPv6 network, so OVN
 	// answers router solicitations; empty otherwise.
 	IPv6RAConfigs map[string]string
+	// GatewayChassis make the port a distributed gateway port bound to the highest-priority
+	// live chassis (BFD decides liveness); empty: an ordinary port.
+	GatewayChassis []GatewayChassis
+}
+
+// GatewayChassis is one chassis a gateway port may be bound to.
+type GatewayChassis struct {
+	Chassis  string // Chassis name (the node's OVS system-id)
+	Priority int    // 0..32767, higher preferred
 }
 
 // Policy is a Logical_Router_Policy of Router.

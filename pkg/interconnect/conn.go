@@ -1,0 +1,90 @@
+package interconnect
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ovn-org/libovsdb/cache"
+	libovsdb "github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/ovn"
+	"github.com/kovn/kovn/pkg/ovn/model/nb"
+)
+
+// icConn holds the clients of the IC databases the InterConnect names; a change of endpoints
+// reconnects, so the IC databases can move at run time.
+type icConn struct {
+	mu         sync.Mutex
+	nbEps      []string
+	sbEps      []string
+	icnb, icsb libovsdb.Client
+}
+
+// connect returns clients for the endpoints, reusing the current ones when unchanged. IC-SB
+// changes are sent to events (non-blocking: one pending event is enough to re-queue).
+func (c *icConn) connect(ctx context.Context, nbEps, sbEps []string, events chan<- event.GenericEvent) (libovsdb.Client, libovsdb.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.icnb != nil && slices.Equal(nbEps, c.nbEps) && slices.Equal(sbEps, c.sbEps) {
+		return c.icnb, c.icsb, nil
+	}
+	c.closeLocked()
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	log := ctrl.Log.WithName("interconnect")
+	icnb, err := ovn.ConnectICNB(ctx, ovn.Config{Endpoints: nbEps, LeaderOnly: true, Logger: log.WithName("ic-nb"),
+		MaxRetryInterval: 2 * time.Second})
+	if err != nil {
+		return nil, nil, err
+	}
+	icsb, err := ovn.ConnectICSB(ctx, ovn.Config{Endpoints: sbEps, Logger: log.WithName("ic-sb"), MaxRetryInterval: 2 * time.Second})
+	if err != nil {
+		icnb.Close()
+		return nil, nil, err
+	}
+	if events != nil {
+		kick := func() {
+			select {
+			case events <- event.GenericEvent{Object: &kovnv1.InterConnect{}}:
+			default:
+			}
+		}
+		icsb.Cache().AddEventHandler(&cache.EventHandlerFuncs{
+			AddFunc:    func(string, model.Model) { kick() },
+			UpdateFunc: func(string, model.Model, model.Model) { kick() },
+			DeleteFunc: func(string, model.Model) { kick() },
+		})
+	}
+	c.nbEps, c.sbEps, c.icnb, c.icsb = slices.Clone(nbEps), slices.Clone(sbEps), icnb, icsb
+	return icnb, icsb, nil
+}
+
+func (c *icConn) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closeLocked()
+}
+
+func (c *icConn) closeLocked() {
+	if c.icnb != nil {
+		c.icnb.Close()
+	}
+	if c.icsb != nil {
+		c.icsb.Close()
+	}
+	c.icnb, c.icsb, c.nbEps, c.sbEps = nil, nil, nil, nil
+}
+
+func lookupRouterPort(ctx context.Context, c libovsdb.Client, name string) (*nb.LogicalRouterPort, error) {
+	lrp := &nb.LogicalRouterPort{Name: name}
+	if err := c.Get(ctx, lrp); err != nil {
+		return nil, err
+	}
+	return lrp, nil
+}

@@ -1,0 +1,244 @@
+package interconnect
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/kovn/kovn/pkg/cluster/topology"
+)
+
+// OwnerInterConnect owns the cluster's transit router and switch ports and the policies that
+// let cross-cluster traffic be routed (not rerouted out through a node).
+const OwnerInterConnect = "InterConnect"
+
+// DefaultTransitSwitch is the transit switch every cluster of the set joins.
+const DefaultTransitSwitch = "kovn-ts"
+
+// Transit networks: each AZ's router port on the transit switch takes one address of each.
+// IPv4 is link-local (never advertised by OVN-IC); the IPv6 range is kept out of route
+// exchange by the deny list.
+var (
+	TransitCIDR4 = netip.MustParsePrefix("169.254.100.0/24")
+	TransitCIDR6 = netip.MustParsePrefix("fd00:a9fe:64::/112")
+)
+
+// Gateway priorities: the first gateway gets the highest.
+const topGatewayPriority = 100
+
+// Input is everything the interconnect's desired state depends on, resolved by the reconciler.
+type Input struct {
+	AZ            string
+	Router        string // the default VPC's router
+	TransitSwitch string
+	// TransitIndex is this AZ's host number on the transit networks (1..254), unique in the set.
+	TransitIndex int
+	// Families of the cluster: the transit port gets an address of each.
+	IPv4, IPv6 bool
+	Gateways   []string // chassis, most preferred first
+	// LocalCIDRs are the default VPC's subnets (the join subnet excluded).
+	LocalCIDRs []netip.Prefix
+	// AdvertiseCIDRs, when set, limit what is advertised; RefuseCIDRs are never exchanged.
+	AdvertiseCIDRs, RefuseCIDRs []netip.Prefix
+	JoinCIDRs                   []netip.Prefix
+	NodeIPs                     []netip.Addr
+	// Remote are the prefixes other AZs advertise, by AZ.
+	Remote map[string][]netip.Prefix
+	BFD    BFD
+}
+
+// BFD are the gateway failure detection timers, in ms.
+type BFD struct{ MinRx, MinTx, Mult int }
+
+// Desired is what the interconnect programs into the local northbound database.
+type Desired struct {
+	// Shard: the transit router port (a gateway port on Gateways), its switch port on the
+	// transit switch, and an allow policy per learnable remote prefix.
+	Shard topology.Shard
+	// Options are the NB_Global options kovn owns (ovn-ic and BFD settings).
+	Options map[string]string
+	// Learned are the remote prefixes the cluster routes to, by AZ; Conflicts the ones it
+	// refuses because they overlap a local subnet.
+	Learned   map[string][]netip.Prefix
+	Conflicts []Conflict
+	// Unenforced are IPv6 deny entries OVN-IC cannot be given (see ovnDenyOption): kovn does
+	// not route to them, but ovn-ic may still advertise and learn them.
+	Unenforced []netip.Prefix
+}
+
+// Conflict is a remote prefix overlapping one of this cluster's subnets.
+type Conflict struct {
+	AZ     string
+	Remote netip.Prefix
+	Local  netip.Prefix
+}
+
+func (c Conflict) String() string {
+	return fmt.Sprintf("%s of AZ %s overlaps local %s", c.Remote, c.AZ, c.Local)
+}
+
+// RouterPortName is the AZ's router port on the transit switch; SwitchPortName its peer, the
+// port OVN-IC publishes to the other AZs.
+func RouterPortName(az, ts string) string { return az + "-" + ts }
+func SwitchPortName(az, ts string) string { return ts + "-" + az }
+
+// TransitAddrs are the AZ's transit port addresses for host number idx.
+func TransitAddrs(idx int, v4, v6 bool) []netip.Prefix {
+	var out []netip.Prefix
+	if v4 {
+		b := TransitCIDR4.Addr().As4()
+		b[3] = byte(idx)
+		out = append(out, netip.PrefixFrom(netip.AddrFrom4(b), TransitCIDR4.Bits()))
+	}
+	if v6 {
+		b := TransitCIDR6.Addr().As16()
+		b[15] = byte(idx)
+		out = append(out, netip.PrefixFrom(netip.AddrFrom16(b), TransitCIDR6.Bits()))
+	}
+	return out
+}
+
+// For computes the interconnect's desired state. It is pure: the reconciler lists, this decides.
+func For(in Input) Desired {
+	lrp, lsp := RouterPortName(in.AZ, in.TransitSwitch), SwitchPortName(in.AZ, in.TransitSwitch)
+	var nets []string
+	for _, p := range TransitAddrs(in.TransitIndex, in.IPv4, in.IPv6) {
+		nets = append(nets, p.String())
+	}
+	rp := topology.RouterPort{Router: in.Router, Name: lrp, MAC: topology.RouterMAC(lrp), Networks: nets}
+	for i, gw := range in.Gateways {
+		rp.GatewayChassis = append(rp.GatewayChassis, topology.GatewayChassis{Chassis: gw, Priority: topGatewayPriority - i})
+	}
+	d := Desired{Shard: topology.Shard{OwnerType: OwnerInterConnect, Owner: Name,
+		RouterPorts: []topology.RouterPort{rp},
+		SwitchPorts: []topology.SwitchPort{{Switch: in.TransitSwitch, Name: lsp, Type: "router", Addresses: []string{"router"},
+			Options: map[string]string{"router-port": lrp}}}}}
+	deny := denyList(in)
+	option, unenforced := ovnDenyOption(deny, in)
+	d.Unenforced = unenforced
+	d.Options = map[string]string{
+		"ic-route-adv": "true", "ic-route-learn": "true", "ic-route-blacklist": strings.Join(prefixStrings(option), ","),
+		"bfd-min-rx": strconv.Itoa(in.BFD.MinRx), "bfd-min-tx": strconv.Itoa(in.BFD.MinTx), "bfd-mult": strconv.Itoa(in.BFD.Mult),
+	}
+	d.Learned, d.Conflicts = learnable(in, deny)
+	var learned []netip.Prefix
+	for _, ps := range d.Learned {
+		learned = append(learned, ps...)
+	}
+	for _, p := range sortedPrefixes(learned) {
+		fam := "ip4"
+		if p.Addr().Is6() {
+			fam = "ip6"
+		}
+		d.Shard.Policies = append(d.Shard.Policies, topology.Policy{Router: in.Router, Priority: topology.PriorityAllowCluster,
+			Action: "allow", Match: fmt.Sprintf("%s.dst == %s", fam, p)})
+	}
+	return d
+}
+
+// denyList is what OVN-IC must neither advertise nor learn: the join subnet, node addresses,
+// the transit networks, the refused CIDRs, and (with AdvertiseCIDRs) local subnets outside them.
+func denyList(in Input) []netip.Prefix {
+	deny := append(slices.Clone(in.JoinCIDRs), TransitCIDR4, TransitCIDR6)
+	for _, ip := range in.NodeIPs {
+		deny = append(deny, netip.PrefixFrom(ip, ip.BitLen()))
+	}
+	deny = append(deny, in.RefuseCIDRs...)
+	if len(in.AdvertiseCIDRs) > 0 {
+		for _, c := range in.LocalCIDRs {
+			if !coveredBy(c, in.AdvertiseCIDRs) {
+				deny = append(deny, c)
+			}
+		}
+	}
+	return sortedPrefixes(deny)
+}
+
+// ovnDenyOption is the part of the deny list NB_Global's ic-route-blacklist can carry. OVN
+// 23.03 ignores the address of an IPv6 entry (prefix_is_black_listed in ovn-ic.c: a
+// `continue` that leaves the inner loop, not the outer one), so an IPv6 entry /n denies every
+// IPv6 route of length n or longer. An IPv6 entry not longer than every advertised local IPv6
+// subnet would withdraw those subnets too; it is left out and returned as unenforced. The
+// entries kovn itself needs (join, transit, node addresses) are /112 or longer, so they fit
+// while IPv6 subnets are shorter than /112.
+func ovnDenyOption(deny []netip.Prefix, in Input) (option, unenforced []netip.Prefix) {
+	longest := 0 // the longest advertised local IPv6 subnet's prefix length
+	for _, c := range in.LocalCIDRs {
+		if c.Addr().Is6() && !coveredBy(c, deny) && c.Bits() > longest {
+			longest = c.Bits()
+		}
+	}
+	for _, p := range deny {
+		if p.Addr().Is6() && p.Bits() <= longest {
+			unenforced = append(unenforced, p)
+			continue
+		}
+		option = append(option, p)
+	}
+	return option, unenforced
+}
+
+// learnable returns, per AZ, the remote prefixes the cluster routes to: not denied, and not
+// overlapping a local subnet (those are conflicts: learning them would blackhole one side).
+func learnable(in Input, deny []netip.Prefix) (map[string][]netip.Prefix, []Conflict) {
+	out := map[string][]netip.Prefix{}
+	var conflicts []Conflict
+	for az, prefixes := range in.Remote {
+		for _, p := range prefixes {
+			if coveredBy(p, deny) {
+				continue
+			}
+			if local, ok := overlapping(p, in.LocalCIDRs); ok {
+				conflicts = append(conflicts, Conflict{AZ: az, Remote: p, Local: local})
+				continue
+			}
+			out[az] = append(out[az], p)
+		}
+		out[az] = sortedPrefixes(out[az])
+	}
+	sort.Slice(conflicts, func(i, j int) bool { return conflicts[i].String() < conflicts[j].String() })
+	return out, conflicts
+}
+
+func coveredBy(p netip.Prefix, by []netip.Prefix) bool {
+	for _, b := range by {
+		if b.Addr().Is4() == p.Addr().Is4() && b.Bits() <= p.Bits() && b.Contains(p.Addr()) {
+			return true
+		}
+	}
+	return false
+}
+
+func overlapping(p netip.Prefix, with []netip.Prefix) (netip.Prefix, bool) {
+	for _, w := range with {
+		if w.Overlaps(p) {
+			return w, true
+		}
+	}
+	return netip.Prefix{}, false
+}
+
+func sortedPrefixes(ps []netip.Prefix) []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, p.Masked())
+	}
+	slices.SortFunc(out, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	return slices.Compact(out)
+}
+
+func prefixStrings(ps []netip.Prefix) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return out
+}

@@ -1,0 +1,168 @@
+package interconnect
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kovn/kovn/pkg/cluster/topology"
+	"github.com/kovn/kovn/pkg/ovn"
+	"github.com/kovn/kovn/pkg/ovn/model/nb"
+	"github.com/kovn/kovn/pkg/ovn/ovntest"
+)
+
+func pfx(ss ...string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range ss {
+		out = append(out, netip.MustParsePrefix(s))
+	}
+	return out
+}
+
+func baseInput() Input {
+	return Input{AZ: "az1", Router: "ovn-cluster", TransitSwitch: DefaultTransitSwitch, TransitIndex: 3, IPv4: true, IPv6: true,
+		Gateways: []string{"n1", "n2"}, LocalCIDRs: pfx("10.16.0.0/16", "fd00:10:16::/64"),
+		JoinCIDRs: pfx("100.64.0.0/16", "fd00:100:64::/112"), NodeIPs: []netip.Addr{netip.MustParseAddr("172.30.1.11")},
+		Remote: map[string][]netip.Prefix{"az2": pfx("10.17.0.0/16", "fd00:10:17::/64")}, BFD: BFD{100, 100, 3}}
+}
+
+// TestForPortsAndGateways: the transit router port has this AZ's host number on both transit
+// networks and one gateway chassis per gateway, the first preferred; its switch port names it.
+func TestForPortsAndGateways(t *testing.T) {
+	d := For(baseInput())
+	rp := d.Shard.RouterPorts[0]
+	if rp.Name != "az1-kovn-ts" || rp.Router != "ovn-cluster" || !slices.Equal(rp.Networks, []string{"169.254.100.3/24", "fd00:a9fe:64::3/112"}) ||
+		!slices.Equal(rp.GatewayChassis, []topology.GatewayChassis{{Chassis: "n1", Priority: 100}, {Chassis: "n2", Priority: 99}}) {
+		t.Errorf("router port %+v", rp)
+	}
+	sp := d.Shard.SwitchPorts[0]
+	if sp.Switch != DefaultTransitSwitch || sp.Name != "kovn-ts-az1" || sp.Type != "router" || sp.Options["router-port"] != rp.Name {
+		t.Errorf("switch port %+v", sp)
+	}
+}
+
+// TestForDenyListAndLearned: the join subnet, node addresses, transit networks and refused
+// CIDRs are denied; with AdvertiseCIDRs, local subnets outside them are too; remote prefixes
+// become allow policies unless denied or overlapping a local subnet (a conflict, named).
+func TestForDenyListAndLearned(t *testing.T) {
+	in := baseInput()
+	in.RefuseCIDRs = pfx("192.168.0.0/16")
+	in.LocalCIDRs = append(in.LocalCIDRs, netip.MustParsePrefix("10.99.0.0/24"))
+	in.AdvertiseCIDRs = pfx("10.16.0.0/15", "fd00:10:16::/64")
+	in.Remote["az3"] = pfx("10.16.128.0/17", "192.168.1.0/24", "10.18.0.0/16")
+	d := For(in)
+	deny := strings.Split(d.Options["ic-route-blacklist"], ",")
+	for _, want := range []string{"100.64.0.0/16", "fd00:100:64::/112", "172.30.1.11/32", "169.254.100.0/24", "fd00:a9fe:64::/112",
+		"192.168.0.0/16", "10.99.0.0/24"} {
+		if !slices.Contains(deny, want) {
+			t.Errorf("deny list %v lacks %s", deny, want)
+		}
+	}
+	if slices.Contains(deny, "10.16.0.0/16") {
+		t.Errorf("deny list %v holds an advertised subnet", deny)
+	}
+	var matches []string
+	for _, p := range d.Shard.Policies {
+		if p.Action != "allow" || p.Priority != topology.PriorityAllowCluster {
+			t.Errorf("policy %+v", p)
+		}
+		matches = append(matches, p.Match)
+	}
+	want := []string{"ip4.dst == 10.17.0.0/16", "ip4.dst == 10.18.0.0/16", "ip6.dst == fd00:10:17::/64"}
+	if !slices.Equal(matches, want) {
+		t.Errorf("allow policies %v, want %v", matches, want)
+	}
+	if len(d.Conflicts) != 1 || d.Conflicts[0].AZ != "az3" || d.Conflicts[0].Remote.String() != "10.16.128.0/17" ||
+		d.Conflicts[0].Local.String() != "10.16.0.0/16" {
+		t.Errorf("conflicts %v", d.Conflicts)
+	}
+	if d.Options["ic-route-adv"] != "true" || d.Options["ic-route-learn"] != "true" || d.Options["bfd-min-rx"] != "100" || d.Options["bfd-mult"] != "3" {
+		t.Errorf("options %v", d.Options)
+	}
+}
+
+// TestTransitIndex: the current number is kept unless another AZ took it; else the lowest free.
+func TestTransitIndex(t *testing.T) {
+	cs := clusterset{portAddrs: map[string][]netip.Addr{"az2": {netip.MustParseAddr("169.254.100.1")},
+		"az1": {netip.MustParseAddr("169.254.100.5")}}}
+	for _, c := range []struct{ current, want int }{{5, 5}, {0, 2}, {1, 2}} {
+		if got, err := cs.transitIndex("az1", c.current); err != nil || got != c.want {
+			t.Errorf("current %d: got %d, %v; want %d", c.current, got, err, c.want)
+		}
+	}
+}
+
+// TestApplyNBGlobal: the AZ name and owned options are set, other keys kept; a changed value
+// replaces the old; leaving clears the name and the owned keys only; unchanged sends nothing.
+func TestApplyNBGlobal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := ovn.ConnectNB(ctx, ovn.Config{Endpoints: []string{ovntest.ServeNB(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ovntest.CreateNBGlobal(t, c)
+	get := func() nb.NBGlobal {
+		var rows []nb.NBGlobal
+		if err := c.List(ctx, &rows); err != nil || len(rows) != 1 {
+			t.Fatalf("NB_Global: %v %v", rows, err)
+		}
+		return rows[0]
+	}
+	row := get()
+	row.Options = map[string]string{"northd-probe": "5000", "ic-route-adv": "false"}
+	ops, _ := c.Where(&row).Update(&row, &row.Options)
+	if _, err := ovn.Transact(ctx, c, ops); err != nil {
+		t.Fatal(err)
+	}
+	wait := func(f func(nb.NBGlobal) bool) nb.NBGlobal {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			if g := get(); f(g) {
+				return g
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("NB_Global not as expected: %+v", get())
+		return nb.NBGlobal{}
+	}
+	wait(func(g nb.NBGlobal) bool { return g.Options["ic-route-adv"] == "false" })
+	opts := For(baseInput()).Options
+	if err := applyNBGlobal(ctx, c, "az1", opts); err != nil {
+		t.Fatal(err)
+	}
+	g := wait(func(g nb.NBGlobal) bool { return g.Name == "az1" && g.Options["ic-route-adv"] == "true" })
+	if g.Options["northd-probe"] != "5000" || g.Options["ic-route-blacklist"] != opts["ic-route-blacklist"] {
+		t.Errorf("options %v", g.Options)
+	}
+	if err := applyNBGlobal(ctx, c, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	g = wait(func(g nb.NBGlobal) bool { return g.Name == "" && g.Options["ic-route-adv"] == "" })
+	if len(g.Options) != 1 || g.Options["northd-probe"] != "5000" {
+		t.Errorf("after leaving: %v", g.Options)
+	}
+}
+
+// TestOVNDenyOptionIPv6: an IPv6 deny entry not longer than an advertised local IPv6 subnet
+// is kept out of ic-route-blacklist (OVN 23.03 would deny every IPv6 route at least that long,
+// the subnet included) and reported unenforced; longer ones (join, transit, nodes) go in.
+func TestOVNDenyOptionIPv6(t *testing.T) {
+	in := baseInput()
+	in.RefuseCIDRs = pfx("fd00:99::/64", "fd00:98::/120")
+	in.NodeIPs = append(in.NodeIPs, netip.MustParseAddr("fd00:30::1:11"))
+	d := For(in)
+	deny := strings.Split(d.Options["ic-route-blacklist"], ",")
+	for _, want := range []string{"fd00:100:64::/112", "fd00:a9fe:64::/112", "fd00:30::1:11/128", "fd00:98::/120"} {
+		if !slices.Contains(deny, want) {
+			t.Errorf("deny option %v lacks %s", deny, want)
+		}
+	}
+	if slices.Contains(deny, "fd00:99::/64") || len(d.Unenforced) != 1 || d.Unenforced[0].String() != "fd00:99::/64" {
+		t.Errorf("deny option %v, unenforced %v: want fd00:99::/64 unenforced only", deny, d.Unenforced)
+	}
+}

@@ -1,0 +1,257 @@
+package interconnect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"sort"
+	"strings"
+
+	libovsdb "github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/ovsdb"
+
+	"github.com/kovn/kovn/pkg/ovn"
+	"github.com/kovn/kovn/pkg/ovn/model/icnb"
+	"github.com/kovn/kovn/pkg/ovn/model/icsb"
+	"github.com/kovn/kovn/pkg/ovn/model/nb"
+)
+
+// ownedOptions are the NB_Global options the interconnect writes; every other key (northd's,
+// an operator's) is left alone.
+var ownedOptions = []string{"ic-route-adv", "ic-route-learn", "ic-route-blacklist", "bfd-min-rx", "bfd-min-tx", "bfd-mult"}
+
+// applyNBGlobal sets the AZ name (ovn-ic registers the AZ under it) and the owned options;
+// az "" and nil options take the cluster out: name cleared, options removed. No transaction
+// when nothing changes.
+func applyNBGlobal(ctx context.Context, c libovsdb.Client, az string, options map[string]string) error {
+	var rows []nb.NBGlobal
+	if err := c.List(ctx, &rows); err != nil {
+		return err
+	}
+	if len(rows) != 1 {
+		return fmt.Errorf("NB_Global has %d rows, want 1", len(rows))
+	}
+	row := rows[0]
+	var del []string
+	ins := map[string]string{}
+	for _, k := range ownedOptions {
+		want, wanted := options[k]
+		have, has := row.Options[k]
+		switch {
+		case wanted && (!has || have != want):
+			if has {
+				del = append(del, k)
+			}
+			ins[k] = want
+		case !wanted && has:
+			del = append(del, k)
+		}
+	}
+	var ops []ovsdb.Operation
+	m := nb.NBGlobal{UUID: row.UUID}
+	// Deletes by key first, then inserts: OVSDB applies a mutation's items in order, and an
+	// insert of an existing key is a no-op.
+	if len(del) > 0 {
+		o, err := c.Where(&m).Mutate(&m, model.Mutation{Field: &m.Options, Mutator: ovsdb.MutateOperationDelete, Value: del})
+		if err != nil {
+			return err
+		}
+		ops = append(ops, o...)
+	}
+	if len(ins) > 0 {
+		o, err := c.Where(&m).Mutate(&m, model.Mutation{Field: &m.Options, Mutator: ovsdb.MutateOperationInsert, Value: ins})
+		if err != nil {
+			return err
+		}
+		ops = append(ops, o...)
+	}
+	if row.Name != az {
+		m.Name = az
+		o, err := c.Where(&m).Update(&m, &m.Name)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, o...)
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	_, err := ovn.Transact(ctx, c, ops)
+	return err
+}
+
+// ensureTransitSwitch creates the transit switch in IC-NB if no cluster has yet. It is shared
+// by every cluster of the set, so no cluster ever deletes it.
+func ensureTransitSwitch(ctx context.Context, c libovsdb.Client, name string) error {
+	ts := &icnb.TransitSwitch{Name: name}
+	if err := c.Get(ctx, ts); err == nil {
+		return nil
+	} else if !errors.Is(err, libovsdb.ErrNotFound) {
+		return err
+	}
+	ts = &icnb.TransitSwitch{Name: name, ExternalIDs: map[string]string{ovn.WriterKey: "interconnect"}}
+	ops, err := c.Create(ts)
+	if err != nil {
+		return err
+	}
+	_, err = ovn.Transact(ctx, c, ops)
+	return err
+}
+
+// clusterset is what IC-SB says about the set: AZs, their gateways, routes and transit ports.
+type clusterset struct {
+	azName   map[string]string // AZ row UUID -> name
+	gateways map[string][]string
+	routes   map[string][]netip.Prefix
+	// portGateway is the chassis binding each transit port (OVN-IC copies it from the AZ's SB).
+	portGateway map[string]string
+	// portAddrs are the transit addresses each AZ's ports use, by AZ name.
+	portAddrs map[string][]netip.Addr
+}
+
+// readClusterset reads the IC-SB cache.
+func readClusterset(ctx context.Context, c libovsdb.Client, ts string) (clusterset, error) {
+	cs := clusterset{azName: map[string]string{}, gateways: map[string][]string{}, routes: map[string][]netip.Prefix{},
+		portGateway: map[string]string{}, portAddrs: map[string][]netip.Addr{}}
+	var azs []icsb.AvailabilityZone
+	if err := c.List(ctx, &azs); err != nil {
+		return cs, err
+	}
+	for _, az := range azs {
+		cs.azName[az.UUID] = az.Name
+	}
+	var gws []icsb.Gateway
+	if err := c.List(ctx, &gws); err != nil {
+		return cs, err
+	}
+	for _, g := range gws {
+		if az, ok := cs.azName[g.AvailabilityZone]; ok {
+			cs.gateways[az] = append(cs.gateways[az], g.Name)
+		}
+	}
+	for _, list := range cs.gateways {
+		sort.Strings(list)
+	}
+	var routes []icsb.Route
+	if err := c.List(ctx, &routes); err != nil {
+		return cs, err
+	}
+	for _, r := range routes {
+		p, err := netip.ParsePrefix(r.IPPrefix)
+		az, ok := cs.azName[r.AvailabilityZone]
+		if err != nil || !ok || r.TransitSwitch != ts {
+			continue
+		}
+		cs.routes[az] = append(cs.routes[az], p)
+	}
+	for az, ps := range cs.routes {
+		cs.routes[az] = sortedPrefixes(ps)
+	}
+	var pbs []icsb.PortBinding
+	if err := c.List(ctx, &pbs); err != nil {
+		return cs, err
+	}
+	for _, pb := range pbs {
+		if pb.TransitSwitch != ts {
+			continue
+		}
+		cs.portGateway[pb.LogicalPort] = pb.Gateway
+		az := cs.azName[pb.AvailabilityZone]
+		for _, f := range strings.Fields(pb.Address) {
+			if p, err := netip.ParsePrefix(f); err == nil {
+				cs.portAddrs[az] = append(cs.portAddrs[az], p.Addr())
+			}
+		}
+	}
+	return cs, nil
+}
+
+// peers returns the AZ names other than az, sorted.
+func (cs clusterset) peers(az string) []string {
+	var out []string
+	for _, n := range cs.azName {
+		if n != az {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// remoteRoutes are the routes of every AZ but az.
+func (cs clusterset) remoteRoutes(az string) map[string][]netip.Prefix {
+	out := maps.Clone(cs.routes)
+	delete(out, az)
+	return out
+}
+
+// transitIndex keeps the AZ's current transit host number unless another AZ uses it, else
+// picks the lowest free one.
+func (cs clusterset) transitIndex(az string, current int) (int, error) {
+	used := map[int]bool{}
+	for other, addrs := range cs.portAddrs {
+		if other == az {
+			continue
+		}
+		for _, a := range addrs {
+			if TransitCIDR4.Contains(a) {
+				used[int(a.As4()[3])] = true
+			} else if TransitCIDR6.Contains(a) {
+				used[int(a.As16()[15])] = true
+			}
+		}
+	}
+	if current > 0 && !used[current] {
+		return current, nil
+	}
+	for i := 1; i < 255; i++ {
+		if !used[i] {
+			return i, nil
+		}
+	}
+	return 0, errors.New("no free address on the transit networks: 254 AZs use them")
+}
+
+// removeAZ deletes an AZ and everything of it from IC-SB (its gateways, routes and transit
+// ports), so every other AZ's ovn-ic forgets it: the other clusters' routes to it go.
+func removeAZ(ctx context.Context, c libovsdb.Client, az string) error {
+	var azs []icsb.AvailabilityZone
+	if err := c.WhereCache(func(a *icsb.AvailabilityZone) bool { return a.Name == az }).List(ctx, &azs); err != nil {
+		return err
+	}
+	if len(azs) == 0 {
+		return nil
+	}
+	uuid := azs[0].UUID
+	var ops []ovsdb.Operation
+	del := func(m model.Model, err error) {
+		if err != nil {
+			return
+		}
+		o, derr := c.Where(m).Delete()
+		if derr == nil {
+			ops = append(ops, o...)
+		}
+	}
+	var gws []*icsb.Gateway
+	_ = c.WhereCache(func(g *icsb.Gateway) bool { return g.AvailabilityZone == uuid }).List(ctx, &gws)
+	for _, g := range gws {
+		del(g, nil)
+	}
+	var routes []*icsb.Route
+	_ = c.WhereCache(func(r *icsb.Route) bool { return r.AvailabilityZone == uuid }).List(ctx, &routes)
+	for _, r := range routes {
+		del(r, nil)
+	}
+	var pbs []*icsb.PortBinding
+	_ = c.WhereCache(func(p *icsb.PortBinding) bool { return p.AvailabilityZone == uuid }).List(ctx, &pbs)
+	for _, p := range pbs {
+		del(p, nil)
+	}
+	del(&azs[0], nil)
+	_, err := ovn.Transact(ctx, c, ops)
+	return err
+}

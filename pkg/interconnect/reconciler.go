@@ -1,0 +1,350 @@
+package interconnect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	libovsdb "github.com/ovn-org/libovsdb/client"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/annotation"
+	"github.com/kovn/kovn/pkg/cluster"
+	"github.com/kovn/kovn/pkg/cluster/nbsync"
+	"github.com/kovn/kovn/pkg/cluster/topology"
+)
+
+// Name is the InterConnect singleton's name.
+const Name = "default"
+
+// Finalizer keeps a deleted InterConnect until its AZ is out of the clusterset.
+const Finalizer = "kovn.io/interconnect"
+
+// Condition reasons of InterConnect.
+const (
+	ReasonICUnreachable   = "ICDatabaseUnreachable"
+	ReasonWaitingForOVNIC = "WaitingForOVNIC"
+	ReasonNoGateway       = "NoGateway"
+	ReasonRouteConflict   = "RouteConflict"
+	ReasonNoConflict      = "NoConflict"
+	ReasonModeUnsupported = "ModeUnsupported"
+	// ConditionRoutesAccepted is False while a remote AZ advertises a prefix overlapping one
+	// of this cluster's subnets; the message names both.
+	ConditionRoutesAccepted = "RoutesAccepted"
+)
+
+// Reconciler makes the cluster an OVN-IC availability zone as its InterConnect says: the AZ
+// name and route exchange options in NB_Global, the transit switch in IC-NB, the cluster
+// router's gateway port on it, gateway nodes marked for their daemons, allow policies for
+// learned prefixes. IC-SB changes (peers, routes, gateway bindings) re-queue it.
+type Reconciler struct {
+	client.Client
+	State    *cluster.State
+	NB       libovsdb.Client
+	Recorder record.EventRecorder
+
+	ic       icConn
+	icEvents chan event.GenericEvent
+}
+
+// +kubebuilder:rbac:groups=kovn.io,resources=interconnects,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=kovn.io,resources=interconnects/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (res ctrl.Result, err error) {
+	var ic kovnv1.InterConnect
+	if err := r.Get(ctx, client.ObjectKey{Name: Name}, &ic); err != nil {
+		if client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{}, r.leave(ctx, nil)
+	}
+	if !ic.DeletionTimestamp.IsZero() {
+		if err := r.leave(ctx, &ic); err != nil {
+			return ctrl.Result{}, err
+		}
+		if controllerutil.RemoveFinalizer(&ic, Finalizer) {
+			return ctrl.Result{}, r.Update(ctx, &ic)
+		}
+		return ctrl.Result{}, nil
+	}
+	if controllerutil.AddFinalizer(&ic, Finalizer) {
+		if err := r.Update(ctx, &ic); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	before := ic.DeepCopy()
+	defer func() {
+		ic.Status.ObservedGeneration = ic.Generation
+		if perr := r.Status().Patch(ctx, &ic, client.MergeFrom(before)); perr != nil && err == nil {
+			err = perr
+		}
+	}()
+	spec, err := parseSpec(&ic.Spec)
+	if err != nil {
+		setCondition(&ic, kovnv1.ConditionValidated, false, kovnv1.ReasonValidationFailed, err.Error())
+		setCondition(&ic, kovnv1.ConditionReady, false, kovnv1.ReasonValidationFailed, "spec invalid: "+err.Error())
+		return ctrl.Result{}, nil // the last good state stays programmed
+	}
+	setCondition(&ic, kovnv1.ConditionValidated, true, kovnv1.ReasonValid, "")
+	if ic.Spec.Mode == kovnv1.GatewayECMP {
+		setCondition(&ic, kovnv1.ConditionSupported, false, ReasonModeUnsupported, "mode ECMP is not implemented yet: gateways run active/standby")
+	} else {
+		setCondition(&ic, kovnv1.ConditionSupported, true, "Supported", "")
+	}
+	return r.join(ctx, &ic, spec)
+}
+
+// join programs everything for a valid spec and fills the status.
+func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec parsedSpec) (ctrl.Result, error) {
+	icnbc, icsbc, err := r.ic.connect(ctx, ic.Spec.ICNorthbound, ic.Spec.ICSouthbound, r.icEvents)
+	if err != nil {
+		setCondition(ic, kovnv1.ConditionReady, false, ReasonICUnreachable, err.Error())
+		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+	if err := ensureTransitSwitch(ctx, icnbc, DefaultTransitSwitch); err != nil {
+		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonReconcileFailed, "transit switch: "+err.Error())
+		return ctrl.Result{}, err
+	}
+	gateways, err := r.gateways(ctx, &ic.Spec)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.markGateways(ctx, gateways); err != nil {
+		return ctrl.Result{}, err
+	}
+	cs, err := readClusterset(ctx, icsbc, DefaultTransitSwitch)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	in, err := r.input(ctx, ic, spec, gateways, cs)
+	if err != nil {
+		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonReconcileFailed, err.Error())
+		return ctrl.Result{}, err
+	}
+	d := For(in)
+	if len(d.Unenforced) > 0 {
+		setCondition(ic, kovnv1.ConditionSupported, false, "OVNLimitation", fmt.Sprintf(
+			"OVN 23.03 cannot deny IPv6 %v without withdrawing this cluster's IPv6 subnets: kovn does not route to them, "+
+				"but ovn-ic still exchanges them", prefixStrings(d.Unenforced)))
+	}
+	if err := applyNBGlobal(ctx, r.NB, in.AZ, d.Options); err != nil {
+		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonReconcileFailed, "NB_Global: "+err.Error())
+		return ctrl.Result{}, err
+	}
+	_, applyErr := nbsync.Apply(ctx, r.NB, d.Shard)
+	r.fillStatus(ic, in, d, cs)
+	switch {
+	case len(gateways) == 0:
+		setCondition(ic, kovnv1.ConditionReady, false, ReasonNoGateway, "no gateway node exists: nothing crosses clusters")
+		return ctrl.Result{}, nil
+	case errors.Is(applyErr, nbsync.ErrParentMissing):
+		setCondition(ic, kovnv1.ConditionReady, false, ReasonWaitingForOVNIC,
+			fmt.Sprintf("waiting for ovn-ic to create transit switch %s in this AZ", DefaultTransitSwitch))
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	case applyErr != nil:
+		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonReconcileFailed, applyErr.Error())
+		return ctrl.Result{}, applyErr
+	case cs.portGateway[SwitchPortName(in.AZ, in.TransitSwitch)] == "":
+		setCondition(ic, kovnv1.ConditionReady, false, ReasonWaitingForOVNIC, "transit port not bound to a gateway in OVN-IC yet")
+		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+	}
+	setCondition(ic, kovnv1.ConditionReady, true, kovnv1.ReasonReconciled,
+		fmt.Sprintf("AZ %s joined with %d peer(s)", in.AZ, len(cs.peers(in.AZ))))
+	return ctrl.Result{RequeueAfter: time.Minute}, nil
+}
+
+// input resolves everything For needs.
+func (r *Reconciler) input(ctx context.Context, ic *kovnv1.InterConnect, spec parsedSpec, gateways []string, cs clusterset) (Input, error) {
+	in := Input{AZ: ic.Spec.AZName, Router: r.State.Opts.DefaultVpc, TransitSwitch: DefaultTransitSwitch, Gateways: gateways,
+		AdvertiseCIDRs: spec.advertise, RefuseCIDRs: spec.refuse, Remote: cs.remoteRoutes(ic.Spec.AZName), BFD: spec.bfd}
+	join := r.State.Join()
+	if join == nil {
+		return in, errors.New("the join subnet is not programmed yet")
+	}
+	in.JoinCIDRs = join.CIDRs
+	for _, c := range join.CIDRs {
+		in.IPv4, in.IPv6 = in.IPv4 || c.Addr().Is4(), in.IPv6 || c.Addr().Is6()
+	}
+	for _, sn := range r.State.Subnets() {
+		if sn.Vpc == in.Router && sn.Name != join.Name {
+			in.LocalCIDRs = append(in.LocalCIDRs, sn.CIDRs...)
+		}
+	}
+	var nodes corev1.NodeList
+	if err := r.List(ctx, &nodes); err != nil {
+		return in, err
+	}
+	for _, n := range nodes.Items {
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				if ip, err := netip.ParseAddr(a.Address); err == nil {
+					in.NodeIPs = append(in.NodeIPs, ip)
+				}
+			}
+		}
+	}
+	idx, err := cs.transitIndex(in.AZ, r.currentTransitIndex(ctx, in.AZ))
+	in.TransitIndex = idx
+	return in, err
+}
+
+// currentTransitIndex is the host number the AZ's transit port has now (0: none).
+func (r *Reconciler) currentTransitIndex(ctx context.Context, az string) int {
+	lrp, err := lookupRouterPort(ctx, r.NB, RouterPortName(az, DefaultTransitSwitch))
+	if err != nil {
+		return 0
+	}
+	for _, n := range lrp.Networks {
+		if p, err := netip.ParsePrefix(n); err == nil && TransitCIDR4.Contains(p.Addr()) {
+			return int(p.Addr().As4()[3])
+		} else if err == nil && TransitCIDR6.Contains(p.Addr()) {
+			return int(p.Addr().As16()[15])
+		}
+	}
+	return 0
+}
+
+// fillStatus writes what was programmed and what IC-SB reports.
+func (r *Reconciler) fillStatus(ic *kovnv1.InterConnect, in Input, d Desired, cs clusterset) {
+	st := &ic.Status
+	st.AZName = in.AZ
+	active := cs.portGateway[SwitchPortName(in.AZ, in.TransitSwitch)]
+	st.Gateways, st.ActiveGateways = nil, nil
+	for i, g := range in.Gateways {
+		st.Gateways = append(st.Gateways, kovnv1.InterConnectGateway{Node: g, Priority: int32(topGatewayPriority - i), Active: g == active})
+		if g == active {
+			st.ActiveGateways = append(st.ActiveGateways, g)
+		}
+	}
+	st.Advertised = prefixStrings(cs.routes[in.AZ])
+	st.Peers = nil
+	for _, az := range cs.peers(in.AZ) {
+		st.Peers = append(st.Peers, kovnv1.InterConnectPeer{AZ: az, Gateways: cs.gateways[az], Routes: prefixStrings(cs.routes[az])})
+	}
+	if len(d.Conflicts) == 0 {
+		setCondition(ic, ConditionRoutesAccepted, true, ReasonNoConflict, "")
+		return
+	}
+	var msgs []string
+	for _, c := range d.Conflicts {
+		msgs = append(msgs, c.String())
+	}
+	msg := fmt.Sprintf("not routed to: %v", msgs)
+	if c := meta.FindStatusCondition(st.Conditions, ConditionRoutesAccepted); (c == nil || c.Message != msg) && r.Recorder != nil {
+		r.Recorder.Event(ic, corev1.EventTypeWarning, ReasonRouteConflict, msg)
+	}
+	setCondition(ic, ConditionRoutesAccepted, false, ReasonRouteConflict, msg)
+}
+
+// gateways resolves the gateway nodes that exist, in preference order.
+func (r *Reconciler) gateways(ctx context.Context, spec *kovnv1.InterConnectSpec) ([]string, error) {
+	var nodes corev1.NodeList
+	opts := []client.ListOption{}
+	if len(spec.GatewayNodes) == 0 && spec.GatewaySelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(spec.GatewaySelector)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, client.MatchingLabelsSelector{Selector: sel})
+	}
+	if err := r.List(ctx, &nodes, opts...); err != nil {
+		return nil, err
+	}
+	exists := map[string]bool{}
+	var names []string
+	for _, n := range nodes.Items {
+		exists[n.Name] = true
+		names = append(names, n.Name)
+	}
+	if len(spec.GatewayNodes) == 0 {
+		slices.Sort(names)
+		return names, nil
+	}
+	var out []string
+	for _, n := range spec.GatewayNodes {
+		if exists[n] && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// markGateways annotates the gateway nodes (their daemons then set ovn-is-interconn, which
+// makes ovn-ic publish them to the other AZs) and unmarks every other node.
+func (r *Reconciler) markGateways(ctx context.Context, gateways []string) error {
+	var nodes corev1.NodeList
+	if err := r.List(ctx, &nodes); err != nil {
+		return err
+	}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		want := slices.Contains(gateways, n.Name)
+		if (n.Annotations[annotation.ICGateway] == "true") == want {
+			continue
+		}
+		patch := client.MergeFrom(n.DeepCopy())
+		if want {
+			metav1.SetMetaDataAnnotation(&n.ObjectMeta, annotation.ICGateway, "true")
+		} else {
+			delete(n.Annotations, annotation.ICGateway)
+		}
+		if err := r.Patch(ctx, n, patch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// leave takes the cluster out: its ports and policies go, the AZ name and exchange options are
+// cleared (ovn-ic stops), nodes are unmarked, and the AZ's rows are deleted from IC-SB, so
+// every other cluster drops its routes to it at once. ic is the object being deleted (its
+// finalizer kept it); nil when it is gone already, and only the local side can be cleaned.
+func (r *Reconciler) leave(ctx context.Context, ic *kovnv1.InterConnect) error {
+	if _, err := nbsync.Apply(ctx, r.NB, topology.Shard{OwnerType: OwnerInterConnect, Owner: Name}); err != nil {
+		return err
+	}
+	if err := applyNBGlobal(ctx, r.NB, "", nil); err != nil {
+		return err
+	}
+	if err := r.markGateways(ctx, nil); err != nil {
+		return err
+	}
+	if ic != nil {
+		_, icsbc, err := r.ic.connect(ctx, ic.Spec.ICNorthbound, ic.Spec.ICSouthbound, nil)
+		if err != nil {
+			return fmt.Errorf("leaving the clusterset: %w", err)
+		}
+		for _, az := range slices.Compact([]string{ic.Status.AZName, ic.Spec.AZName}) {
+			if az == "" {
+				continue
+			}
+			if err := removeAZ(ctx, icsbc, az); err != nil {
+				return fmt.Errorf("removing AZ %s from IC-SB: %w", az, err)
+			}
+		}
+	}
+	r.ic.close()
+	return nil
+}
+
+func setCondition(ic *kovnv1.InterConnect, t string, ok bool, reason, msg string) {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&ic.Status.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg,
+		ObservedGeneration: ic.Generation})
+}
