@@ -124,6 +124,48 @@ sleep 3
 kubectl get events --field-selector involvedObject.name=forger -o custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message | grep -v Scheduled || true
 kubectl get pod forger -o wide
 kubectl delete pod forger --wait=false >/dev/null
+step "the clusters join one network: an InterConnect in each makes it an OVN-IC availability zone"
+for c in 1 2; do
+  eval "$("$RIG" env c$c --dir "$DIR")"
+  kubectl apply -f - >/dev/null <<IC
+apiVersion: kovn.io/v1alpha1
+kind: InterConnect
+metadata: {name: default}
+spec:
+  azName: az$c
+  icNorthbound: ["$KOVN_IC_NB"]
+  icSouthbound: ["$KOVN_IC_SB"]
+  gatewayNodes: [c$c-n1, c$c-n2]
+IC
+done
+for c in 1 2; do
+  eval "$("$RIG" env c$c --dir "$DIR")"
+  kubectl wait --for=condition=Ready interconnect/default --timeout=60s >/dev/null
+  kubectl apply -f - >/dev/null <<POD
+apiVersion: v1
+kind: Pod
+metadata: {name: x-$c}
+spec:
+  nodeName: c$c-n2
+  terminationGracePeriodSeconds: 1
+  containers: [{name: testbox, image: kovn.io/testbox:latest, imagePullPolicy: Never, args: [serve]}]
+POD
+done
+eval "$("$RIG" env c2 --dir "$DIR")"
+kubectl wait --for=condition=Ready pod/x-2 --timeout=120s >/dev/null
+X2=$(kubectl get pod x-2 -o jsonpath='{.status.podIPs[0].ip}')
+X2v6=$(kubectl get pod x-2 -o jsonpath='{.status.podIPs[1].ip}')
+eval "$("$RIG" env c1 --dir "$DIR")"
+kubectl wait --for=condition=Ready pod/x-1 --timeout=120s >/dev/null
+kubectl get interconnect -o wide
+echo "c1's x-1 pings c2's x-2 ($X2, then $X2v6), through both clusters' gateways; no NAT: x-2 sees x-1's pod address"
+kubectl exec x-1 -- /testbox ping -c 3 "$X2" || kubectl exec x-1 -- /testbox ping -c 3 "$X2"
+kubectl exec x-1 -- /testbox ping -c 3 "$X2v6" || kubectl exec x-1 -- /testbox ping -c 3 "$X2v6"
+kubectl exec x-1 -- /testbox get "http://$X2:8080/"
+echo "c1's router: the routes ovn-ic learned from c2 (only its pod subnets: the join subnet, node addresses"
+echo "and transit network never cross) beside the default route through the join gateway:"
+ovn-nbctl --db="$OVN_NB_DB" lr-route-list ovn-cluster
+
 step "subnets report the protocol, gateway and addresses in use"
 kubectl get subnets
 step "the OVN view: logical switches, ports and the gateway policies kovn programmed"
@@ -132,7 +174,7 @@ ovn-nbctl --db="$OVN_NB_DB" lr-policy-list ovn-cluster
 
 cat <<MSG
 
-The rig is up (2 clusters, dual stack; cross-cluster networking arrives with the interconnect work).
+The rig is up (2 clusters joined by OVN-IC, dual stack).
 An IPv6-only or IPv4-only rig: kovn-rig up --ip-family ipv6|ipv4.
 Use it from this shell:
   eval "\$($RIG env c1 --dir $DIR)"   # KUBECONFIG, OVN_NB_DB, OVN_SB_DB, OVN_IC_* and PATH with kubectl

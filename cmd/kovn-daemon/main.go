@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +33,9 @@ import (
 	"github.com/kovn/kovn/pkg/ovn"
 )
 
+// ovnControllerPidfile is where the gateway guard finds ovn-controller.
+var ovnControllerPidfile string
+
 func main() {
 	cfg := node.Config{Bridge: "br-int", JoinSubnet: "join"}
 	flag.StringVar(&cfg.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (env NODE_NAME)")
@@ -41,6 +45,12 @@ func main() {
 	flag.StringVar(&cfg.OVNRemote, "ovn-remote", os.Getenv("OVN_SB_DB"), "OVN southbound endpoints for ovn-controller (env OVN_SB_DB; empty keeps the configured one)")
 	flag.BoolVar(&cfg.Netdev, "netdev", false, "the node runs OVS's userspace datapath (br-int datapath_type=netdev)")
 	flag.IntVar(&cfg.MTU, "mtu", 1400, "pod and ovn0 MTU (fabric MTU minus geneve overhead)")
+	ovnRun := os.Getenv("OVN_RUNDIR")
+	if ovnRun == "" {
+		ovnRun = "/var/run/ovn"
+	}
+	flag.StringVar(&ovnControllerPidfile, "ovn-controller-pidfile", filepath.Join(ovnRun, "ovn-controller.pid"),
+		"ovn-controller's pidfile: on an interconnect gateway, its death turns BFD off so the peers fail over")
 	serviceCIDRs := flag.String("service-cidrs", "", "the cluster's Service ranges, comma-separated (kube-apiserver --service-cluster-ip-range): routed through ovn0 so the node reaches ClusterIPs")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -98,6 +108,9 @@ func run(cfg node.Config, ovsDB string) error {
 		return err
 	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return node.WatchOvn0(ctx, nr.Ovn0Events) })); err != nil {
+		return err
+	}
+	if err := mgr.Add(&node.GatewayGuard{OVS: ovs, PidFile: ovnControllerPidfile}); err != nil {
 		return err
 	}
 	if err := (&node.NodePortReconciler{Client: mgr.GetClient(), NodeName: cfg.NodeName}).SetupWithManager(mgr); err != nil {

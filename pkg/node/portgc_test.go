@@ -13,6 +13,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	libovsdb "github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/ovsdb"
 
 	"github.com/kovn/kovn/pkg/cni"
@@ -33,17 +34,8 @@ func (r *recordingPorts) Detach(_ context.Context, hostIf string) error {
 }
 
 func TestPortGCRemovesOnlyPortsOfGonePods(t *testing.T) {
-	db, err := vswitch.DatabaseModel()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ovs, err := ovn.ConnectOVS(ctx, ovn.Config{Endpoints: []string{ovntest.Serve(t, ovntest.SocketPath(t), db)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ovs.Close()
 	iface := func(name, ns, pod, uid string) *vswitch.Interface {
 		ids := map[string]string{"iface-id": pod + "." + ns}
 		if pod != "" {
@@ -57,40 +49,7 @@ func TestPortGCRemovesOnlyPortsOfGonePods(t *testing.T) {
 		iface("recreated_h", "default", "recreated", "old-uid"),
 		iface("ovn0", "", "", ""),
 	}
-	// Interface and Port rows live only while referenced: build the Open_vSwitch -> Bridge ->
-	// Port -> Interface chain in one transaction.
-	br := &vswitch.Bridge{UUID: ovn.NewNamedUUID(), Name: "br-int"}
-	models := []any{}
-	for _, r := range rows {
-		port := &vswitch.Port{UUID: ovn.NewNamedUUID(), Name: r.Name, Interfaces: []string{r.UUID}}
-		br.Ports = append(br.Ports, port.UUID)
-		models = append(models, r, port)
-	}
-	root := &vswitch.OpenvSwitch{UUID: ovn.NewNamedUUID(), Bridges: []string{br.UUID}}
-	var ops []ovsdb.Operation
-	for _, m := range append(models, br, root) {
-		o, err := ovs.Create(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ops = append(ops, o...)
-	}
-	if _, err := ovn.Transact(ctx, ovs, ops); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(5 * time.Second); ; { // the monitor fills the cache asynchronously
-		var got []vswitch.Interface
-		if err := ovs.List(ctx, &got); err != nil {
-			t.Fatal(err)
-		}
-		if len(got) == len(rows) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cache holds %d interfaces, want %d", len(got), len(rows))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	ovs := ovsWithInterfaces(ctx, t, nil, rows...)
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	pod := func(name, uid string) *corev1.Pod {
@@ -108,5 +67,54 @@ func TestPortGCRemovesOnlyPortsOfGonePods(t *testing.T) {
 	slices.Sort(ports.detached)
 	if !slices.Equal(ports.detached, []string{"gone_h", "recreated_h"}) {
 		t.Fatalf("detached %v, want [gone_h recreated_h]", ports.detached)
+	}
+}
+
+// ovsWithInterfaces serves an in-memory Open_vSwitch database holding br-int with one port per
+// interface (and rootIDs as the Open_vSwitch row's external_ids), connected and cached.
+func ovsWithInterfaces(ctx context.Context, t *testing.T, rootIDs map[string]string, rows ...*vswitch.Interface) libovsdb.Client {
+	t.Helper()
+	db, err := vswitch.DatabaseModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ovs, err := ovn.ConnectOVS(ctx, ovn.Config{Endpoints: []string{ovntest.Serve(t, ovntest.SocketPath(t), db)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ovs.Close)
+	// Interface and Port rows live only while referenced: build the Open_vSwitch -> Bridge ->
+	// Port -> Interface chain in one transaction.
+	br := &vswitch.Bridge{UUID: ovn.NewNamedUUID(), Name: "br-int"}
+	models := []any{}
+	for _, r := range rows {
+		port := &vswitch.Port{UUID: ovn.NewNamedUUID(), Name: r.Name, Interfaces: []string{r.UUID}}
+		br.Ports = append(br.Ports, port.UUID)
+		models = append(models, r, port)
+	}
+	root := &vswitch.OpenvSwitch{UUID: ovn.NewNamedUUID(), Bridges: []string{br.UUID}, ExternalIDs: rootIDs}
+	var ops []ovsdb.Operation
+	for _, m := range append(models, br, root) {
+		o, err := ovs.Create(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, o...)
+	}
+	if _, err := ovn.Transact(ctx, ovs, ops); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; { // the monitor fills the cache asynchronously
+		var got []vswitch.Interface
+		if err := ovs.List(ctx, &got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == len(rows) {
+			return ovs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cache holds %d interfaces, want %d", len(got), len(rows))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -11,14 +13,16 @@ import (
 	"github.com/kovn/kovn/test/rig"
 )
 
-// TestInterconnect: two clusters of two nodes, each joined to the clusterset by an
-// InterConnect (both its nodes gateways). Pods reach pods of the other cluster in every
-// family the rig carries, by ping and HTTP, and the server sees the client's pod address (no
-// NAT); each cluster learns exactly the other's pod subnets (the join subnet, node addresses
-// and transit network never cross); one InterConnect deleted takes its cluster out: the other
-// forgets its routes.
+// TestInterconnect: two clusters of three nodes, each joined to the clusterset by an
+// InterConnect (nodes 1 and 2 gateways, 1 preferred). Pods on node 3 reach pods of the other
+// cluster in every family the rig carries, by ping and HTTP, and the server sees the client's
+// pod address (no NAT); each cluster learns exactly the other's pod subnets (the join subnet,
+// node addresses and transit network never cross); the active gateway's fabric link cut,
+// traffic resumes through the standby (outage printed from a 100 ms probe stream), and comes
+// back when the link does; one InterConnect deleted takes its cluster out: the other forgets
+// its routes.
 func TestInterconnect(t *testing.T) {
-	cfg := rigConfig(t, 2, 2)
+	cfg := rigConfig(t, 2, 3)
 	cfg.Kovn = true
 	r := upRig(t, cfg)
 	clusters := []*cluster{newCluster(t, r, "c1"), newCluster(t, r, "c2")}
@@ -41,10 +45,10 @@ func TestInterconnect(t *testing.T) {
 	t.Logf("both clusters joined, each learning exactly the other's pod subnets, %.1fs after the InterConnects were created", time.Since(start).Seconds())
 
 	a := clusters[0]
-	a.createPod(testboxPod("default", "a", onNode("c1-n2")))
+	a.createPod(testboxPod("default", "a", onNode("c1-n3")))
 	pa := a.waitRunning("default", "a", 90*time.Second)
 	b := clusters[1]
-	b.createPod(testboxPod("default", "b", onNode("c2-n2")))
+	b.createPod(testboxPod("default", "b", onNode("c2-n3")))
 	pb := b.waitRunning("default", "b", 90*time.Second)
 
 	t.Run("pods reach each other across clusters, no NAT", func(t *testing.T) {
@@ -63,6 +67,52 @@ func TestInterconnect(t *testing.T) {
 				}
 			}
 		}
+	})
+
+	// failover measures a 100 ms probe stream from a to b across fail (c1-n1, the active
+	// gateway, lost: c1-n2 must take over) and across restore (c1-n1 back: it must fail back).
+	failover := func(t *testing.T, what, goal string, fail, restore func()) {
+		a.t, b.t = t, t
+		a.waitActiveGateway("c1-n1")
+		bIP := pb.Status.PodIPs[0].IP
+		lost, outage := streamLoss(t, a.streamAround("default", "a", bIP, fail))
+		a.waitActiveGateway("c1-n2")
+		t.Logf("c1-n1's %s lost: %d of %d probes lost, longest outage %s (goal %s); c1-n2 active", what, lost, streamCount, outage, goal)
+		lost, outage = streamLoss(t, a.streamAround("default", "a", bIP, restore))
+		a.waitActiveGateway("c1-n1")
+		t.Logf("c1-n1's %s back: %d of %d probes lost, longest outage %s; c1-n1 active again", what, lost, streamCount, outage)
+	}
+	t.Run("active gateway's fabric link cut: traffic resumes through the standby, then fails back", func(t *testing.T) {
+		failover(t, "fabric link", "< 0.3 s", func() { setFabricLink(t, cfg, 1, 1, false) }, func() { setFabricLink(t, cfg, 1, 1, true) })
+	})
+	t.Run("active gateway's ovn-controller crashed: the standby takes over, then fails back", func(t *testing.T) {
+		failover(t, "ovn-controller", "< 1 s", func() {
+			if err := r.State.CrashDaemon("c1-n1", "ovn-controller"); err != nil {
+				t.Fatal(err)
+			}
+		}, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := r.State.StartDaemon(ctx, "c1-n1", "ovn-controller"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+
+	t.Run("gateway order changed at run time: reconciled in place, c1-n2 takes over", func(t *testing.T) {
+		a.t, b.t = t, t
+		lrp := func() string {
+			return strings.TrimSpace(a.nbctl("--bare", "--columns=_uuid", "find", "Logical_Router_Port", "name=az1-kovn-ts"))
+		}
+		before := lrp()
+		lost, outage := streamLoss(t, a.streamAround("default", "a", pb.Status.PodIPs[0].IP, func() {
+			a.applyInterConnect("az1", "c1-n2", "c1-n1")
+		}))
+		a.waitActiveGateway("c1-n2")
+		if after := lrp(); after != before || after == "" {
+			t.Errorf("transit router port %q replaced by %q: not reconciled in place", before, after)
+		}
+		t.Logf("gatewayNodes [c1-n1, c1-n2] -> [c1-n2, c1-n1]: %d of %d probes lost, longest outage %s; same router port", lost, streamCount, outage)
 	})
 
 	t.Run("an InterConnect deleted takes its cluster out", func(t *testing.T) {
@@ -111,7 +161,7 @@ spec:
 // icStatus is what `kubectl get interconnect default` reports.
 type icStatus struct {
 	ready, reason, message, active string
-	peers, peerRoutes            []string
+	peers, peerRoutes              []string
 }
 
 func (c *cluster) interConnectStatus() icStatus {
@@ -148,4 +198,60 @@ func prefixStrings(ps []netip.Prefix) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// streamCount probes at 100 ms: 20 s, the event 3 s in.
+const streamCount = 200
+
+// streamAround runs a 100 ms probe stream from pod to ip and does event 3 s into it.
+func (c *cluster) streamAround(ns, pod, ip string, event func()) string {
+	c.t.Helper()
+	done := make(chan string, 1)
+	go func() {
+		out, _ := c.exec(ns, pod, "pingstream", "-c", fmt.Sprint(streamCount), "-i", "100ms", "-W", "2s", ip)
+		done <- out
+	}()
+	time.Sleep(3 * time.Second)
+	event()
+	return <-done
+}
+
+// streamLoss parses pingstream's summary. Traffic must have come back: the last 5 s of the
+// stream (50 probes) all answered, else the failover did not happen.
+func streamLoss(t *testing.T, out string) (lost int, outage string) {
+	t.Helper()
+	sent, lost, err := pingLoss(out)
+	if err != nil || sent != streamCount {
+		t.Fatalf("probe stream: %v\n%s", err, out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		var from, to int
+		if _, err := fmt.Sscanf(l, "lost seq %d-%d", &from, &to); err == nil && to > streamCount-50 {
+			t.Fatalf("probes still lost at the end of the stream (seq %d-%d): traffic did not come back\n%s", from, to, out)
+		}
+		if v, ok := strings.CutPrefix(l, "longest outage "); ok {
+			outage = v
+		}
+	}
+	return lost, outage
+}
+
+// setFabricLink takes node n of cluster cl off the fabric (or back): its port on the rig's
+// fabric bridge, inside the rig's own fabric namespace.
+func setFabricLink(t *testing.T, cfg rig.Config, cl, n int, up bool) {
+	t.Helper()
+	state := map[bool]string{true: "up", false: "down"}[up]
+	if out, err := exec.Command("ip", "-n", cfg.FabricNS(), "link", "set", fmt.Sprintf("c%dn%d", cl, n), state).CombinedOutput(); err != nil {
+		t.Fatalf("fabric link of c%d-n%d %s: %v %s", cl, n, state, err, out)
+	}
+}
+
+func (c *cluster) waitActiveGateway(node string) {
+	c.t.Helper()
+	c.waitInterConnect(func(s icStatus) error {
+		if s.active != node {
+			return fmt.Errorf("active gateway %q, want %s", s.active, node)
+		}
+		return nil
+	})
 }

@@ -267,9 +267,9 @@ func (c Config) ICDBIPs() []netip.Addr          { return pick(c, ICDBIP(), ICDBI
 
 // ICNBEndpoint and ICSBEndpoint are the interconnect databases in OVSDB syntax, as an
 // InterConnect names them.
-func (c Config) ICNBEndpoint() string { return "tcp:" + hostPort(c.ICDBIPs()[0], PortICNB) }
-func (c Config) ICSBEndpoint() string { return "tcp:" + hostPort(c.ICDBIPs()[0], PortICSB) }
-func (c Config) ExternalHostIPs() []netip.Addr  { return pick(c, ExternalHostIP(), ExternalHostIP6()) }
+func (c Config) ICNBEndpoint() string          { return "tcp:" + hostPort(c.ICDBIPs()[0], PortICNB) }
+func (c Config) ICSBEndpoint() string          { return "tcp:" + hostPort(c.ICDBIPs()[0], PortICSB) }
+func (c Config) ExternalHostIPs() []netip.Addr { return pick(c, ExternalHostIP(), ExternalHostIP6()) }
 func (c Config) ServiceCIDRs(cl int) []netip.Prefix {
 	return pick(c, ServiceCIDR(cl), ServiceCIDR6(cl))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 )
 
@@ -55,19 +56,34 @@ func (s *State) DaemonPid(sup, name string) (int, error) {
 
 // StopDaemon stops a restartable daemon by its pid and keeps it stopped until StartDaemon.
 func (s *State) StopDaemon(sup, name string) error {
-	p, err := s.supervisorProc(sup)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(holdFile(filepath.Dir(p.PidsFile), name), nil, 0o644); err != nil {
-		return err
-	}
-	pid, err := s.DaemonPid(sup, name)
+	pid, err := s.hold(sup, name)
 	if err != nil {
 		return err
 	}
 	stopPid(pid, 10*time.Second)
 	return nil
+}
+
+// CrashDaemon kills a Restart daemon with SIGKILL, as a crash would (no clean-up of its own),
+// and holds it down until StartDaemon.
+func (s *State) CrashDaemon(sup, name string) error {
+	pid, err := s.hold(sup, name)
+	if err != nil {
+		return err
+	}
+	return syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// hold tells the supervisor not to restart the daemon and returns its current pid.
+func (s *State) hold(sup, name string) (int, error) {
+	p, err := s.supervisorProc(sup)
+	if err != nil {
+		return 0, err
+	}
+	if err := os.WriteFile(holdFile(filepath.Dir(p.PidsFile), name), nil, 0o644); err != nil {
+		return 0, err
+	}
+	return s.DaemonPid(sup, name)
 }
 
 // StartDaemon lets the supervisor start a held daemon again and returns its new pid.

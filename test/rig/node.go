@@ -145,6 +145,11 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 		"  sleep 0.5",
 		"done"}, "\n"))
 	brPhyKeeper.Restart = true
+	// ovn-controller is started again when it exits, as its DaemonSet would; tests crash it
+	// and hold it down (CrashDaemon, StartDaemon).
+	ovnController := daemon("ovn-controller", Ready{}, "ovn-controller", "unix:"+dbSock,
+		"--pidfile="+filepath.Join(ovnRun, "ovn-controller.pid"))
+	ovnController.Restart = true
 	steps := []Step{
 		daemon("ovsdb-server", Ready{Unix: dbSock}, "ovsdb-server", confDB, "--remote=punix:"+dbSock,
 			"--remote=db:Open_vSwitch,Open_vSwitch,manager_options",
@@ -168,8 +173,7 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 			"ip link set br-phy up", "ip link set eth0 arp off", "sysctl -qw net.ipv6.conf.eth0.disable_ipv6=1",
 			"ethtool -K eth0 tx off >/dev/null", "ethtool -K br-phy tx off >/dev/null")...),
 		brPhyKeeper,
-		daemon("ovn-controller", Ready{}, "ovn-controller", "unix:"+dbSock,
-			"--pidfile="+filepath.Join(ovnRun, "ovn-controller.pid")),
+		ovnController,
 		daemon("containerd", Ready{Unix: "/run/containerd/containerd.sock"}, "containerd", "--config",
 			filepath.Join(c.NodeDir(cl, n), "containerd.toml")),
 	}

@@ -106,7 +106,9 @@ func (s *State) Env(cluster string) (string, error) {
 				"export PATH=" + s.Config.K8sBinDir + ":$PATH",
 			}
 			if a, ok := s.Forwards["ic/nb"]; ok {
-				lines = append(lines, "export OVN_IC_NB_DB=tcp:"+a, "export OVN_IC_SB_DB=tcp:"+s.Forwards["ic/sb"])
+				lines = append(lines, "export OVN_IC_NB_DB=tcp:"+a, "export OVN_IC_SB_DB=tcp:"+s.Forwards["ic/sb"],
+					"# the IC databases as the clusters reach them, for an InterConnect's icNorthbound/icSouthbound",
+					"export KOVN_IC_NB="+s.Config.ICNBEndpoint(), "export KOVN_IC_SB="+s.Config.ICSBEndpoint())
 			}
 			return strings.Join(lines, "\n") + "\n", nil
 		}

@@ -36,7 +36,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: testbox sleep|serve|ping|get|tcp|dns ...")
+		fmt.Fprintln(os.Stderr, "usage: testbox sleep|serve|ping|pingstream|get|tcp|dns ...")
 		os.Exit(2)
 	}
 	var err error
@@ -47,6 +47,8 @@ func main() {
 		err = serve(args)
 	case "ping":
 		err = ping(args)
+	case "pingstream":
+		err = pingStream(args)
 	case "get":
 		err = get(args)
 	case "tcp":
@@ -126,15 +128,7 @@ func ping(args []string) error {
 	count := fs.Int("c", 3, "echo requests to send")
 	wait := fs.Duration("W", 2*time.Second, "time to wait for each reply")
 	_ = fs.Parse(args)
-	dst := net.ParseIP(fs.Arg(0))
-	if dst == nil {
-		return fmt.Errorf("ping: want an IPv4 or IPv6 address, got %q", fs.Arg(0))
-	}
-	f := icmpV4
-	if dst.To4() == nil {
-		f = icmpV6
-	}
-	conn, err := icmp.ListenPacket(f.network, f.any)
+	dst, f, conn, err := listenICMP("ping", fs.Arg(0))
 	if err != nil {
 		return err
 	}
@@ -158,6 +152,20 @@ func ping(args []string) error {
 		return fmt.Errorf("no reply from %s", dst)
 	}
 	return nil
+}
+
+// listenICMP parses the destination of an echo command and opens the ICMP socket of its family.
+func listenICMP(cmd, arg string) (net.IP, icmpFamily, *icmp.PacketConn, error) {
+	dst := net.ParseIP(arg)
+	if dst == nil {
+		return nil, icmpFamily{}, nil, fmt.Errorf("%s: want an IPv4 or IPv6 address, got %q", cmd, arg)
+	}
+	f := icmpV4
+	if dst.To4() == nil {
+		f = icmpV6
+	}
+	conn, err := icmp.ListenPacket(f.network, f.any)
+	return dst, f, conn, err
 }
 
 // icmpFamily is what differs between ICMP and ICMPv6 echo.
