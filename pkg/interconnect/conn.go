@@ -26,8 +26,8 @@ type icConn struct {
 	icnb, icsb libovsdb.Client
 }
 
-// connect returns clients for the endpoints, reusing the current ones when unchanged. IC-SB
-// changes are sent to events (non-blocking: one pending event is enough to re-queue).
+// connect returns clients for the endpoints, reusing the current ones when unchanged. Changes
+// in either database are sent to events (non-blocking: one pending event is enough to re-queue).
 func (c *icConn) connect(ctx context.Context, nbEps, sbEps []string, events chan<- event.GenericEvent) (libovsdb.Client, libovsdb.Client, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -55,11 +55,14 @@ func (c *icConn) connect(ctx context.Context, nbEps, sbEps []string, events chan
 			default:
 			}
 		}
-		icsb.Cache().AddEventHandler(&cache.EventHandlerFuncs{
-			AddFunc:    func(string, model.Model) { kick() },
-			UpdateFunc: func(string, model.Model, model.Model) { kick() },
-			DeleteFunc: func(string, model.Model) { kick() },
-		})
+		// IC-SB: peers, routes, gateway bindings; IC-NB: join records and withdrawals.
+		for _, c := range []libovsdb.Client{icsb, icnb} {
+			c.Cache().AddEventHandler(&cache.EventHandlerFuncs{
+				AddFunc:    func(string, model.Model) { kick() },
+				UpdateFunc: func(string, model.Model, model.Model) { kick() },
+				DeleteFunc: func(string, model.Model) { kick() },
+			})
+		}
 	}
 	c.nbEps, c.sbEps, c.icnb, c.icsb = slices.Clone(nbEps), slices.Clone(sbEps), icnb, icsb
 	return icnb, icsb, nil

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kovn/kovn/pkg/cluster/topology"
 )
@@ -47,7 +48,13 @@ type Input struct {
 	NodeIPs                     []netip.Addr
 	// Remote are the prefixes other AZs advertise, by AZ.
 	Remote map[string][]netip.Prefix
-	BFD    BFD
+	// Joined are the times the AZs joined the set (this one included): in a conflict, the
+	// later one withdraws.
+	Joined map[string]time.Time
+	// WithdrawnBy are the subnets other AZs withdrew for a conflict (no longer advertised,
+	// so known only from what they declare), by AZ.
+	WithdrawnBy map[string][]netip.Prefix
+	BFD         BFD
 }
 
 // BFD are the gateway failure detection timers, in ms.
@@ -64,6 +71,9 @@ type Desired struct {
 	// refuses because they overlap a local subnet.
 	Learned   map[string][]netip.Prefix
 	Conflicts []Conflict
+	// Withdraw are the local subnets this cluster withdraws for conflicts (it joined later);
+	// the reconciler declares them in IC-NB so the older AZ can name the conflict too.
+	Withdraw []netip.Prefix
 	// Unenforced are IPv6 deny entries OVN-IC cannot be given (see ovnDenyOption): kovn does
 	// not route to them, but ovn-ic may still advertise and learn them.
 	Unenforced []netip.Prefix
@@ -74,10 +84,31 @@ type Conflict struct {
 	AZ     string
 	Remote netip.Prefix
 	Local  netip.Prefix
+	// Withdrawn: this cluster joined after AZ and withdraws Local; else AZ withdraws Remote.
+	Withdrawn bool
 }
 
 func (c Conflict) String() string {
-	return fmt.Sprintf("%s of AZ %s overlaps local %s", c.Remote, c.AZ, c.Local)
+	if c.Withdrawn {
+		return fmt.Sprintf("local %s overlaps %s of AZ %s, which joined first: %s withdrawn here", c.Local, c.Remote, c.AZ, c.Local)
+	}
+	return fmt.Sprintf("%s of AZ %s overlaps local %s: AZ %s joined later and withdraws it", c.Remote, c.AZ, c.Local, c.AZ)
+}
+
+// joinedBefore reports whether AZ a joined the set before AZ b (by the join times the AZs
+// recorded in IC-NB; an AZ with no record counts as joining now; ties go to the smaller name).
+func joinedBefore(joined map[string]time.Time, a, b string) bool {
+	ta, oka := joined[a]
+	tb, okb := joined[b]
+	switch {
+	case oka && !okb:
+		return true
+	case !oka && okb:
+		return false
+	case oka && okb && !ta.Equal(tb):
+		return ta.Before(tb)
+	}
+	return a < b
 }
 
 // RouterPortName is the AZ's router port on the transit switch; SwitchPortName its peer, the
@@ -117,13 +148,24 @@ func For(in Input) Desired {
 		SwitchPorts: []topology.SwitchPort{{Switch: in.TransitSwitch, Name: lsp, Type: "router", Addresses: []string{"router"},
 			Options: map[string]string{"router-port": lrp}}}}}
 	deny := denyList(in)
+	d.Learned, d.Conflicts = learnable(in, deny)
+	for i, c := range d.Conflicts {
+		// The AZ that joined the set later withdraws its overlapping subnet, so every other
+		// cluster keeps exactly one route for the prefix (the older AZ's).
+		if joinedBefore(in.Joined, c.AZ, in.AZ) && !slices.Contains(in.WithdrawnBy[c.AZ], c.Remote) {
+			d.Conflicts[i].Withdrawn = true
+			deny = append(deny, c.Local)
+			d.Withdraw = append(d.Withdraw, c.Local)
+		}
+	}
+	d.Withdraw = sortedPrefixes(d.Withdraw)
+	deny = sortedPrefixes(deny)
 	option, unenforced := ovnDenyOption(deny, in)
 	d.Unenforced = unenforced
 	d.Options = map[string]string{
 		"ic-route-adv": "true", "ic-route-learn": "true", "ic-route-blacklist": strings.Join(prefixStrings(option), ","),
 		"bfd-min-rx": strconv.Itoa(in.BFD.MinRx), "bfd-min-tx": strconv.Itoa(in.BFD.MinTx), "bfd-mult": strconv.Itoa(in.BFD.Mult),
 	}
-	d.Learned, d.Conflicts = learnable(in, deny)
 	var learned []netip.Prefix
 	for _, ps := range d.Learned {
 		learned = append(learned, ps...)
@@ -181,8 +223,10 @@ func ovnDenyOption(deny []netip.Prefix, in Input) (option, unenforced []netip.Pr
 	return option, unenforced
 }
 
-// learnable returns, per AZ, the remote prefixes the cluster routes to: not denied, and not
-// overlapping a local subnet (those are conflicts: learning them would blackhole one side).
+// learnable returns, per AZ, the remote prefixes the cluster routes to, and the conflicts: remote
+// prefixes overlapping a local subnet, advertised or declared withdrawn by their AZ. A remote
+// prefix that strictly contains the local subnet is still routed to (the local, longer prefix
+// wins for its own addresses); one equal to or inside it is not (it would take local traffic).
 func learnable(in Input, deny []netip.Prefix) (map[string][]netip.Prefix, []Conflict) {
 	out := map[string][]netip.Prefix{}
 	var conflicts []Conflict
@@ -191,16 +235,25 @@ func learnable(in Input, deny []netip.Prefix) (map[string][]netip.Prefix, []Conf
 			if coveredBy(p, deny) {
 				continue
 			}
-			if local, ok := overlapping(p, in.LocalCIDRs); ok {
+			local, ok := overlapping(p, in.LocalCIDRs)
+			if ok {
 				conflicts = append(conflicts, Conflict{AZ: az, Remote: p, Local: local})
-				continue
 			}
-			out[az] = append(out[az], p)
+			if !ok || p.Bits() < local.Bits() {
+				out[az] = append(out[az], p)
+			}
 		}
 		out[az] = sortedPrefixes(out[az])
 	}
+	for az, prefixes := range in.WithdrawnBy {
+		for _, p := range prefixes {
+			if local, ok := overlapping(p, in.LocalCIDRs); ok && az != in.AZ {
+				conflicts = append(conflicts, Conflict{AZ: az, Remote: p, Local: local})
+			}
+		}
+	}
 	sort.Slice(conflicts, func(i, j int) bool { return conflicts[i].String() < conflicts[j].String() })
-	return out, conflicts
+	return out, slices.CompactFunc(conflicts, func(a, b Conflict) bool { return a == b })
 }
 
 func coveredBy(p netip.Prefix, by []netip.Prefix) bool {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/ovn"
+	"github.com/kovn/kovn/pkg/ovn/model/icnb"
 	"github.com/kovn/kovn/pkg/ovn/model/nb"
 	"github.com/kovn/kovn/pkg/ovn/ovntest"
 )
@@ -164,5 +165,96 @@ func TestOVNDenyOptionIPv6(t *testing.T) {
 	}
 	if slices.Contains(deny, "fd00:99::/64") || len(d.Unenforced) != 1 || d.Unenforced[0].String() != "fd00:99::/64" {
 		t.Errorf("deny option %v, unenforced %v: want fd00:99::/64 unenforced only", deny, d.Unenforced)
+	}
+}
+
+// TestForConflictLaterAZWithdraws: a remote prefix overlapping a local subnet is a conflict;
+// of the two AZs the one that joined later withdraws its subnet (deny list) and says so, the
+// older keeps advertising. The remote prefix is routed to only if it strictly contains the
+// local subnet (the local one wins for its own addresses), never if it is inside it.
+func TestForConflictLaterAZWithdraws(t *testing.T) {
+	in := baseInput()
+	in.LocalCIDRs = append(in.LocalCIDRs, netip.MustParsePrefix("10.30.5.0/24"))
+	in.Remote["az0"] = pfx("10.30.0.0/16")
+	t0 := time.Unix(1000, 0)
+	for _, c := range []struct {
+		name      string
+		joined    map[string]time.Time
+		withdrawn bool
+	}{
+		{"az0 joined first", map[string]time.Time{"az0": t0, "az1": t0.Add(time.Minute)}, true},
+		{"az1 joined first", map[string]time.Time{"az0": t0.Add(time.Minute), "az1": t0}, false},
+		{"no record of az0 yet", map[string]time.Time{"az1": t0}, false},
+	} {
+		in.Joined = c.joined
+		d := For(in)
+		deny := strings.Split(d.Options["ic-route-blacklist"], ",")
+		if len(d.Conflicts) != 1 || d.Conflicts[0].Withdrawn != c.withdrawn || slices.Contains(deny, "10.30.5.0/24") != c.withdrawn {
+			t.Errorf("%s: conflicts %v, deny %v; want withdrawn=%t", c.name, d.Conflicts, deny, c.withdrawn)
+		}
+		var routed bool
+		for _, p := range d.Shard.Policies {
+			routed = routed || strings.Contains(p.Match, "10.30.0.0/16")
+		}
+		if !routed {
+			t.Errorf("%s: no route to 10.30.0.0/16, which contains the local subnet", c.name)
+		}
+	}
+	in.Remote["az0"] = pfx("10.30.5.128/25")
+	in.Joined = nil
+	for _, p := range For(in).Shard.Policies {
+		if strings.Contains(p.Match, "10.30.5.128/25") {
+			t.Errorf("routes to a remote prefix inside a local subnet: %+v", p)
+		}
+	}
+	// The older AZ learns of the withdrawn subnet from the declaration alone.
+	in.Remote["az0"], in.LocalCIDRs = nil, pfx("10.30.0.0/16")
+	in.WithdrawnBy = map[string][]netip.Prefix{"az0": pfx("10.30.5.0/24")}
+	if d := For(in); len(d.Conflicts) != 1 || d.Conflicts[0].Withdrawn || d.Conflicts[0].AZ != "az0" {
+		t.Errorf("declared withdrawal: conflicts %v", d.Conflicts)
+	}
+}
+
+// TestRecordJoin: the first record creates IC_NB_Global; a second AZ adds its own; recording
+// again keeps the first time; forgetting removes only that AZ.
+func TestRecordJoin(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	db, err := icnb.DatabaseModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ovn.ConnectICNB(ctx, ovn.Config{Endpoints: []string{ovntest.Serve(t, ovntest.SocketPath(t), db)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	t0 := time.Unix(1000, 0).UTC()
+	settle := func(want int) map[string]time.Time {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if got, err := recordJoin(ctx, c, "az1", t0.Add(time.Hour)); err == nil && len(got) == want {
+				return got
+			}
+		}
+		t.Fatalf("join records never reached %d", want)
+		return nil
+	}
+	if _, err := recordJoin(ctx, c, "az1", t0); err != nil {
+		t.Fatal(err)
+	}
+	settle(1)
+	if _, err := recordJoin(ctx, c, "az2", t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	got := settle(2)
+	if !got["az1"].Equal(t0) || !got["az2"].Equal(t0.Add(time.Minute)) {
+		t.Errorf("join times %v", got)
+	}
+	if err := forgetJoin(ctx, c, "az2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := settle(1); !got["az1"].Equal(t0) {
+		t.Errorf("after az2 left: %v", got)
 	}
 }

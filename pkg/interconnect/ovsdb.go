@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
+	"time"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
@@ -253,5 +254,122 @@ func removeAZ(ctx context.Context, c libovsdb.Client, az string) error {
 	}
 	del(&azs[0], nil)
 	_, err := ovn.Transact(ctx, c, ops)
+	return err
+}
+
+// joinedKeyPrefix starts the IC_NB_Global external_ids key under which each AZ records when it
+// joined the set ("kovn.io/joined/<az>" = RFC 3339 time): conflicts go to the older AZ.
+const joinedKeyPrefix = "kovn.io/joined/"
+
+// recordJoin records (once: an insert mutation keeps an existing key) when az joined, creating
+// IC_NB_Global if no tool has yet, and returns every AZ's join time.
+func recordJoin(ctx context.Context, c libovsdb.Client, az string, now time.Time) (map[string]time.Time, error) {
+	var rows []icnb.ICNBGlobal
+	if err := c.List(ctx, &rows); err != nil {
+		return nil, err
+	}
+	key := joinedKeyPrefix + az
+	var ops []ovsdb.Operation
+	var err error
+	switch {
+	case len(rows) == 0:
+		ops, err = c.Create(&icnb.ICNBGlobal{ExternalIDs: map[string]string{key: now.UTC().Format(time.RFC3339Nano)}})
+	case rows[0].ExternalIDs[key] == "":
+		m := icnb.ICNBGlobal{UUID: rows[0].UUID}
+		ops, err = c.Where(&m).Mutate(&m, model.Mutation{Field: &m.ExternalIDs, Mutator: ovsdb.MutateOperationInsert,
+			Value: map[string]string{key: now.UTC().Format(time.RFC3339Nano)}})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(ops) > 0 {
+		if _, err := ovn.Transact(ctx, c, ops); err != nil {
+			return nil, err
+		}
+		return map[string]time.Time{az: now}, nil // the others' are read next time
+	}
+	out := map[string]time.Time{}
+	for k, v := range rows[0].ExternalIDs {
+		if name, ok := strings.CutPrefix(k, joinedKeyPrefix); ok {
+			if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+				out[name] = t
+			}
+		}
+	}
+	return out, nil
+}
+
+// withdrawnKeyPrefix starts the IC_NB_Global external_ids key under which an AZ declares the
+// subnets it withdrew for a conflict ("kovn.io/withdrawn/<az>" = comma-separated CIDRs).
+const withdrawnKeyPrefix = "kovn.io/withdrawn/"
+
+// withdrawnBy reads every AZ's declaration but az's.
+func withdrawnBy(ctx context.Context, c libovsdb.Client, az string) map[string][]netip.Prefix {
+	var rows []icnb.ICNBGlobal
+	if err := c.List(ctx, &rows); err != nil || len(rows) == 0 {
+		return nil
+	}
+	out := map[string][]netip.Prefix{}
+	for k, v := range rows[0].ExternalIDs {
+		if name, ok := strings.CutPrefix(k, withdrawnKeyPrefix); ok && name != az {
+			for _, f := range strings.Split(v, ",") {
+				if p, err := netip.ParsePrefix(f); err == nil {
+					out[name] = append(out[name], p)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// declareWithdrawn sets az's declaration to prefixes (none: the key goes); no transaction when
+// it already says so.
+func declareWithdrawn(ctx context.Context, c libovsdb.Client, az string, prefixes []netip.Prefix) error {
+	var rows []icnb.ICNBGlobal
+	if err := c.List(ctx, &rows); err != nil || len(rows) == 0 {
+		return err
+	}
+	key, want := withdrawnKeyPrefix+az, strings.Join(prefixStrings(prefixes), ",")
+	have, ok := rows[0].ExternalIDs[key]
+	if have == want && (ok || want == "") {
+		return nil
+	}
+	m := icnb.ICNBGlobal{UUID: rows[0].UUID}
+	var muts []model.Mutation
+	if ok {
+		muts = append(muts, model.Mutation{Field: &m.ExternalIDs, Mutator: ovsdb.MutateOperationDelete, Value: map[string]string{key: have}})
+	}
+	if want != "" {
+		muts = append(muts, model.Mutation{Field: &m.ExternalIDs, Mutator: ovsdb.MutateOperationInsert, Value: map[string]string{key: want}})
+	}
+	ops, err := c.Where(&m).Mutate(&m, muts...)
+	if err != nil {
+		return err
+	}
+	_, err = ovn.Transact(ctx, c, ops)
+	return err
+}
+
+// forgetJoin removes az's join record and withdrawal declaration (it left the set).
+func forgetJoin(ctx context.Context, c libovsdb.Client, az string) error {
+	var rows []icnb.ICNBGlobal
+	if err := c.List(ctx, &rows); err != nil || len(rows) == 0 {
+		return err
+	}
+	del := map[string]string{}
+	for _, k := range []string{joinedKeyPrefix + az, withdrawnKeyPrefix + az} {
+		if v, ok := rows[0].ExternalIDs[k]; ok {
+			del[k] = v
+		}
+	}
+	if len(del) == 0 {
+		return nil
+	}
+	m := icnb.ICNBGlobal{UUID: rows[0].UUID}
+	ops, err := c.Where(&m).Mutate(&m, model.Mutation{Field: &m.ExternalIDs, Mutator: ovsdb.MutateOperationDelete, Value: del})
+	if err != nil {
+		return err
+	}
+	_, err = ovn.Transact(ctx, c, ops)
 	return err
 }

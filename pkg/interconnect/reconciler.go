@@ -118,6 +118,11 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonReconcileFailed, "transit switch: "+err.Error())
 		return ctrl.Result{}, err
 	}
+	joined, err := recordJoin(ctx, icnbc, ic.Spec.AZName, time.Now())
+	if err != nil {
+		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonReconcileFailed, "recording the join in IC-NB: "+err.Error())
+		return ctrl.Result{}, err
+	}
 	gateways, err := r.gateways(ctx, &ic.Spec)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -130,11 +135,16 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 		return ctrl.Result{}, err
 	}
 	in, err := r.input(ctx, ic, spec, gateways, cs)
+	in.Joined = joined
+	in.WithdrawnBy = withdrawnBy(ctx, icnbc, in.AZ)
 	if err != nil {
 		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonReconcileFailed, err.Error())
 		return ctrl.Result{}, err
 	}
 	d := For(in)
+	if err := declareWithdrawn(ctx, icnbc, in.AZ, d.Withdraw); err != nil {
+		return ctrl.Result{}, err
+	}
 	if len(d.Unenforced) > 0 {
 		setCondition(ic, kovnv1.ConditionSupported, false, "OVNLimitation", fmt.Sprintf(
 			"OVN 23.03 cannot deny IPv6 %v without withdrawing this cluster's IPv6 subnets: kovn does not route to them, "+
@@ -323,7 +333,7 @@ func (r *Reconciler) leave(ctx context.Context, ic *kovnv1.InterConnect) error {
 		return err
 	}
 	if ic != nil {
-		_, icsbc, err := r.ic.connect(ctx, ic.Spec.ICNorthbound, ic.Spec.ICSouthbound, nil)
+		icnbc, icsbc, err := r.ic.connect(ctx, ic.Spec.ICNorthbound, ic.Spec.ICSouthbound, nil)
 		if err != nil {
 			return fmt.Errorf("leaving the clusterset: %w", err)
 		}
@@ -333,6 +343,9 @@ func (r *Reconciler) leave(ctx context.Context, ic *kovnv1.InterConnect) error {
 			}
 			if err := removeAZ(ctx, icsbc, az); err != nil {
 				return fmt.Errorf("removing AZ %s from IC-SB: %w", az, err)
+			}
+			if err := forgetJoin(ctx, icnbc, az); err != nil {
+				return fmt.Errorf("removing AZ %s's join record from IC-NB: %w", az, err)
 			}
 		}
 	}

@@ -75,12 +75,20 @@ func TestInterconnect(t *testing.T) {
 		a.t, b.t = t, t
 		a.waitActiveGateway("c1-n1")
 		bIP := pb.Status.PodIPs[0].IP
-		lost, outage := streamLoss(t, a.streamAround("default", "a", bIP, fail))
+		restored := false
+		defer func() { // a failed step must not leave c1-n1 down for the next one
+			if !restored {
+				restore()
+			}
+		}()
+		lost, outage := a.measureStream(t, "default", "a", bIP, streamCount, fail)
 		a.waitActiveGateway("c1-n2")
 		t.Logf("c1-n1's %s lost: %d of %d probes lost, longest outage %s (goal %s); c1-n2 active", what, lost, streamCount, outage, goal)
-		lost, outage = streamLoss(t, a.streamAround("default", "a", bIP, restore))
+		// c1-n1 comes back and, first by priority, takes the port again (OVN preempts).
+		restored = true
+		lost, outage = a.measureStream(t, "default", "a", bIP, failbackCount, restore)
 		a.waitActiveGateway("c1-n1")
-		t.Logf("c1-n1's %s back: %d of %d probes lost, longest outage %s; c1-n1 active again", what, lost, streamCount, outage)
+		t.Logf("c1-n1's %s back, failed back: %d of %d probes lost, longest outage %s; c1-n1 active", what, lost, failbackCount, outage)
 	}
 	t.Run("active gateway's fabric link cut: traffic resumes through the standby, then fails back", func(t *testing.T) {
 		failover(t, "fabric link", "< 0.3 s", func() { setFabricLink(t, cfg, 1, 1, false) }, func() { setFabricLink(t, cfg, 1, 1, true) })
@@ -105,9 +113,9 @@ func TestInterconnect(t *testing.T) {
 			return strings.TrimSpace(a.nbctl("--bare", "--columns=_uuid", "find", "Logical_Router_Port", "name=az1-kovn-ts"))
 		}
 		before := lrp()
-		lost, outage := streamLoss(t, a.streamAround("default", "a", pb.Status.PodIPs[0].IP, func() {
+		lost, outage := a.measureStream(t, "default", "a", pb.Status.PodIPs[0].IP, streamCount, func() {
 			a.applyInterConnect("az1", "c1-n2", "c1-n1")
-		}))
+		})
 		a.waitActiveGateway("c1-n2")
 		if after := lrp(); after != before || after == "" {
 			t.Errorf("transit router port %q replaced by %q: not reconciled in place", before, after)
@@ -200,15 +208,19 @@ func prefixStrings(ps []netip.Prefix) []string {
 	return out
 }
 
-// streamCount probes at 100 ms: 20 s, the event 3 s in.
-const streamCount = 200
+// Probe streams at 100 ms, the event 3 s in: 20 s around a failure, 30 s around a return
+// (a returning chassis may need seconds to reconnect to the southbound database).
+const (
+	streamCount   = 200
+	failbackCount = 300
+)
 
-// streamAround runs a 100 ms probe stream from pod to ip and does event 3 s into it.
-func (c *cluster) streamAround(ns, pod, ip string, event func()) string {
+// streamAround runs a 100 ms probe stream of count probes from pod to ip and does event 3 s into it.
+func (c *cluster) streamAround(ns, pod, ip string, count int, event func()) string {
 	c.t.Helper()
 	done := make(chan string, 1)
 	go func() {
-		out, _ := c.exec(ns, pod, "pingstream", "-c", fmt.Sprint(streamCount), "-i", "100ms", "-W", "2s", ip)
+		out, _ := c.exec(ns, pod, "pingstream", "-c", fmt.Sprint(count), "-i", "100ms", "-W", "2s", ip)
 		done <- out
 	}()
 	time.Sleep(3 * time.Second)
@@ -216,24 +228,50 @@ func (c *cluster) streamAround(ns, pod, ip string, event func()) string {
 	return <-done
 }
 
-// streamLoss parses pingstream's summary. Traffic must have come back: the last 5 s of the
-// stream (50 probes) all answered, else the failover did not happen.
-func streamLoss(t *testing.T, out string) (lost int, outage string) {
+// measureStream runs streamAround and returns the probes lost and the longest outage; but a stream during which an
+// ovs-vswitchd of the rig aborted (Debian's OVS 3.1 conntrack; the node is gone ~3.5 s, see
+// vswitchdAbortedSince) does not count: it is logged, and traffic having come back is then
+// checked by a short stream of its own (its last 3 s answered), so the step still proves it.
+func (c *cluster) measureStream(t *testing.T, ns, pod, ip string, count int, event func()) (lost int, outage string) {
 	t.Helper()
+	crashes := len(vswitchdCrashLines(c.st.Config))
+	out := c.streamAround(ns, pod, ip, count, event)
+	lost, outage, err := parseStream(out, count)
+	if err == nil {
+		if lines := vswitchdCrashLines(c.st.Config); len(lines) > crashes {
+			outage += " (an ovs-vswitchd abort during the stream: " + lines[len(lines)-1] + ")"
+		}
+		return lost, outage
+	}
+	if !c.vswitchdAbortedSince(crashes, "probe stream: "+err.Error()) {
+		t.Fatal(err)
+	}
+	if _, _, err := parseStream(c.streamAround(ns, pod, ip, 60, func() {}), 60); err != nil {
+		t.Fatalf("after the ovs-vswitchd abort: %v", err)
+	}
+	return lost, outage + " (an ovs-vswitchd abort included)"
+}
+
+// parseStream parses pingstream's summary; an error says traffic did not come back (a lost run
+// within the last 30 probes) or the stream broke.
+func parseStream(out string, count int) (lost int, outage string, err error) {
 	sent, lost, err := pingLoss(out)
-	if err != nil || sent != streamCount {
-		t.Fatalf("probe stream: %v\n%s", err, out)
+	if err != nil || sent != count {
+		return 0, "", fmt.Errorf("probe stream: %v\n%s", err, out)
 	}
 	for _, l := range strings.Split(out, "\n") {
 		var from, to int
-		if _, err := fmt.Sscanf(l, "lost seq %d-%d", &from, &to); err == nil && to > streamCount-50 {
-			t.Fatalf("probes still lost at the end of the stream (seq %d-%d): traffic did not come back\n%s", from, to, out)
+		if _, err := fmt.Sscanf(l, "lost seq %d-%d", &from, &to); err == nil && to > count-30 {
+			return lost, "", fmt.Errorf("probes still lost at the end of the stream (seq %d-%d): traffic did not come back\n%s", from, to, out)
 		}
 		if v, ok := strings.CutPrefix(l, "longest outage "); ok {
-			outage = v
+			outage = v + outage
+		}
+		if strings.HasPrefix(l, "lost seq ") { // where the probes were lost, for the log
+			outage += " [" + strings.Fields(l)[2] + "]"
 		}
 	}
-	return lost, outage
+	return lost, outage, nil
 }
 
 // setFabricLink takes node n of cluster cl off the fabric (or back): its port on the rig's
@@ -254,4 +292,103 @@ func (c *cluster) waitActiveGateway(node string) {
 		}
 		return nil
 	})
+}
+
+// TestInterconnectConflict: three one-node clusters join one after the other; a pod in each
+// reaches the pods of the other two. Cluster 3 then creates a subnet inside cluster 1's pod
+// CIDR: cluster 3, which joined later, withdraws it and says so, cluster 1 names the conflict
+// too, cluster 2 never routes the prefix to cluster 3, and all three keep talking (cluster 3
+// still reaches cluster 1's pods: its own /24 wins only for its own addresses). The subnet
+// deleted, both conditions clear.
+func TestInterconnectConflict(t *testing.T) {
+	cfg := rigConfig(t, 3, 1)
+	cfg.Kovn = true
+	r := upRig(t, cfg)
+	var cs []*cluster
+	var pods []string // first address of each cluster's pod
+	for i := 1; i <= 3; i++ {
+		c := newCluster(t, r, fmt.Sprintf("c%d", i))
+		c.applyInterConnect(fmt.Sprintf("az%d", i), rig.NodeName(i, 1))
+		c.waitInterConnect(func(s icStatus) error {
+			if s.ready != "True" || len(s.peers) != i-1 {
+				return fmt.Errorf("ready %q (%s), peers %v", s.ready, s.message, s.peers)
+			}
+			return nil
+		})
+		c.createPod(testboxPod("default", "p", onNode(rig.NodeName(i, 1))))
+		cs = append(cs, c)
+	}
+	for _, c := range cs {
+		pods = append(pods, c.waitRunning("default", "p", 90*time.Second).Status.PodIPs[0].IP)
+	}
+	meshPing := func(t *testing.T) {
+		for i, c := range cs {
+			c.t = t
+			for j, ip := range pods {
+				if i != j {
+					c.pingNewPeer("default", "p", ip)
+				}
+			}
+		}
+	}
+	t.Run("three clusters: every pod reaches the other two", meshPing)
+
+	b := rig.PodCIDR(1).Addr().As4()
+	b[2] = 200
+	clash := netip.PrefixFrom(netip.AddrFrom4(b), 24) // inside c1's IPv4 pod CIDR
+	c1, c2, c3 := cs[0], cs[1], cs[2]
+	t.Run("cluster 3 creates a subnet inside cluster 1's pod CIDR: it withdraws it, both name the conflict", func(t *testing.T) {
+		for _, c := range cs {
+			c.t = t
+		}
+		c3.createNamespace("clash")
+		if out, err := c3.apply(fmt.Sprintf("apiVersion: kovn.io/v1alpha1\nkind: Subnet\nmetadata: {name: clash}\nspec: {cidrBlock: %q, namespaces: [clash]}\n", clash)); err != nil {
+			t.Fatalf("create subnet: %v %s", err, out)
+		}
+		start := time.Now()
+		c3.waitRoutesAccepted("False", clash.String(), "withdrawn here")
+		c1.waitRoutesAccepted("False", clash.String(), "az3")
+		t.Logf("conflict named by c3 (withdrawing %s) and c1 %.1fs after the subnet was created", clash, time.Since(start).Seconds())
+		c2.waitInterConnect(func(s icStatus) error {
+			if slices.Contains(s.peerRoutes, clash.String()) {
+				return fmt.Errorf("c2 still sees %s advertised: %v", clash, s.peerRoutes)
+			}
+			return nil
+		})
+		meshPing(t)
+	})
+	t.Run("the subnet deleted: the conflict clears on both", func(t *testing.T) {
+		for _, c := range cs {
+			c.t = t
+		}
+		if out, err := c3.kubectl("delete", "subnet", "clash", "--wait=true", "--timeout=30s"); err != nil {
+			t.Fatalf("delete subnet: %v %s", err, out)
+		}
+		c3.waitRoutesAccepted("True", "", "")
+		c1.waitRoutesAccepted("True", "", "")
+	})
+}
+
+// waitRoutesAccepted waits for the InterConnect's RoutesAccepted condition to have status and
+// a message holding every one of words.
+func (c *cluster) waitRoutesAccepted(status string, words ...string) {
+	c.t.Helper()
+	var out string
+	err := eventually(60*time.Second, func() error {
+		out, _ = c.kubectl("get", "interconnect", "default", "-o",
+			`jsonpath={.status.conditions[?(@.type=="RoutesAccepted")].status}|{.status.conditions[?(@.type=="RoutesAccepted")].message}`)
+		st, msg, _ := strings.Cut(out, "|")
+		if st != status {
+			return fmt.Errorf("RoutesAccepted %q", out)
+		}
+		for _, w := range words {
+			if !strings.Contains(msg, w) {
+				return fmt.Errorf("RoutesAccepted message %q lacks %q", msg, w)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		c.t.Fatalf("%s: %v", c.info.Name, err)
+	}
 }

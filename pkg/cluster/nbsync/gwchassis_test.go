@@ -15,7 +15,6 @@ func gwShard(gcs ...topology.GatewayChassis) topology.Shard {
 		Router: "ovn-cluster", Name: "ts-az1", MAC: "0a:58:a9:fe:64:01", Networks: []string{"169.254.100.1/24"}, GatewayChassis: gcs}}}
 }
 
-
 func lrpChassis(t *testing.T, port string, rows []nb.GatewayChassis, lrp nb.LogicalRouterPort) map[string]int {
 	t.Helper()
 	out := map[string]int{}
