@@ -2,6 +2,10 @@ package interconnect
 
 import (
 	"context"
+	"fmt"
+
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/ovsdb"
 	"net/netip"
 	"slices"
 	"strings"
@@ -11,6 +15,7 @@ import (
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/ovn/model/icnb"
+	"github.com/kovn/kovn/pkg/ovn/model/icsb"
 	"github.com/kovn/kovn/pkg/ovn/model/nb"
 	"github.com/kovn/kovn/pkg/ovn/ovntest"
 )
@@ -256,5 +261,65 @@ func TestRecordJoin(t *testing.T) {
 	}
 	if got := settle(1); !got["az1"].Equal(t0) {
 		t.Errorf("after az2 left: %v", got)
+	}
+}
+
+// TestRemoveAZ: leaving deletes the AZ with its gateways (their encaps go with them), routes and
+// transit ports; another AZ's rows stay.
+func TestRemoveAZ(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	db, err := icsb.DatabaseModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ovn.ConnectICSB(ctx, ovn.Config{Endpoints: []string{ovntest.Serve(t, ovntest.SocketPath(t), db)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var ops []ovsdb.Operation
+	for i, az := range []string{"az1", "az2"} {
+		a := &icsb.AvailabilityZone{UUID: ovn.NewNamedUUID(), Name: az}
+		e := &icsb.Encap{UUID: ovn.NewNamedUUID(), GatewayName: az + "-n1", IP: fmt.Sprintf("172.30.%d.11", i+1), Type: icsb.EncapTypeGeneve}
+		rows := []model.Model{a, e,
+			&icsb.Gateway{Name: az + "-n1", AvailabilityZone: a.UUID, Encaps: []string{e.UUID}},
+			&icsb.Route{AvailabilityZone: a.UUID, IPPrefix: "10.16.0.0/16", Nexthop: "169.254.100.1", TransitSwitch: "kovn-ts", Origin: icsb.RouteOriginConnected},
+			&icsb.PortBinding{AvailabilityZone: a.UUID, LogicalPort: "kovn-ts-" + az, TransitSwitch: "kovn-ts", TunnelKey: i + 1}}
+		for _, m := range rows {
+			o, err := c.Create(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ops = append(ops, o...)
+		}
+	}
+	if _, err := ovn.Transact(ctx, c, ops); err != nil {
+		t.Fatal(err)
+	}
+	count := func() (azs, gws, routes, pbs int) {
+		var a []icsb.AvailabilityZone
+		var g []icsb.Gateway
+		var r []icsb.Route
+		var p []icsb.PortBinding
+		_, _, _, _ = c.List(ctx, &a), c.List(ctx, &g), c.List(ctx, &r), c.List(ctx, &p)
+		return len(a), len(g), len(r), len(p)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if a, g, r, p := count(); a == 2 && g == 2 && r == 2 && p == 2 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("rows not cached: %d %d %d %d", a, g, r, p)
+		}
+	}
+	if err := removeAZ(ctx, c, "az1"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if a, g, r, p := count(); a == 1 && g == 1 && r == 1 && p == 1 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("after removing az1: %d AZs, %d gateways, %d routes, %d port bindings; want 1 each", a, g, r, p)
+		}
 	}
 }

@@ -227,32 +227,36 @@ func removeAZ(ctx context.Context, c libovsdb.Client, az string) error {
 		return nil
 	}
 	uuid := azs[0].UUID
-	var ops []ovsdb.Operation
-	del := func(m model.Model, err error) {
-		if err != nil {
-			return
-		}
-		o, derr := c.Where(m).Delete()
-		if derr == nil {
-			ops = append(ops, o...)
-		}
-	}
 	var gws []*icsb.Gateway
-	_ = c.WhereCache(func(g *icsb.Gateway) bool { return g.AvailabilityZone == uuid }).List(ctx, &gws)
-	for _, g := range gws {
-		del(g, nil)
-	}
 	var routes []*icsb.Route
-	_ = c.WhereCache(func(r *icsb.Route) bool { return r.AvailabilityZone == uuid }).List(ctx, &routes)
-	for _, r := range routes {
-		del(r, nil)
-	}
 	var pbs []*icsb.PortBinding
-	_ = c.WhereCache(func(p *icsb.PortBinding) bool { return p.AvailabilityZone == uuid }).List(ctx, &pbs)
-	for _, p := range pbs {
-		del(p, nil)
+	for _, err := range []error{
+		c.WhereCache(func(g *icsb.Gateway) bool { return g.AvailabilityZone == uuid }).List(ctx, &gws),
+		c.WhereCache(func(r *icsb.Route) bool { return r.AvailabilityZone == uuid }).List(ctx, &routes),
+		c.WhereCache(func(p *icsb.PortBinding) bool { return p.AvailabilityZone == uuid }).List(ctx, &pbs),
+	} {
+		if err != nil && !errors.Is(err, libovsdb.ErrNotFound) {
+			return err
+		}
 	}
-	del(&azs[0], nil)
+	rows := []model.Model{&azs[0]}
+	for _, g := range gws {
+		rows = append(rows, g)
+	}
+	for _, r := range routes {
+		rows = append(rows, r)
+	}
+	for _, p := range pbs {
+		rows = append(rows, p)
+	}
+	var ops []ovsdb.Operation
+	for _, m := range rows {
+		o, err := c.Where(m).Delete()
+		if err != nil {
+			return err
+		}
+		ops = append(ops, o...)
+	}
 	_, err := ovn.Transact(ctx, c, ops)
 	return err
 }

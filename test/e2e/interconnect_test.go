@@ -318,8 +318,21 @@ func TestInterconnectConflict(t *testing.T) {
 		c.createPod(testboxPod("default", "p", onNode(rig.NodeName(i, 1))))
 		cs = append(cs, c)
 	}
-	for _, c := range cs {
+	for i, c := range cs {
 		pods = append(pods, c.waitRunning("default", "p", 90*time.Second).Status.PodIPs[0].IP)
+		var want []string // the other two clusters' pod subnets
+		for j := 1; j <= 3; j++ {
+			if j != i+1 {
+				want = append(want, prefixStrings(cfg.PodCIDRs(j))...)
+			}
+		}
+		slices.Sort(want)
+		c.waitInterConnect(func(s icStatus) error {
+			if !slices.Equal(s.peerRoutes, want) {
+				return fmt.Errorf("routes learned %v, want %v", s.peerRoutes, want)
+			}
+			return nil
+		})
 	}
 	meshPing := func(t *testing.T) {
 		for i, c := range cs {
