@@ -113,6 +113,11 @@ func run(cfg node.Config, ovsDB string) error {
 	if err := mgr.Add(&node.GatewayGuard{OVS: ovs, PidFile: ovnControllerPidfile}); err != nil {
 		return err
 	}
+	if cfg.Netdev {
+		if err := mgr.Add(&node.ZeroSNATGuard{OVS: ovs}); err != nil {
+			return err
+		}
+	}
 	if err := (&node.NodePortReconciler{Client: mgr.GetClient(), NodeName: cfg.NodeName}).SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -4,13 +4,19 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/ovn-org/libovsdb/model"
-	"github.com/ovn-org/libovsdb/ovsdb"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/ovsdb"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/ovn"
@@ -321,5 +327,44 @@ func TestRemoveAZ(t *testing.T) {
 		} else if time.Now().After(deadline) {
 			t.Fatalf("after removing az1: %d AZs, %d gateways, %d routes, %d port bindings; want 1 each", a, g, r, p)
 		}
+	}
+}
+
+func TestNodeChangeMatters(t *testing.T) {
+	base := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"a": "1"}},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.30.1.11"}}}}
+	heartbeat := base.DeepCopy()
+	heartbeat.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	relabel := base.DeepCopy()
+	relabel.Labels["gw"] = "true"
+	marked := base.DeepCopy()
+	marked.Annotations = map[string]string{"ovn.kovn.io/ic_gateway": "true"}
+	readdressed := base.DeepCopy()
+	readdressed.Status.Addresses[0].Address = "172.30.1.12"
+	for name, tc := range map[string]struct {
+		n    *corev1.Node
+		want bool
+	}{"heartbeat": {heartbeat, false}, "label": {relabel, true}, "annotation": {marked, true}, "address": {readdressed, true}} {
+		if got := nodeChangeMatters(event.UpdateEvent{ObjectOld: &base, ObjectNew: tc.n}); got != tc.want {
+			t.Errorf("%s: re-queue %v, want %v", name, got, tc.want)
+		}
+	}
+}
+func TestGatewayNodes(t *testing.T) {
+	nodes := []corev1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "n3", Labels: map[string]string{"gw": "yes"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"gw": "yes"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "n2"}},
+	}
+	sel := &kovnv1.InterConnectSpec{GatewaySelector: &metav1.LabelSelector{MatchLabels: map[string]string{"gw": "yes"}}}
+	if got, _ := gatewayNodes(sel, nodes); !slices.Equal(got, []string{"n1", "n3"}) {
+		t.Errorf("selector: %v", got)
+	}
+	list := &kovnv1.InterConnectSpec{GatewayNodes: []string{"n2", "gone", "n1", "n2"}, GatewaySelector: sel.GatewaySelector}
+	if got, _ := gatewayNodes(list, nodes); !slices.Equal(got, []string{"n2", "n1"}) {
+		t.Errorf("list (wins over the selector, keeps order, drops missing and repeated): %v", got)
+	}
+	if got, _ := gatewayNodes(&kovnv1.InterConnectSpec{}, nodes); !slices.Equal(got, []string{"n1", "n2", "n3"}) {
+		t.Errorf("neither: %v", got)
 	}
 }

@@ -36,34 +36,16 @@ func applyNBGlobal(ctx context.Context, c libovsdb.Client, az string, options ma
 		return fmt.Errorf("NB_Global has %d rows, want 1", len(rows))
 	}
 	row := rows[0]
-	var del []string
-	ins := map[string]string{}
+	want := map[string]string{}
 	for _, k := range ownedOptions {
-		want, wanted := options[k]
-		have, has := row.Options[k]
-		switch {
-		case wanted && (!has || have != want):
-			if has {
-				del = append(del, k)
-			}
-			ins[k] = want
-		case !wanted && has:
-			del = append(del, k)
+		if v, ok := options[k]; ok {
+			want[k] = v
 		}
 	}
 	var ops []ovsdb.Operation
 	m := nb.NBGlobal{UUID: row.UUID}
-	// Deletes by key first, then inserts: OVSDB applies a mutation's items in order, and an
-	// insert of an existing key is a no-op.
-	if len(del) > 0 {
-		o, err := c.Where(&m).Mutate(&m, model.Mutation{Field: &m.Options, Mutator: ovsdb.MutateOperationDelete, Value: del})
-		if err != nil {
-			return err
-		}
-		ops = append(ops, o...)
-	}
-	if len(ins) > 0 {
-		o, err := c.Where(&m).Mutate(&m, model.Mutation{Field: &m.Options, Mutator: ovsdb.MutateOperationInsert, Value: ins})
+	if muts := ovn.MapMutations(&m.Options, row.Options, want, ownedOptions); len(muts) > 0 {
+		o, err := c.Where(&m).Mutate(&m, muts...)
 		if err != nil {
 			return err
 		}
@@ -280,8 +262,8 @@ func recordJoin(ctx context.Context, c libovsdb.Client, az string, now time.Time
 		ops, err = c.Create(&icnb.ICNBGlobal{ExternalIDs: map[string]string{key: now.UTC().Format(time.RFC3339Nano)}})
 	case rows[0].ExternalIDs[key] == "":
 		m := icnb.ICNBGlobal{UUID: rows[0].UUID}
-		ops, err = c.Where(&m).Mutate(&m, model.Mutation{Field: &m.ExternalIDs, Mutator: ovsdb.MutateOperationInsert,
-			Value: map[string]string{key: now.UTC().Format(time.RFC3339Nano)}})
+		ops, err = c.Where(&m).Mutate(&m, ovn.MapMutations(&m.ExternalIDs, rows[0].ExternalIDs,
+			map[string]string{key: now.UTC().Format(time.RFC3339Nano)}, nil)...)
 	}
 	if err != nil {
 		return nil, err
@@ -334,17 +316,14 @@ func declareWithdrawn(ctx context.Context, c libovsdb.Client, az string, prefixe
 		return err
 	}
 	key, want := withdrawnKeyPrefix+az, strings.Join(prefixStrings(prefixes), ",")
-	have, ok := rows[0].ExternalIDs[key]
-	if have == want && (ok || want == "") {
-		return nil
+	wantIDs := map[string]string{}
+	if want != "" {
+		wantIDs[key] = want
 	}
 	m := icnb.ICNBGlobal{UUID: rows[0].UUID}
-	var muts []model.Mutation
-	if ok {
-		muts = append(muts, model.Mutation{Field: &m.ExternalIDs, Mutator: ovsdb.MutateOperationDelete, Value: map[string]string{key: have}})
-	}
-	if want != "" {
-		muts = append(muts, model.Mutation{Field: &m.ExternalIDs, Mutator: ovsdb.MutateOperationInsert, Value: map[string]string{key: want}})
+	muts := ovn.MapMutations(&m.ExternalIDs, rows[0].ExternalIDs, wantIDs, []string{key})
+	if len(muts) == 0 {
+		return nil
 	}
 	ops, err := c.Where(&m).Mutate(&m, muts...)
 	if err != nil {
@@ -360,17 +339,12 @@ func forgetJoin(ctx context.Context, c libovsdb.Client, az string) error {
 	if err := c.List(ctx, &rows); err != nil || len(rows) == 0 {
 		return err
 	}
-	del := map[string]string{}
-	for _, k := range []string{joinedKeyPrefix + az, withdrawnKeyPrefix + az} {
-		if v, ok := rows[0].ExternalIDs[k]; ok {
-			del[k] = v
-		}
-	}
-	if len(del) == 0 {
+	m := icnb.ICNBGlobal{UUID: rows[0].UUID}
+	muts := ovn.MapMutations(&m.ExternalIDs, rows[0].ExternalIDs, nil, []string{joinedKeyPrefix + az, withdrawnKeyPrefix + az})
+	if len(muts) == 0 {
 		return nil
 	}
-	m := icnb.ICNBGlobal{UUID: rows[0].UUID}
-	ops, err := c.Where(&m).Mutate(&m, model.Mutation{Field: &m.ExternalIDs, Mutator: ovsdb.MutateOperationDelete, Value: del})
+	ops, err := c.Where(&m).Mutate(&m, muts...)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -123,18 +124,22 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonReconcileFailed, "recording the join in IC-NB: "+err.Error())
 		return ctrl.Result{}, err
 	}
-	gateways, err := r.gateways(ctx, &ic.Spec)
+	var nodes corev1.NodeList
+	if err := r.List(ctx, &nodes); err != nil {
+		return ctrl.Result{}, err
+	}
+	gateways, err := gatewayNodes(&ic.Spec, nodes.Items)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.markGateways(ctx, gateways); err != nil {
+	if err := r.markGateways(ctx, nodes.Items, gateways); err != nil {
 		return ctrl.Result{}, err
 	}
 	cs, err := readClusterset(ctx, icsbc, DefaultTransitSwitch)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	in, err := r.input(ctx, ic, spec, gateways, cs)
+	in, err := r.input(ctx, ic, spec, nodes.Items, gateways, cs)
 	in.Joined = joined
 	in.WithdrawnBy = withdrawnBy(ctx, icnbc, in.AZ)
 	if err != nil {
@@ -177,7 +182,7 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 }
 
 // input resolves everything For needs.
-func (r *Reconciler) input(ctx context.Context, ic *kovnv1.InterConnect, spec parsedSpec, gateways []string, cs clusterset) (Input, error) {
+func (r *Reconciler) input(ctx context.Context, ic *kovnv1.InterConnect, spec parsedSpec, nodes []corev1.Node, gateways []string, cs clusterset) (Input, error) {
 	in := Input{AZ: ic.Spec.AZName, Router: r.State.Opts.DefaultVpc, TransitSwitch: DefaultTransitSwitch, Gateways: gateways,
 		AdvertiseCIDRs: spec.advertise, RefuseCIDRs: spec.refuse, Remote: cs.remoteRoutes(ic.Spec.AZName), BFD: spec.bfd}
 	join := r.State.Join()
@@ -193,11 +198,7 @@ func (r *Reconciler) input(ctx context.Context, ic *kovnv1.InterConnect, spec pa
 			in.LocalCIDRs = append(in.LocalCIDRs, sn.CIDRs...)
 		}
 	}
-	var nodes corev1.NodeList
-	if err := r.List(ctx, &nodes); err != nil {
-		return in, err
-	}
-	for _, n := range nodes.Items {
+	for _, n := range nodes {
 		for _, a := range n.Status.Addresses {
 			if a.Type == corev1.NodeInternalIP {
 				if ip, err := netip.ParseAddr(a.Address); err == nil {
@@ -259,25 +260,23 @@ func (r *Reconciler) fillStatus(ic *kovnv1.InterConnect, in Input, d Desired, cs
 	setCondition(ic, ConditionRoutesAccepted, false, ReasonRouteConflict, msg)
 }
 
-// gateways resolves the gateway nodes that exist, in preference order.
-func (r *Reconciler) gateways(ctx context.Context, spec *kovnv1.InterConnectSpec) ([]string, error) {
-	var nodes corev1.NodeList
-	opts := []client.ListOption{}
+// gatewayNodes resolves the gateway nodes that exist, in preference order: the spec's list,
+// else the nodes its selector matches (all nodes without either), sorted by name.
+func gatewayNodes(spec *kovnv1.InterConnectSpec, nodes []corev1.Node) ([]string, error) {
+	sel := labels.Everything()
 	if len(spec.GatewayNodes) == 0 && spec.GatewaySelector != nil {
-		sel, err := metav1.LabelSelectorAsSelector(spec.GatewaySelector)
-		if err != nil {
+		var err error
+		if sel, err = metav1.LabelSelectorAsSelector(spec.GatewaySelector); err != nil {
 			return nil, err
 		}
-		opts = append(opts, client.MatchingLabelsSelector{Selector: sel})
-	}
-	if err := r.List(ctx, &nodes, opts...); err != nil {
-		return nil, err
 	}
 	exists := map[string]bool{}
 	var names []string
-	for _, n := range nodes.Items {
-		exists[n.Name] = true
-		names = append(names, n.Name)
+	for _, n := range nodes {
+		if sel.Matches(labels.Set(n.Labels)) {
+			exists[n.Name] = true
+			names = append(names, n.Name)
+		}
 	}
 	if len(spec.GatewayNodes) == 0 {
 		slices.Sort(names)
@@ -294,13 +293,9 @@ func (r *Reconciler) gateways(ctx context.Context, spec *kovnv1.InterConnectSpec
 
 // markGateways annotates the gateway nodes (their daemons then set ovn-is-interconn, which
 // makes ovn-ic publish them to the other AZs) and unmarks every other node.
-func (r *Reconciler) markGateways(ctx context.Context, gateways []string) error {
-	var nodes corev1.NodeList
-	if err := r.List(ctx, &nodes); err != nil {
-		return err
-	}
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
+func (r *Reconciler) markGateways(ctx context.Context, nodes []corev1.Node, gateways []string) error {
+	for i := range nodes {
+		n := nodes[i].DeepCopy()
 		want := slices.Contains(gateways, n.Name)
 		if (n.Annotations[annotation.ICGateway] == "true") == want {
 			continue
@@ -329,7 +324,11 @@ func (r *Reconciler) leave(ctx context.Context, ic *kovnv1.InterConnect) error {
 	if err := applyNBGlobal(ctx, r.NB, "", nil); err != nil {
 		return err
 	}
-	if err := r.markGateways(ctx, nil); err != nil {
+	var nodes corev1.NodeList
+	if err := r.List(ctx, &nodes); err != nil {
+		return err
+	}
+	if err := r.markGateways(ctx, nodes.Items, nil); err != nil {
 		return err
 	}
 	if ic != nil {

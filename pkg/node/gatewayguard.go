@@ -9,7 +9,6 @@ import (
 	"time"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
-	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -91,9 +90,7 @@ func (g *GatewayGuard) disableTunnelBFD(ctx context.Context) (int, error) {
 	var ops []ovsdb.Operation
 	for _, i := range ifaces {
 		m := vswitch.Interface{UUID: i.UUID}
-		o, err := g.OVS.Where(&m).Mutate(&m,
-			model.Mutation{Field: &m.BFD, Mutator: ovsdb.MutateOperationDelete, Value: []string{"enable"}},
-			model.Mutation{Field: &m.BFD, Mutator: ovsdb.MutateOperationInsert, Value: map[string]string{"enable": "false"}})
+		o, err := g.OVS.Where(&m).Mutate(&m, ovn.MapMutations(&m.BFD, i.BFD, map[string]string{"enable": "false"}, nil)...)
 		if err != nil {
 			return 0, err
 		}

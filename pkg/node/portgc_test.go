@@ -74,15 +74,7 @@ func TestPortGCRemovesOnlyPortsOfGonePods(t *testing.T) {
 // interface (and rootIDs as the Open_vSwitch row's external_ids), connected and cached.
 func ovsWithInterfaces(ctx context.Context, t *testing.T, rootIDs map[string]string, rows ...*vswitch.Interface) libovsdb.Client {
 	t.Helper()
-	db, err := vswitch.DatabaseModel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ovs, err := ovn.ConnectOVS(ctx, ovn.Config{Endpoints: []string{ovntest.Serve(t, ovntest.SocketPath(t), db)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ovs.Close)
+	ovs := serveOVS(ctx, t)
 	// Interface and Port rows live only while referenced: build the Open_vSwitch -> Bridge ->
 	// Port -> Interface chain in one transaction.
 	br := &vswitch.Bridge{UUID: ovn.NewNamedUUID(), Name: "br-int"}
@@ -117,4 +109,19 @@ func ovsWithInterfaces(ctx context.Context, t *testing.T, rootIDs map[string]str
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// serveOVS serves an empty Open_vSwitch database in memory and connects a client to it.
+func serveOVS(ctx context.Context, t *testing.T) libovsdb.Client {
+	t.Helper()
+	db, err := vswitch.DatabaseModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ovs, err := ovn.ConnectOVS(ctx, ovn.Config{Endpoints: []string{ovntest.Serve(t, ovntest.SocketPath(t), db)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ovs.Close)
+	return ovs
 }

@@ -92,36 +92,12 @@ func (c *cluster) pingNewPeer(ns, pod, ip string) {
 
 func (c *cluster) pingVerdict(ns, pod, ip string, allowFirstLost bool) (firstLost bool) {
 	c.t.Helper()
-	var err error
-	var out string
-	for attempt := 1; attempt <= 2; attempt++ {
-		crashes := len(vswitchdCrashLines(c.st.Config))
-		out, _ = c.exec(ns, pod, "ping", "-c", strconv.Itoa(pingCount), "-W", "1s", ip)
-		if firstLost, err = pingResult(out, pingCount, allowFirstLost); err == nil {
-			return firstLost
-		}
-		if !c.vswitchdAbortedSince(crashes, fmt.Sprintf("ping %s from %s/%s: %v", ip, ns, pod, err)) {
-			break
-		}
+	out, _ := c.exec(ns, pod, "ping", "-c", strconv.Itoa(pingCount), "-W", "1s", ip)
+	firstLost, err := pingResult(out, pingCount, allowFirstLost)
+	if err != nil {
+		c.t.Fatalf("ping %s from %s/%s: %v\n%s", ip, ns, pod, err, out)
 	}
-	c.t.Fatalf("ping %s from %s/%s: %v\n%s", ip, ns, pod, err, out)
-	return false
-}
-
-// vswitchdAbortedSince reports whether an ovs-vswitchd of the rig aborted since the count of
-// abort lines was crashes, logging what failed and the abort. Debian's OVS 3.1 userspace
-// conntrack aborts now and then (an assertion in conn_update_state, any node, any suite); the
-// rig restarts it and the node heals in about 3.5 s. A measurement it spoiled is taken again
-// once, after the node healed, and still has to pass whole.
-func (c *cluster) vswitchdAbortedSince(crashes int, failed string) bool {
-	c.t.Helper()
-	lines := vswitchdCrashLines(c.st.Config)
-	if len(lines) <= crashes {
-		return false
-	}
-	c.t.Logf("%s, while ovs-vswitchd aborted (%s): measuring again once the node healed", failed, lines[len(lines)-1])
-	time.Sleep(5 * time.Second)
-	return true
+	return firstLost
 }
 
 // pingResult checks testbox ping output: n sent, n answered — or, if allowed, all but seq=1.

@@ -228,28 +228,15 @@ func (c *cluster) streamAround(ns, pod, ip string, count int, event func()) stri
 	return <-done
 }
 
-// measureStream runs streamAround and returns the probes lost and the longest outage; but a stream during which an
-// ovs-vswitchd of the rig aborted (Debian's OVS 3.1 conntrack; the node is gone ~3.5 s, see
-// vswitchdAbortedSince) does not count: it is logged, and traffic having come back is then
-// checked by a short stream of its own (its last 3 s answered), so the step still proves it.
+// measureStream runs streamAround and returns the probes lost and the longest outage; it fails
+// the test if traffic did not come back.
 func (c *cluster) measureStream(t *testing.T, ns, pod, ip string, count int, event func()) (lost int, outage string) {
 	t.Helper()
-	crashes := len(vswitchdCrashLines(c.st.Config))
-	out := c.streamAround(ns, pod, ip, count, event)
-	lost, outage, err := parseStream(out, count)
-	if err == nil {
-		if lines := vswitchdCrashLines(c.st.Config); len(lines) > crashes {
-			outage += " (an ovs-vswitchd abort during the stream: " + lines[len(lines)-1] + ")"
-		}
-		return lost, outage
-	}
-	if !c.vswitchdAbortedSince(crashes, "probe stream: "+err.Error()) {
+	lost, outage, err := parseStream(c.streamAround(ns, pod, ip, count, event), count)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := parseStream(c.streamAround(ns, pod, ip, 60, func() {}), 60); err != nil {
-		t.Fatalf("after the ovs-vswitchd abort: %v", err)
-	}
-	return lost, outage + " (an ovs-vswitchd abort included)"
+	return lost, outage
 }
 
 // parseStream parses pingstream's summary; an error says traffic did not come back (a lost run

@@ -31,7 +31,6 @@ func controllerRestart(t *testing.T, c *cluster, st *rig.State, aIP string) {
 		out string
 		end time.Time
 	}
-	crashes := len(vswitchdCrashLines(st.Config))
 	done := make(chan result, 1)
 	go func() {
 		out, _ := c.exec("default", "b", "ping", "-c", strconv.Itoa(restartPings), "-W", "1s", aIP)
@@ -64,16 +63,7 @@ func controllerRestart(t *testing.T, c *cluster, st *rig.State, aIP string) {
 	c.ping("default", "a", p.Status.PodIP)
 	res := <-done
 	sent, lost, err := pingLoss(res.out)
-	// Debian's OVS 3.1 userspace conntrack sometimes aborts ovs-vswitchd (the rig restarts it
-	// and the node heals in ~3.5 s, ~4 pings at one a second); pings lost then say nothing
-	// about the controller. More than 6 lost per abort are not excused.
-	aborts := len(vswitchdCrashLines(st.Config)) - crashes
-	excused := lost != 0 && aborts > 0 && lost <= 6*aborts
-	if excused {
-		t.Logf("pings across the controller restart: %d of %d lost while ovs-vswitchd aborted on a node; not the controller's",
-			lost, sent)
-	}
-	if err != nil || sent != restartPings || (lost != 0 && !excused) {
+	if err != nil || sent != restartPings || lost != 0 {
 		t.Fatalf("pings across the controller restart: %d sent, %d lost (want %d, 0): %v\n%s", sent, lost, restartPings, err, res.out)
 	}
 	if !res.end.After(running) {

@@ -164,31 +164,7 @@ func (t *tx) parentSwitch(ids map[string]string, uuid string) *nb.LogicalSwitch 
 // setKeys mutates the map column *field of the existing row m so that it holds every pair of
 // want and none of the keys in drop, leaving every other key (another writer's) alone.
 func (t *tx) setKeys(m model.Model, field *map[string]string, want map[string]string, drop []string) {
-	cur := *field
-	del, ins := map[string]string{}, map[string]string{}
-	for k, v := range want {
-		if old, ok := cur[k]; !ok || old != v {
-			if ok {
-				del[k] = old
-			}
-			ins[k] = v
-		}
-	}
-	for _, k := range drop {
-		if _, keep := want[k]; !keep {
-			if old, ok := cur[k]; ok {
-				del[k] = old
-			}
-		}
-	}
-	var muts []model.Mutation
-	if len(del) > 0 {
-		muts = append(muts, model.Mutation{Field: field, Mutator: ovsdb.MutateOperationDelete, Value: del})
-	}
-	if len(ins) > 0 {
-		muts = append(muts, model.Mutation{Field: field, Mutator: ovsdb.MutateOperationInsert, Value: ins})
-	}
-	if len(muts) > 0 {
+	if muts := ovn.MapMutations(field, *field, want, drop); len(muts) > 0 {
 		t.mutate(m, muts...)
 	}
 }

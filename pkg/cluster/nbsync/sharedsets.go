@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/ovn-org/libovsdb/client"
-	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
 
 	"github.com/kovn/kovn/pkg/cluster/topology"
@@ -68,8 +67,8 @@ func (t *tx) syncSharedAddressSets(want map[string]topology.AddressSet) {
 		}
 		m := nb.AddressSet{UUID: cur.UUID, Name: name, Addresses: addrs}
 		t.mutateAddresses(&m, cur.Addresses)
-		if _, ok := cur.ExternalIDs[user]; !ok {
-			t.mutate(&m, model.Mutation{Field: &m.ExternalIDs, Mutator: ovsdb.MutateOperationInsert, Value: map[string]string{user: "true"}})
+		if muts := ovn.MapMutations(&m.ExternalIDs, cur.ExternalIDs, map[string]string{user: "true"}, nil); len(muts) > 0 {
+			t.mutate(&m, muts...)
 		}
 	}
 	for _, cur := range t.sharedSetsUsed(user) {
@@ -78,7 +77,7 @@ func (t *tx) syncSharedAddressSets(want map[string]topology.AddressSet) {
 		}
 		if len(usersOf(cur.ExternalIDs)) > 1 {
 			m := nb.AddressSet{UUID: cur.UUID}
-			t.mutate(&m, model.Mutation{Field: &m.ExternalIDs, Mutator: ovsdb.MutateOperationDelete, Value: map[string]string{user: cur.ExternalIDs[user]}})
+			t.mutate(&m, ovn.MapMutations(&m.ExternalIDs, cur.ExternalIDs, nil, []string{user})...)
 			continue
 		}
 		// The last user: delete, unless another user joined since the cache was read (the
