@@ -105,7 +105,10 @@ func connectWithRetry(ctx context.Context, c client.Client, db string, cfg Confi
 // isTimeout reports whether err comes from a deadline or cancellation rather than from
 // the server (net's dial timeout error matches context.DeadlineExceeded).
 func isTimeout(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+	// libovsdb wraps some causes with %v ("listdbs failure - context deadline exceeded"),
+	// which errors.Is cannot see through.
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		strings.HasSuffix(err.Error(), context.DeadlineExceeded.Error()) || strings.HasSuffix(err.Error(), context.Canceled.Error())
 }
 
 // monitor starts one monitor over tables (all tables when empty) and returns once the

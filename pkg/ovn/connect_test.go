@@ -208,7 +208,9 @@ func TestConnectLeaderOnly(t *testing.T) {
 
 	cfg := fastCfg(endpoint)
 	cfg.LeaderOnly = true
-	fctx, fcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	// Long enough for an attempt to get an answer on a loaded machine (CI saw every attempt
+	// of 500 ms time out); the answer must still be "not leader".
+	fctx, fcancel := context.WithTimeout(ctx, 3*time.Second)
 	defer fcancel()
 	if _, err := ovn.ConnectNB(fctx, cfg); err == nil || !strings.Contains(err.Error(), "not leader") {
 		t.Fatalf("LeaderOnly connect to a follower = %v, want a 'not leader' error", err)

@@ -377,27 +377,54 @@ func endpointChanges(t *testing.T, c *cluster, vips []string) {
 	}()
 	time.Sleep(2 * time.Second) // about 15 datagrams to the victim first
 	c.deletePod("svc", victim)
-	checkFlowMoved(t, <-done, victim, other)
+	out := <-done
+	if err := checkFlowMoved(t, out, victim, other); err == nil {
+		return
+	} else if strings.Contains(out, victim+" flow") && !strings.Contains(out, other+" flow") {
+		// A known race of the userspace datapath (README, Services): a datagram that arrives
+		// after ovn-controller flushed the victim's conntrack entry but before the datapath
+		// flows were revalidated is DNATed to the victim again, and that entry lives until
+		// UDP's 30 s timeout. The flow must then move once it expires; the victim never
+		// answers again either way.
+		t.Logf("%v: the flow was re-pinned to the deleted %s; checking it moves once the entry expires", err, victim)
+		start := time.Now()
+		late, _ := c.exec("svc", "client", "udp", "-sport", sport, "-n", "80", "-i", "500ms", "-W", "300ms", hostPort(vip, 53), "late")
+		answers := udpAnswers(late, victim, other)
+		if slices.Contains(answers, victim) || len(answers) < 10 || slices.ContainsFunc(answers[len(answers)-10:], func(a string) bool { return a != other }) {
+			t.Fatalf("UDP flow after the stale entry's timeout: want only %s at the end, got %v", other, answers)
+		}
+		t.Logf("stale conntrack entry: the flow moved to %s %.0fs later (datagram %d of the second stream)",
+			other, time.Since(start).Seconds(), slices.Index(answers, other)+1)
+	} else {
+		t.Fatal(err)
+	}
 }
 
 // checkFlowMoved: the flow's answers start with the victim only and end with the other
 // backend only; it logs how many datagrams went unanswered in between.
-func checkFlowMoved(t *testing.T, out, victim, other string) {
+func checkFlowMoved(t *testing.T, out, victim, other string) error {
 	t.Helper()
+	answers := udpAnswers(out, victim, other)
+	switchAt := slices.Index(answers, other)
+	if len(answers) < 20 || answers[0] != victim || switchAt < 5 || slices.Contains(answers[switchAt:], victim) ||
+		answers[len(answers)-1] != other {
+		return fmt.Errorf("UDP flow: want answers from %s, then (after its deletion) only from %s; got %v", victim, other, answers)
+	}
+	lost := strings.Count(strings.Join(answers[:switchAt], " "), "timeout")
+	t.Logf("UDP flow of %d datagrams 100 ms apart, pinned to %s: %s deleted; %s answered from datagram %d on, %d unanswered before that",
+		len(answers), victim, victim, other, switchAt+1, lost)
+	return nil
+}
+
+// udpAnswers are testbox udp's answers by backend name, "timeout" for none.
+func udpAnswers(out, victim, other string) []string {
 	var answers []string
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		if f := strings.Fields(l); len(f) > 0 && (f[0] == victim || f[0] == other || f[0] == "timeout") {
 			answers = append(answers, f[0])
 		}
 	}
-	switchAt := slices.Index(answers, other)
-	if len(answers) < 20 || answers[0] != victim || switchAt < 5 || slices.Contains(answers[switchAt:], victim) ||
-		answers[len(answers)-1] != other {
-		t.Fatalf("UDP flow: want answers from %s, then (after its deletion) only from %s; got %v", victim, other, answers)
-	}
-	lost := strings.Count(strings.Join(answers[:switchAt], " "), "timeout")
-	t.Logf("UDP flow of %d datagrams 100 ms apart, pinned to %s: %s deleted; %s answered from datagram %d on, %d unanswered before that",
-		len(answers), victim, victim, other, switchAt+1, lost)
+	return answers
 }
 
 func backendPod(name, node string, labels map[string]string) *corev1.Pod {
