@@ -19,9 +19,35 @@ const OwnerInterConnect = "InterConnect"
 // DefaultTransitSwitch is the transit switch every cluster of the set joins.
 const DefaultTransitSwitch = "kovn-ts"
 
-// Transit networks: each AZ's router port on the transit switch takes one address of each.
-// IPv4 is link-local (never advertised by OVN-IC); the IPv6 range is kept out of route
-// exchange by the deny list.
+// MaxTransitSwitches bounds ECMP: an AZ in ECMP mode spreads over one transit switch per
+// gateway (kovn-ts, kovn-ts1, ...), at most this many; further gateways are standbys only.
+const MaxTransitSwitches = 8
+
+// TransitSwitchName is transit switch i of the set.
+func TransitSwitchName(i int) string {
+	if i == 0 {
+		return DefaultTransitSwitch
+	}
+	return DefaultTransitSwitch + strconv.Itoa(i)
+}
+
+// transitSwitchIndex is the i of a transit switch kovn makes; ok is false for any other name.
+func transitSwitchIndex(name string) (int, bool) {
+	if name == DefaultTransitSwitch {
+		return 0, true
+	}
+	rest, ok := strings.CutPrefix(name, DefaultTransitSwitch)
+	i, err := strconv.Atoi(rest)
+	if !ok || err != nil || i < 1 || i >= MaxTransitSwitches || TransitSwitchName(i) != name {
+		return 0, false
+	}
+	return i, true
+}
+
+// Transit networks of the default transit switch: each AZ's router port on it takes one
+// address of each. IPv4 is link-local (never advertised by OVN-IC); the IPv6 range is kept out
+// of route exchange by the deny list. Transit switch i uses 169.254.(100+i).0/24 and
+// fd00:a9fe:64::i:0/112, with the AZ's same host number on each.
 var (
 	TransitCIDR4 = netip.MustParsePrefix("169.254.100.0/24")
 	TransitCIDR6 = netip.MustParsePrefix("fd00:a9fe:64::/112")
@@ -32,9 +58,14 @@ const topGatewayPriority = 100
 
 // Input is everything the interconnect's desired state depends on, resolved by the reconciler.
 type Input struct {
-	AZ            string
-	Router        string // the default VPC's router
-	TransitSwitch string
+	AZ     string
+	Router string // the default VPC's router
+	// TransitSwitches are the set's transit switches, the default first: the AZ joins each
+	// (an AZ in ECMP mode spreads over them, and its peers must reach it through every one).
+	TransitSwitches []string
+	// ECMP: the gateways take the transit switches in turn (switch i prefers gateway i), so
+	// traffic spreads over them; else every transit port prefers the first gateway.
+	ECMP bool
 	// TransitIndex is this AZ's host number on the transit networks (1..254), unique in the set.
 	TransitIndex int
 	// Families of the cluster: the transit port gets an address of each.
@@ -116,37 +147,59 @@ func joinedBefore(joined map[string]time.Time, a, b string) bool {
 func RouterPortName(az, ts string) string { return az + "-" + ts }
 func SwitchPortName(az, ts string) string { return ts + "-" + az }
 
-// TransitAddrs are the AZ's transit port addresses for host number idx.
-func TransitAddrs(idx int, v4, v6 bool) []netip.Prefix {
+// TransitAddrs are the AZ's port addresses on transit switch ts for host number idx.
+func TransitAddrs(ts, idx int, v4, v6 bool) []netip.Prefix {
 	var out []netip.Prefix
 	if v4 {
 		b := TransitCIDR4.Addr().As4()
+		b[2] += byte(ts)
 		b[3] = byte(idx)
 		out = append(out, netip.PrefixFrom(netip.AddrFrom4(b), TransitCIDR4.Bits()))
 	}
 	if v6 {
 		b := TransitCIDR6.Addr().As16()
+		b[13] = byte(ts)
 		b[15] = byte(idx)
 		out = append(out, netip.PrefixFrom(netip.AddrFrom16(b), TransitCIDR6.Bits()))
 	}
 	return out
 }
 
+// transitPorts are the AZ's router port on each transit switch and its peer switch port, with
+// the gateways in the order that transit switch prefers them.
+func transitPorts(in Input) ([]topology.RouterPort, []topology.SwitchPort) {
+	var rps []topology.RouterPort
+	var sps []topology.SwitchPort
+	for _, ts := range in.TransitSwitches {
+		i, _ := transitSwitchIndex(ts)
+		lrp, lsp := RouterPortName(in.AZ, ts), SwitchPortName(in.AZ, ts)
+		var nets []string
+		for _, p := range TransitAddrs(i, in.TransitIndex, in.IPv4, in.IPv6) {
+			nets = append(nets, p.String())
+		}
+		rp := topology.RouterPort{Router: in.Router, Name: lrp, MAC: topology.RouterMAC(lrp), Networks: nets}
+		order := in.Gateways
+		if in.ECMP && len(order) > 0 {
+			k := i % len(order)
+			order = append(slices.Clone(order[k:]), order[:k]...)
+		}
+		for j, gw := range order {
+			rp.GatewayChassis = append(rp.GatewayChassis, topology.GatewayChassis{Chassis: gw, Priority: topGatewayPriority - j})
+		}
+		rps = append(rps, rp)
+		sps = append(sps, topology.SwitchPort{Switch: ts, Name: lsp, Type: "router", Addresses: []string{"router"},
+			Options: map[string]string{"router-port": lrp}})
+	}
+	return rps, sps
+}
+
 // For computes the interconnect's desired state. It is pure: the reconciler lists, this decides.
 func For(in Input) Desired {
-	lrp, lsp := RouterPortName(in.AZ, in.TransitSwitch), SwitchPortName(in.AZ, in.TransitSwitch)
-	var nets []string
-	for _, p := range TransitAddrs(in.TransitIndex, in.IPv4, in.IPv6) {
-		nets = append(nets, p.String())
+	if len(in.TransitSwitches) == 0 {
+		in.TransitSwitches = []string{DefaultTransitSwitch}
 	}
-	rp := topology.RouterPort{Router: in.Router, Name: lrp, MAC: topology.RouterMAC(lrp), Networks: nets}
-	for i, gw := range in.Gateways {
-		rp.GatewayChassis = append(rp.GatewayChassis, topology.GatewayChassis{Chassis: gw, Priority: topGatewayPriority - i})
-	}
-	d := Desired{Shard: topology.Shard{OwnerType: OwnerInterConnect, Owner: Name,
-		RouterPorts: []topology.RouterPort{rp},
-		SwitchPorts: []topology.SwitchPort{{Switch: in.TransitSwitch, Name: lsp, Type: "router", Addresses: []string{"router"},
-			Options: map[string]string{"router-port": lrp}}}}}
+	rps, sps := transitPorts(in)
+	d := Desired{Shard: topology.Shard{OwnerType: OwnerInterConnect, Owner: Name, RouterPorts: rps, SwitchPorts: sps}}
 	deny := denyList(in)
 	d.Learned, d.Conflicts = learnable(in, deny)
 	for i, c := range d.Conflicts {
@@ -182,9 +235,13 @@ func For(in Input) Desired {
 }
 
 // denyList is what OVN-IC must neither advertise nor learn: the join subnet, node addresses,
-// the transit networks, the refused CIDRs, and (with AdvertiseCIDRs) local subnets outside them.
+// the transit networks (the default one always), the refused CIDRs, and (with AdvertiseCIDRs) local subnets outside them.
 func denyList(in Input) []netip.Prefix {
-	deny := append(slices.Clone(in.JoinCIDRs), TransitCIDR4, TransitCIDR6)
+	deny := slices.Clone(in.JoinCIDRs)
+	for _, ts := range in.TransitSwitches {
+		i, _ := transitSwitchIndex(ts)
+		deny = append(deny, TransitAddrs(i, 0, true, true)...)
+	}
 	for _, ip := range in.NodeIPs {
 		deny = append(deny, netip.PrefixFrom(ip, ip.BitLen()))
 	}

@@ -3,7 +3,6 @@ package interconnect
 import (
 	"context"
 	"fmt"
-
 	"net/netip"
 	"slices"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
-
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/ovn/model/icnb"
@@ -35,7 +33,7 @@ func pfx(ss ...string) []netip.Prefix {
 }
 
 func baseInput() Input {
-	return Input{AZ: "az1", Router: "ovn-cluster", TransitSwitch: DefaultTransitSwitch, TransitIndex: 3, IPv4: true, IPv6: true,
+	return Input{AZ: "az1", Router: "ovn-cluster", TransitSwitches: []string{DefaultTransitSwitch}, TransitIndex: 3, IPv4: true, IPv6: true,
 		Gateways: []string{"n1", "n2"}, LocalCIDRs: pfx("10.16.0.0/16", "fd00:10:16::/64"),
 		JoinCIDRs: pfx("100.64.0.0/16", "fd00:100:64::/112"), NodeIPs: []netip.Addr{netip.MustParseAddr("172.30.1.11")},
 		Remote: map[string][]netip.Prefix{"az2": pfx("10.17.0.0/16", "fd00:10:17::/64")}, BFD: BFD{100, 100, 3}}
@@ -53,6 +51,72 @@ func TestForPortsAndGateways(t *testing.T) {
 	sp := d.Shard.SwitchPorts[0]
 	if sp.Switch != DefaultTransitSwitch || sp.Name != "kovn-ts-az1" || sp.Type != "router" || sp.Options["router-port"] != rp.Name {
 		t.Errorf("switch port %+v", sp)
+	}
+}
+
+// TestForECMP: on every transit switch the AZ has a router port with its host number on that
+// switch's networks; in ECMP mode switch i prefers gateway i (the others follow in turn, so a
+// lost gateway's switch fails over to the next), in active/standby every switch prefers the
+// first gateway. Each transit network is denied.
+func TestForECMP(t *testing.T) {
+	in := baseInput()
+	in.Gateways = []string{"n1", "n2", "n3"}
+	in.TransitSwitches = []string{"kovn-ts", "kovn-ts1", "kovn-ts2", "kovn-ts3"}
+	in.ECMP = true
+	d := For(in)
+	gw := func(names ...string) []topology.GatewayChassis {
+		var out []topology.GatewayChassis
+		for i, n := range names {
+			out = append(out, topology.GatewayChassis{Chassis: n, Priority: 100 - i})
+		}
+		return out
+	}
+	want := []struct {
+		name, lsp string
+		nets      []string
+		gws       []topology.GatewayChassis
+	}{
+		{"az1-kovn-ts", "kovn-ts-az1", []string{"169.254.100.3/24", "fd00:a9fe:64::3/112"}, gw("n1", "n2", "n3")},
+		{"az1-kovn-ts1", "kovn-ts1-az1", []string{"169.254.101.3/24", "fd00:a9fe:64::1:3/112"}, gw("n2", "n3", "n1")},
+		{"az1-kovn-ts2", "kovn-ts2-az1", []string{"169.254.102.3/24", "fd00:a9fe:64::2:3/112"}, gw("n3", "n1", "n2")},
+		{"az1-kovn-ts3", "kovn-ts3-az1", []string{"169.254.103.3/24", "fd00:a9fe:64::3:3/112"}, gw("n1", "n2", "n3")},
+	}
+	if len(d.Shard.RouterPorts) != len(want) || len(d.Shard.SwitchPorts) != len(want) {
+		t.Fatalf("%d router ports, %d switch ports, want %d each", len(d.Shard.RouterPorts), len(d.Shard.SwitchPorts), len(want))
+	}
+	for i, w := range want {
+		rp, sp := d.Shard.RouterPorts[i], d.Shard.SwitchPorts[i]
+		if rp.Name != w.name || !slices.Equal(rp.Networks, w.nets) || !slices.Equal(rp.GatewayChassis, w.gws) {
+			t.Errorf("router port %d: %+v, want %s %v %v", i, rp, w.name, w.nets, w.gws)
+		}
+		if sp.Name != w.lsp || sp.Switch != in.TransitSwitches[i] || sp.Options["router-port"] != w.name {
+			t.Errorf("switch port %d: %+v", i, sp)
+		}
+	}
+	deny := strings.Split(d.Options["ic-route-blacklist"], ",")
+	for _, n := range []string{"169.254.100.0/24", "169.254.103.0/24", "fd00:a9fe:64::/112", "fd00:a9fe:64::3:0/112"} {
+		if !slices.Contains(deny, n) {
+			t.Errorf("deny list %v lacks transit network %s", deny, n)
+		}
+	}
+	in.ECMP = false
+	for _, rp := range For(in).Shard.RouterPorts {
+		if !slices.Equal(rp.GatewayChassis, gw("n1", "n2", "n3")) {
+			t.Errorf("active/standby: %s prefers %v, want n1 first everywhere", rp.Name, rp.GatewayChassis)
+		}
+	}
+}
+
+func TestTransitSwitchNames(t *testing.T) {
+	for i := 0; i < MaxTransitSwitches; i++ {
+		if got, ok := transitSwitchIndex(TransitSwitchName(i)); !ok || got != i {
+			t.Errorf("%s: %d %v", TransitSwitchName(i), got, ok)
+		}
+	}
+	for _, n := range []string{"kovn-ts0", "kovn-ts01", "kovn-ts8", "kovn-ts-1", "other", "kovn-tsx"} {
+		if _, ok := transitSwitchIndex(n); ok {
+			t.Errorf("%s taken for a kovn transit switch", n)
+		}
 	}
 }
 
@@ -101,9 +165,13 @@ func TestTransitIndex(t *testing.T) {
 	cs := clusterset{portAddrs: map[string][]netip.Addr{"az2": {netip.MustParseAddr("169.254.100.1")},
 		"az1": {netip.MustParseAddr("169.254.100.5")}}}
 	for _, c := range []struct{ current, want int }{{5, 5}, {0, 2}, {1, 2}} {
-		if got, err := cs.transitIndex("az1", c.current); err != nil || got != c.want {
+		if got, err := cs.transitIndex(c.current, "az1"); err != nil || got != c.want {
 			t.Errorf("current %d: got %d, %v; want %d", c.current, got, err, c.want)
 		}
+	}
+	// az1 renamed az1r: IC-SB still holds az1's port; its number is az1r's own, not taken.
+	if got, err := cs.transitIndex(5, "az1r", "az1"); err != nil || got != 5 {
+		t.Errorf("renamed: got %d, %v; want 5", got, err)
 	}
 }
 
@@ -262,11 +330,23 @@ func TestRecordJoin(t *testing.T) {
 	if !got["az1"].Equal(t0) || !got["az2"].Equal(t0.Add(time.Minute)) {
 		t.Errorf("join times %v", got)
 	}
-	if err := forgetJoin(ctx, c, "az2"); err != nil {
+	if err := renameJoin(ctx, c, "az2", "az2b"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got, _ = recordJoin(ctx, c, "az1", t0.Add(time.Hour))
+		if _, old := got["az2"]; !old && got["az2b"].Equal(t0.Add(time.Minute)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("az2 renamed az2b: join times %v, want az2b with az2's time and no az2", got)
+		}
+	}
+	if err := forgetJoin(ctx, c, "az2b"); err != nil {
 		t.Fatal(err)
 	}
 	if got := settle(1); !got["az1"].Equal(t0) {
-		t.Errorf("after az2 left: %v", got)
+		t.Errorf("after az2b left: %v", got)
 	}
 }
 
@@ -350,6 +430,7 @@ func TestNodeChangeMatters(t *testing.T) {
 		}
 	}
 }
+
 func TestGatewayNodes(t *testing.T) {
 	nodes := []corev1.Node{
 		{ObjectMeta: metav1.ObjectMeta{Name: "n3", Labels: map[string]string{"gw": "yes"}}},
@@ -366,5 +447,20 @@ func TestGatewayNodes(t *testing.T) {
 	}
 	if got, _ := gatewayNodes(&kovnv1.InterConnectSpec{}, nodes); !slices.Equal(got, []string{"n1", "n2", "n3"}) {
 		t.Errorf("neither: %v", got)
+	}
+}
+
+// TestActiveGateways: every chassis holding one of the AZ's transit ports is active, once, in
+// the AZ's gateway order; another AZ's ports and unbound ports do not count.
+func TestActiveGateways(t *testing.T) {
+	in := Input{AZ: "az1", Gateways: []string{"n1", "n2", "n3"}, TransitSwitches: []string{"kovn-ts", "kovn-ts1", "kovn-ts2"}}
+	cs := clusterset{portGateway: map[string]string{"kovn-ts-az1": "n3", "kovn-ts1-az1": "n1", "kovn-ts2-az1": "n3",
+		"kovn-ts-az2": "n2"}}
+	if got := activeGateways(in, cs); !slices.Equal(got, []string{"n1", "n3"}) {
+		t.Errorf("active %v, want [n1 n3]", got)
+	}
+	cs.portGateway = map[string]string{"kovn-ts-az1": ""}
+	if got := activeGateways(in, cs); len(got) != 0 {
+		t.Errorf("unbound: active %v", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -95,8 +96,29 @@ type clusterset struct {
 	portAddrs map[string][]netip.Addr
 }
 
-// readClusterset reads the IC-SB cache.
-func readClusterset(ctx context.Context, c libovsdb.Client, ts string) (clusterset, error) {
+// transitSwitches are the transit switches of kovn's naming in IC-NB, the default first.
+func transitSwitches(ctx context.Context, c libovsdb.Client) ([]string, error) {
+	var all []icnb.TransitSwitch
+	if err := c.List(ctx, &all); err != nil {
+		return nil, err
+	}
+	var idx []int
+	for _, ts := range all {
+		if i, ok := transitSwitchIndex(ts.Name); ok {
+			idx = append(idx, i)
+		}
+	}
+	slices.Sort(idx)
+	var out []string
+	for _, i := range slices.Compact(idx) {
+		out = append(out, TransitSwitchName(i))
+	}
+	return out, nil
+}
+
+// readClusterset reads the IC-SB cache: routes and port bindings on kovn's transit switches
+// (an AZ advertises the same routes on each), transit addresses on the default one.
+func readClusterset(ctx context.Context, c libovsdb.Client) (clusterset, error) {
 	cs := clusterset{azName: map[string]string{}, gateways: map[string][]string{}, routes: map[string][]netip.Prefix{},
 		portGateway: map[string]string{}, portAddrs: map[string][]netip.Addr{}}
 	var azs []icsb.AvailabilityZone
@@ -125,7 +147,7 @@ func readClusterset(ctx context.Context, c libovsdb.Client, ts string) (clusters
 	for _, r := range routes {
 		p, err := netip.ParsePrefix(r.IPPrefix)
 		az, ok := cs.azName[r.AvailabilityZone]
-		if err != nil || !ok || r.TransitSwitch != ts {
+		if _, kovn := transitSwitchIndex(r.TransitSwitch); err != nil || !ok || !kovn {
 			continue
 		}
 		cs.routes[az] = append(cs.routes[az], p)
@@ -138,10 +160,13 @@ func readClusterset(ctx context.Context, c libovsdb.Client, ts string) (clusters
 		return cs, err
 	}
 	for _, pb := range pbs {
-		if pb.TransitSwitch != ts {
+		if _, kovn := transitSwitchIndex(pb.TransitSwitch); !kovn {
 			continue
 		}
 		cs.portGateway[pb.LogicalPort] = pb.Gateway
+		if pb.TransitSwitch != DefaultTransitSwitch {
+			continue
+		}
 		az := cs.azName[pb.AvailabilityZone]
 		for _, f := range strings.Fields(pb.Address) {
 			if p, err := netip.ParsePrefix(f); err == nil {
@@ -172,11 +197,11 @@ func (cs clusterset) remoteRoutes(az string) map[string][]netip.Prefix {
 }
 
 // transitIndex keeps the AZ's current transit host number unless another AZ uses it, else
-// picks the lowest free one.
-func (cs clusterset) transitIndex(az string, current int) (int, error) {
+// picks the lowest free one. self are the AZ's names (the old one too while it is renamed).
+func (cs clusterset) transitIndex(current int, self ...string) (int, error) {
 	used := map[int]bool{}
 	for other, addrs := range cs.portAddrs {
-		if other == az {
+		if slices.Contains(self, other) {
 			continue
 		}
 		for _, a := range addrs {
@@ -326,6 +351,32 @@ func declareWithdrawn(ctx context.Context, c libovsdb.Client, az string, prefixe
 		return nil
 	}
 	ops, err := c.Where(&m).Mutate(&m, muts...)
+	if err != nil {
+		return err
+	}
+	_, err = ovn.Transact(ctx, c, ops)
+	return err
+}
+
+// renameJoin moves AZ from's join record to to (unless to has one), so a renamed AZ keeps its
+// place in conflict precedence, and drops from's withdrawal declaration (the reconcile declares
+// again under the new name). Nothing happens when from has no record.
+func renameJoin(ctx context.Context, c libovsdb.Client, from, to string) error {
+	var rows []icnb.ICNBGlobal
+	if err := c.List(ctx, &rows); err != nil || len(rows) == 0 {
+		return err
+	}
+	ids := rows[0].ExternalIDs
+	joined, ok := ids[joinedKeyPrefix+from]
+	if !ok {
+		return nil
+	}
+	want := map[string]string{}
+	if ids[joinedKeyPrefix+to] == "" {
+		want[joinedKeyPrefix+to] = joined
+	}
+	m := icnb.ICNBGlobal{UUID: rows[0].UUID}
+	ops, err := c.Where(&m).Mutate(&m, ovn.MapMutations(&m.ExternalIDs, ids, want, []string{joinedKeyPrefix + from, withdrawnKeyPrefix + from})...)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/kovn/kovn/pkg/cluster"
 	"github.com/kovn/kovn/pkg/cluster/nbsync"
 	"github.com/kovn/kovn/pkg/cluster/topology"
+	"github.com/kovn/kovn/pkg/ovn/model/nb"
 )
 
 // Name is the InterConnect singleton's name.
@@ -39,7 +40,6 @@ const (
 	ReasonNoGateway       = "NoGateway"
 	ReasonRouteConflict   = "RouteConflict"
 	ReasonNoConflict      = "NoConflict"
-	ReasonModeUnsupported = "ModeUnsupported"
 	// ConditionRoutesAccepted is False while a remote AZ advertises a prefix overlapping one
 	// of this cluster's subnets; the message names both.
 	ConditionRoutesAccepted = "RoutesAccepted"
@@ -100,11 +100,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (res ctrl.Re
 		return ctrl.Result{}, nil // the last good state stays programmed
 	}
 	setCondition(&ic, kovnv1.ConditionValidated, true, kovnv1.ReasonValid, "")
-	if ic.Spec.Mode == kovnv1.GatewayECMP {
-		setCondition(&ic, kovnv1.ConditionSupported, false, ReasonModeUnsupported, "mode ECMP is not implemented yet: gateways run active/standby")
-	} else {
-		setCondition(&ic, kovnv1.ConditionSupported, true, "Supported", "")
-	}
+	setCondition(&ic, kovnv1.ConditionSupported, true, "Supported", "")
 	return r.join(ctx, &ic, spec)
 }
 
@@ -115,9 +111,13 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 		setCondition(ic, kovnv1.ConditionReady, false, ReasonICUnreachable, err.Error())
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 	}
-	if err := ensureTransitSwitch(ctx, icnbc, DefaultTransitSwitch); err != nil {
-		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonReconcileFailed, "transit switch: "+err.Error())
-		return ctrl.Result{}, err
+	renamedFrom := ""
+	if old := ic.Status.AZName; old != "" && old != ic.Spec.AZName {
+		// A rename keeps the AZ's join time (its precedence in conflicts).
+		if err := renameJoin(ctx, icnbc, old, ic.Spec.AZName); err != nil {
+			return ctrl.Result{}, err
+		}
+		renamedFrom = old
 	}
 	joined, err := recordJoin(ctx, icnbc, ic.Spec.AZName, time.Now())
 	if err != nil {
@@ -135,11 +135,25 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 	if err := r.markGateways(ctx, nodes.Items, gateways); err != nil {
 		return ctrl.Result{}, err
 	}
-	cs, err := readClusterset(ctx, icsbc, DefaultTransitSwitch)
+	// The default transit switch, and in ECMP mode one per gateway (at most MaxTransitSwitches);
+	// the AZ joins every kovn transit switch that exists, so an ECMP peer spreads both ways.
+	ecmp := ic.Spec.Mode == kovnv1.GatewayECMP
+	for i := 0; i == 0 || ecmp && i < min(len(gateways), MaxTransitSwitches); i++ {
+		if err := ensureTransitSwitch(ctx, icnbc, TransitSwitchName(i)); err != nil {
+			setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonReconcileFailed, "transit switch: "+err.Error())
+			return ctrl.Result{}, err
+		}
+	}
+	tss, err := transitSwitches(ctx, icnbc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	cs, err := readClusterset(ctx, icsbc)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	in, err := r.input(ctx, ic, spec, nodes.Items, gateways, cs)
+	in.TransitSwitches, in.ECMP = tss, ecmp
 	in.Joined = joined
 	in.WithdrawnBy = withdrawnBy(ctx, icnbc, in.AZ)
 	if err != nil {
@@ -160,6 +174,18 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 		return ctrl.Result{}, err
 	}
 	_, applyErr := nbsync.Apply(ctx, r.NB, d.Shard)
+	if renamedFrom != "" && applyErr == nil {
+		// ovn-ic deletes the old AZ row on a rename only if it saw the old name and nothing
+		// refers to the row; kovn removes it with its gateways, routes and transit ports in one
+		// transaction, so the peers drop the old name's routes at once and learn the new ones.
+		if err := removeAZ(ctx, icsbc, renamedFrom); err != nil {
+			setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonReconcileFailed, "removing the old AZ "+renamedFrom+" from IC-SB: "+err.Error())
+			return ctrl.Result{}, err
+		}
+		if cs, err = readClusterset(ctx, icsbc); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	r.fillStatus(ic, in, d, cs)
 	switch {
 	case len(gateways) == 0:
@@ -172,8 +198,8 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 	case applyErr != nil:
 		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonReconcileFailed, applyErr.Error())
 		return ctrl.Result{}, applyErr
-	case cs.portGateway[SwitchPortName(in.AZ, in.TransitSwitch)] == "":
-		setCondition(ic, kovnv1.ConditionReady, false, ReasonWaitingForOVNIC, "transit port not bound to a gateway in OVN-IC yet")
+	case len(activeGateways(in, cs)) == 0 || slices.ContainsFunc(in.TransitSwitches, func(ts string) bool { return cs.portGateway[SwitchPortName(in.AZ, ts)] == "" }):
+		setCondition(ic, kovnv1.ConditionReady, false, ReasonWaitingForOVNIC, "transit ports not bound to a gateway in OVN-IC yet")
 		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
 	}
 	setCondition(ic, kovnv1.ConditionReady, true, kovnv1.ReasonReconciled,
@@ -183,7 +209,7 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 
 // input resolves everything For needs.
 func (r *Reconciler) input(ctx context.Context, ic *kovnv1.InterConnect, spec parsedSpec, nodes []corev1.Node, gateways []string, cs clusterset) (Input, error) {
-	in := Input{AZ: ic.Spec.AZName, Router: r.State.Opts.DefaultVpc, TransitSwitch: DefaultTransitSwitch, Gateways: gateways,
+	in := Input{AZ: ic.Spec.AZName, Router: r.State.Opts.DefaultVpc, Gateways: gateways,
 		AdvertiseCIDRs: spec.advertise, RefuseCIDRs: spec.refuse, Remote: cs.remoteRoutes(ic.Spec.AZName), BFD: spec.bfd}
 	join := r.State.Join()
 	if join == nil {
@@ -207,14 +233,25 @@ func (r *Reconciler) input(ctx context.Context, ic *kovnv1.InterConnect, spec pa
 			}
 		}
 	}
-	idx, err := cs.transitIndex(in.AZ, r.currentTransitIndex(ctx, in.AZ))
+	names := []string{in.AZ}
+	if old := ic.Status.AZName; old != "" && old != in.AZ {
+		names = append(names, old) // renamed: keep the number the old name's port has
+	}
+	idx, err := cs.transitIndex(r.currentTransitIndex(ctx, names...), names...)
 	in.TransitIndex = idx
 	return in, err
 }
 
-// currentTransitIndex is the host number the AZ's transit port has now (0: none).
-func (r *Reconciler) currentTransitIndex(ctx context.Context, az string) int {
-	lrp, err := lookupRouterPort(ctx, r.NB, RouterPortName(az, DefaultTransitSwitch))
+// currentTransitIndex is the host number the AZ's transit port (under the first of its names
+// that has one) has now (0: none).
+func (r *Reconciler) currentTransitIndex(ctx context.Context, names ...string) int {
+	var lrp *nb.LogicalRouterPort
+	var err error
+	for _, az := range names {
+		if lrp, err = lookupRouterPort(ctx, r.NB, RouterPortName(az, DefaultTransitSwitch)); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		return 0
 	}
@@ -228,15 +265,36 @@ func (r *Reconciler) currentTransitIndex(ctx context.Context, az string) int {
 	return 0
 }
 
+// activeGateways are the chassis OVN-IC reports holding one of the AZ's transit ports, in
+// the order of in.Gateways (a chassis that is no gateway any more last).
+func activeGateways(in Input, cs clusterset) []string {
+	var out []string
+	for _, ts := range in.TransitSwitches {
+		if g := cs.portGateway[SwitchPortName(in.AZ, ts)]; g != "" && !slices.Contains(out, g) {
+			out = append(out, g)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b string) int { return rank(in.Gateways, a) - rank(in.Gateways, b) })
+	return out
+}
+
+func rank(list []string, s string) int {
+	if i := slices.Index(list, s); i >= 0 {
+		return i
+	}
+	return len(list)
+}
+
 // fillStatus writes what was programmed and what IC-SB reports.
 func (r *Reconciler) fillStatus(ic *kovnv1.InterConnect, in Input, d Desired, cs clusterset) {
 	st := &ic.Status
 	st.AZName = in.AZ
-	active := cs.portGateway[SwitchPortName(in.AZ, in.TransitSwitch)]
+	active := activeGateways(in, cs)
 	st.Gateways, st.ActiveGateways = nil, nil
 	for i, g := range in.Gateways {
-		st.Gateways = append(st.Gateways, kovnv1.InterConnectGateway{Node: g, Priority: int32(topGatewayPriority - i), Active: g == active})
-		if g == active {
+		on := slices.Contains(active, g)
+		st.Gateways = append(st.Gateways, kovnv1.InterConnectGateway{Node: g, Priority: int32(topGatewayPriority - i), Active: on})
+		if on {
 			st.ActiveGateways = append(st.ActiveGateways, g)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/kovn/kovn/test/rig"
 )
 
@@ -123,6 +125,16 @@ func TestInterconnect(t *testing.T) {
 		t.Logf("gatewayNodes [c1-n1, c1-n2] -> [c1-n2, c1-n1]: %d of %d probes lost, longest outage %s; same router port", lost, streamCount, outage)
 	})
 
+	t.Run("ECMP mode: traffic spreads over both gateways, one lost costs < 1 s", func(t *testing.T) {
+		a.t, b.t = t, t
+		ecmpMode(t, a, b, cfg, pa, pb)
+	})
+
+	t.Run("AZ renamed at run time: the peer follows, no stale row, traffic back", func(t *testing.T) {
+		a.t, b.t = t, t
+		renameAZ(t, a, b, cfg, pb)
+	})
+
 	t.Run("an InterConnect deleted takes its cluster out", func(t *testing.T) {
 		a.t, b.t = t, t
 		deleted := time.Now()
@@ -152,15 +164,21 @@ func TestInterconnect(t *testing.T) {
 
 func (c *cluster) applyInterConnect(az string, gateways ...string) {
 	c.t.Helper()
+	c.applyInterConnectMode(az, "ActiveStandby", gateways...)
+}
+
+func (c *cluster) applyInterConnectMode(az, mode string, gateways ...string) {
+	c.t.Helper()
 	y := fmt.Sprintf(`apiVersion: kovn.io/v1alpha1
 kind: InterConnect
 metadata: {name: default}
 spec:
   azName: %s
+  mode: %s
   icNorthbound: [%q]
   icSouthbound: [%q]
   gatewayNodes: [%s]
-`, az, c.st.Config.ICNBEndpoint(), c.st.Config.ICSBEndpoint(), strings.Join(gateways, ", "))
+`, az, mode, c.st.Config.ICNBEndpoint(), c.st.Config.ICSBEndpoint(), strings.Join(gateways, ", "))
 	if out, err := c.apply(y); err != nil {
 		c.t.Fatalf("apply InterConnect: %v\n%s", err, out)
 	}
@@ -413,4 +431,152 @@ func (c *cluster) waitRoutesAccepted(status string, words ...string) {
 	if err != nil {
 		c.t.Fatalf("%s: %v", c.info.Name, err)
 	}
+}
+
+// ecmpMode switches c1 (a) to ECMP over c1-n1 and c1-n2 (c2 stays active/standby): both
+// gateways become active, c2 routes each of c1's pod subnets over two transit switches, 400
+// TCP connections from a to b leave c1 through both gateways (Geneve packets each sent to
+// c2's gateways, counted by OVS), and the fabric link of the gateway carrying a's probe stream
+// cut, the stream moves to the other (outage printed, goal < 1 s).
+func ecmpMode(t *testing.T, a, b *cluster, cfg rig.Config, pa, pb *corev1.Pod) {
+	start := time.Now()
+	a.applyInterConnectMode("az1", "ECMP", "c1-n1", "c1-n2")
+	a.waitInterConnect(func(s icStatus) error {
+		if s.ready != "True" || s.active != "c1-n1 c1-n2" {
+			return fmt.Errorf("ready %q, active %q: want both gateways active", s.ready, s.active)
+		}
+		return nil
+	})
+	if err := eventually(30*time.Second, func() error { return b.routesOverTwoTransitSwitches(cfg.PodCIDRs(1)) }); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ECMP on: both gateways active, c2 routes each of c1's subnets over 2 transit switches, %.1fs after the change", time.Since(start).Seconds())
+
+	bIP := pb.Status.PodIPs[0].IP
+	remotes := []netip.Addr{rig.NodeIP(2, 1), rig.NodeIP(2, 2)}
+	sent := func() [2]uint64 {
+		return [2]uint64{tunnelTxPackets(t, cfg, 1, 1, remotes), tunnelTxPackets(t, cfg, 1, 2, remotes)}
+	}
+	before := sent()
+	a.mustExec("default", "a", "get", "-n", "400", "http://"+hostPort(bIP, 8080)+"/")
+	time.Sleep(6 * time.Second) // OVS writes interface statistics every 5 s
+	after := sent()
+	d1, d2 := after[0]-before[0], after[1]-before[1]
+	t.Logf("400 TCP connections c1-n3 -> c2: c1-n1 sent %d Geneve packets to c2's gateways, c1-n2 %d (BFD included)", d1, d2)
+	if d1*4 < d1+d2 || d2*4 < d1+d2 {
+		t.Errorf("traffic not spread: c1-n1 %d, c1-n2 %d packets (each should carry at least a quarter)", d1, d2)
+	}
+
+	// The gateway carrying a's probes (one ICMP flow: one hash, one gateway) is the one to cut.
+	before = sent()
+	a.mustExec("default", "a", "pingstream", "-c", "100", "-i", "50ms", "-W", "1s", bIP)
+	time.Sleep(6 * time.Second)
+	after = sent()
+	carrier := 1
+	if after[1]-before[1] > after[0]-before[0] {
+		carrier = 2
+	}
+	other := 3 - carrier
+	lost, outage := a.measureStream(t, "default", "a", bIP, streamCount, func() { setFabricLink(t, cfg, 1, carrier, false) })
+	t.Logf("c1-n%d (carrying the stream) lost its fabric link: %d of %d probes lost, longest outage %s (goal < 1 s); c1-n%d carries on",
+		carrier, lost, streamCount, outage, other)
+	setFabricLink(t, cfg, 1, carrier, true)
+	back := time.Now()
+	a.waitInterConnect(func(s icStatus) error {
+		if s.active != "c1-n1 c1-n2" {
+			return fmt.Errorf("active %q: want both gateways back", s.active)
+		}
+		return nil
+	})
+	t.Logf("c1-n%d's link back: both gateways active again %.1fs later", carrier, time.Since(back).Seconds())
+	a.ping("default", "a", bIP)
+}
+
+// tunnelTxPackets sums what node n of cluster cl sent through its Geneve tunnels to remotes.
+func tunnelTxPackets(t *testing.T, cfg rig.Config, cl, n int, remotes []netip.Addr) uint64 {
+	t.Helper()
+	var sum uint64
+	db := "--db=unix:" + cfg.OVSDBSocket(cl, n)
+	for _, ip := range remotes {
+		out, err := exec.Command("ovs-vsctl", db, "--bare", "--columns=name", "find", "Interface", "type=geneve",
+			"options:remote_ip="+ip.String()).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ovs-vsctl on c%d-n%d: %v %s", cl, n, err, out)
+		}
+		for _, name := range strings.Fields(string(out)) {
+			v, err := exec.Command("ovs-vsctl", db, "get", "Interface", name, "statistics:tx_packets").CombinedOutput()
+			if err != nil {
+				t.Fatalf("tx_packets of %s on c%d-n%d: %v %s", name, cl, n, err, v)
+			}
+			var x uint64
+			fmt.Sscan(strings.TrimSpace(string(v)), &x)
+			sum += x
+		}
+	}
+	return sum
+}
+
+// renameAZ renames c1's AZ az1 -> az1r (still ECMP over c1-n1 and c1-n2) under a probe stream:
+// c2 sees the peer az1r only, IC-SB holds no row of az1 (AZ, gateways, routes, transit ports)
+// and every route c2 learned from c1 is again there, over both transit switches.
+func renameAZ(t *testing.T, a, b *cluster, cfg rig.Config, pb *corev1.Pod) {
+	start := time.Now()
+	lost, outage := a.measureStream(t, "default", "a", pb.Status.PodIPs[0].IP, streamCount, func() {
+		a.applyInterConnectMode("az1r", "ECMP", "c1-n1", "c1-n2")
+	})
+	b.waitInterConnect(func(s icStatus) error {
+		if !slices.Equal(s.peers, []string{"az1r"}) || !slices.Equal(s.peerRoutes, prefixStrings(cfg.PodCIDRs(1))) {
+			return fmt.Errorf("peers %v with routes %v, want az1r with %v", s.peers, s.peerRoutes, prefixStrings(cfg.PodCIDRs(1)))
+		}
+		return nil
+	})
+	if err := eventually(30*time.Second, func() error {
+		for _, table := range []string{"Availability_Zone", "Port_Binding", "Route", "Gateway"} {
+			out, err := exec.Command("ip", "netns", "exec", cfg.ICNS(), "ovn-ic-sbctl", "--db="+cfg.ICSBEndpoint(), "--no-leader-only", "list", table).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("ovn-ic-sbctl list %s: %v %s", table, err, out)
+			}
+			for _, l := range strings.Split(string(out), "\n") {
+				_, v, _ := strings.Cut(strings.ReplaceAll(l, `"`, ""), ":")
+				if v = strings.TrimSpace(v); v == "az1" || strings.HasSuffix(v, "-az1") {
+					return fmt.Errorf("IC-SB %s still names az1: %s", table, l)
+				}
+			}
+		}
+		return b.routesOverTwoTransitSwitches(cfg.PodCIDRs(1))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("AZ az1 renamed az1r 3 s into a 20 s probe stream: %d of %d probes lost, longest outage %s; by the stream's end c2 follows, IC-SB is clean and c2 routes over both transit switches (checked %.1fs after the change)",
+		lost, streamCount, outage, time.Since(start).Seconds()-3)
+}
+
+// routesOverTwoTransitSwitches checks that the cluster learned each prefix over two next hops.
+func (c *cluster) routesOverTwoTransitSwitches(prefixes []netip.Prefix) error {
+	for _, p := range prefixes {
+		if hops := c.learnedNexthops(p); len(hops) != 2 {
+			return fmt.Errorf("%s routes %s via %v, want two next hops (one per transit switch)", c.info.Name, p, hops)
+		}
+	}
+	return nil
+}
+
+// learnedNexthops are the next hops of the routes ovn-ic learned for prefix (it keeps the
+// advertised network as written, host bits included, so prefixes are compared masked).
+func (c *cluster) learnedNexthops(prefix netip.Prefix) []string {
+	c.t.Helper()
+	out := c.nbctl("--format=csv", "--no-headings", "--data=bare", "--columns=ip_prefix,nexthop", "find", "Logical_Router_Static_Route",
+		"external_ids:ic-learned-route!=\"\"")
+	var hops []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Split(l, ",")
+		if len(f) != 2 {
+			continue
+		}
+		if p, err := netip.ParsePrefix(f[0]); err == nil && p.Masked() == prefix.Masked() {
+			hops = append(hops, f[1])
+		}
+	}
+	slices.Sort(hops)
+	return hops
 }

@@ -12,6 +12,11 @@ import (
 // learned (MACs, tunnel neighbours). A rig's logs vanish with a CI clone; this stays in the
 // test output, so a path that broke (a neighbour that went FAILED, a MAC learned on the wrong
 // port) can be read from CI.
+// OVSDBSocket is the node's Open_vSwitch database socket, for ovs-vsctl --db unix:<it>.
+func (c Config) OVSDBSocket(cl, n int) string {
+	return filepath.Join(c.runDir(), NodeName(cl, n), "ovs", "db.sock")
+}
+
 func (c Config) NodeDiagnostics(cl, n int) string {
 	ns := c.NodeNS(cl, n)
 	ctl := filepath.Join(c.runDir(), NodeName(cl, n), "ovs", "ovs-vswitchd.ctl")
