@@ -3,10 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os/exec"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -133,6 +135,11 @@ func TestInterconnect(t *testing.T) {
 	t.Run("AZ renamed at run time: the peer follows, no stale row, traffic back", func(t *testing.T) {
 		a.t, b.t = t, t
 		renameAZ(t, a, b, cfg, pb)
+	})
+
+	t.Run("kovn-controller restarted with a leader change: nothing rewritten, traffic untouched, the new leader programs", func(t *testing.T) {
+		a.t, b.t = t, t
+		icControllerRestart(t, a, r.State, pb)
 	})
 
 	t.Run("an InterConnect deleted takes its cluster out", func(t *testing.T) {
@@ -579,4 +586,54 @@ func (c *cluster) learnedNexthops(prefix netip.Prefix) []string {
 	}
 	slices.Sort(hops)
 	return hops
+}
+
+// icControllerRestart kills c1's leading kovn-controller under a 30 s probe stream to c2. The
+// data path does not depend on the controller: no probe may be lost. The new leader (after
+// the dead one's lease expires) re-reconciles the InterConnect; nothing changed, so it rewrites
+// no transit router port and leaves NB_Global alone (OVSDB gives a row a new _version on every
+// write). A BFD change made after the takeover proves the new leader programs the interconnect.
+func icControllerRestart(t *testing.T, a *cluster, st *rig.State, pb *corev1.Pod) {
+	ports, global := a.rowVersions("Logical_Router_Port"), a.rowVersions("NB_Global")
+	oldHolder := leaseHolder(t, a)
+	var takeover time.Duration
+	lost, outage := a.measureStream(t, "default", "a", pb.Status.PodIPs[0].IP, failbackCount, func() {
+		kill := time.Now()
+		if err := syscall.Kill(procPid(t, st, "c1", "kovn-controller"), syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		if err := eventually(45*time.Second, func() error {
+			if h := leaseHolder(t, a); h == oldHolder || h == "" {
+				return fmt.Errorf("lease still held by %q", h)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		takeover = time.Since(kill)
+	})
+	if lost != 0 {
+		t.Errorf("probes across the controller restart: %d of %d lost (longest outage %s), want none", lost, failbackCount, outage)
+	}
+	time.Sleep(3 * time.Second) // the new leader's first reconcile of the InterConnect
+	if after := a.rowVersions("Logical_Router_Port"); !maps.Equal(after, ports) {
+		t.Errorf("router ports rewritten by the new leader:\nbefore %v\nafter  %v", ports, after)
+	}
+	if after := a.rowVersions("NB_Global"); !maps.Equal(after, global) {
+		t.Errorf("NB_Global rewritten by the new leader: %v -> %v", global, after)
+	}
+	changed := time.Now()
+	if out, err := a.kubectl("patch", "interconnect", "default", "--type=merge", "-p", `{"spec":{"bfd":{"multiplier":4}}}`); err != nil {
+		t.Fatalf("patch bfd: %v %s", err, out)
+	}
+	if err := eventually(20*time.Second, func() error {
+		if m := strings.Trim(strings.TrimSpace(a.nbctl("get", "NB_Global", ".", "options:bfd-mult")), `"`); m != "4" {
+			return fmt.Errorf("NB_Global bfd-mult %q, want 4", m)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kill -> new leader after %.1fs; 0 of %d probes lost; %d transit/router ports and NB_Global unchanged (same _version); bfd multiplier 4 programmed %.1fs after the patch",
+		takeover.Seconds(), failbackCount, len(ports), time.Since(changed).Seconds())
 }

@@ -236,7 +236,17 @@ func controllerRestartOnce(t *testing.T, c *cluster, st *rig.State, vip, newSvc 
 // write to the row (ovn-nbctl does not show it; a raw select does).
 func (c *cluster) lbVersions() map[string]string {
 	c.t.Helper()
-	q := `["OVN_Northbound",{"op":"select","table":"Load_Balancer","where":[],"columns":["name","_version"]}]`
+	m := c.rowVersions("Load_Balancer")
+	if len(m) == 0 {
+		c.t.Fatal("no load balancers in NB")
+	}
+	return m
+}
+
+// rowVersions maps each row of an NB table, by name, to its _version.
+func (c *cluster) rowVersions(table string) map[string]string {
+	c.t.Helper()
+	q := fmt.Sprintf(`["OVN_Northbound",{"op":"select","table":%q,"where":[],"columns":["name","_version"]}]`, table)
 	out, err := exec.Command("ovsdb-client", "transact", c.info.NBAddr, q).CombinedOutput()
 	if err != nil {
 		c.t.Fatalf("ovsdb-client transact: %v %s", err, out)
@@ -248,14 +258,11 @@ func (c *cluster) lbVersions() map[string]string {
 		} `json:"rows"`
 	}
 	if err := json.Unmarshal(out, &res); err != nil || len(res) != 1 {
-		c.t.Fatalf("select Load_Balancer: %v %s", err, out)
+		c.t.Fatalf("select %s: %v %s", table, err, out)
 	}
 	m := map[string]string{}
 	for _, r := range res[0].Rows {
 		m[r.Name] = fmt.Sprint(r.Version...)
-	}
-	if len(m) == 0 {
-		c.t.Fatal("no load balancers in NB")
 	}
 	return m
 }
