@@ -57,7 +57,8 @@ func upRig(t *testing.T, cfg rig.Config) *rig.Rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Dir, cfg.Clusters, cfg.Kovn, cfg.KovnBinDir = dir, 1, true, os.Getenv("KOVN_BIN_DIR")
+	cfg.Dir, cfg.Kovn, cfg.KovnBinDir = dir, true, os.Getenv("KOVN_BIN_DIR")
+	cfg.Clusters = max(cfg.Clusters, 1)
 	cfg.ReadyTimeout = 5 * time.Minute
 	// IPv4 unless KOVN_BENCH_IP_FAMILY says otherwise: the bridge CNI it is compared with is
 	// IPv4 only, and the recorded figures in README.md are IPv4.

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -45,7 +46,14 @@ type Config struct {
 	// Fabric, nodes, control planes, the external host, service and pod CIDRs and kubelet node
 	// IPs all follow it.
 	IPFamily string
+	// ICRaft serves IC-NB and IC-SB as 3-member raft clusters (ICRaftMembers ovsdb-servers
+	// each, in the IC namespace on their own ports), so a leader's loss can be tested; the
+	// endpoints then name every member. Standalone by default.
+	ICRaft bool
 }
+
+// ICRaftMembers is the size of the IC databases' raft clusters with Config.ICRaft.
+const ICRaftMembers = 3
 
 // IP families of a rig.
 const (
@@ -265,10 +273,34 @@ func (c Config) ControlPlaneIPs(cl int) []netip.Addr {
 func (c Config) NodeIPs(cl, n int) []netip.Addr { return pick(c, NodeIP(cl, n), NodeIP6(cl, n)) }
 func (c Config) ICDBIPs() []netip.Addr          { return pick(c, ICDBIP(), ICDBIP6()) }
 
-// ICNBEndpoint and ICSBEndpoint are the interconnect databases in OVSDB syntax, as an
-// InterConnect names them.
-func (c Config) ICNBEndpoint() string          { return "tcp:" + hostPort(c.ICDBIPs()[0], PortICNB) }
-func (c Config) ICSBEndpoint() string          { return "tcp:" + hostPort(c.ICDBIPs()[0], PortICSB) }
+// ICNBEndpoints and ICSBEndpoints are the interconnect databases' members in OVSDB syntax,
+// as an InterConnect lists them; ICNBEndpoint and ICSBEndpoint join them with commas, as
+// ovn-ic and the ovn-ic-*ctl tools take them.
+func (c Config) ICNBEndpoints() []string { return c.icEndpoints(PortICNB) }
+func (c Config) ICSBEndpoints() []string { return c.icEndpoints(PortICSB) }
+func (c Config) ICNBEndpoint() string    { return strings.Join(c.ICNBEndpoints(), ",") }
+func (c Config) ICSBEndpoint() string    { return strings.Join(c.ICSBEndpoints(), ",") }
+
+// ICDBMembers is how many ovsdb-servers serve each IC database.
+func (c Config) ICDBMembers() int {
+	if c.ICRaft {
+		return ICRaftMembers
+	}
+	return 1
+}
+
+// icMemberPort is the client port of member m (0-based) of the IC database whose first
+// member listens on base; raft members talk to each other on icMemberPort(...)+2.
+func icMemberPort(base, m int) int { return base + 10*m }
+
+func (c Config) icEndpoints(base int) []string {
+	var eps []string
+	for m := 0; m < c.ICDBMembers(); m++ {
+		eps = append(eps, "tcp:"+hostPort(c.ICDBIPs()[0], icMemberPort(base, m)))
+	}
+	return eps
+}
+
 func (c Config) ExternalHostIPs() []netip.Addr { return pick(c, ExternalHostIP(), ExternalHostIP6()) }
 func (c Config) ServiceCIDRs(cl int) []netip.Prefix {
 	return pick(c, ServiceCIDR(cl), ServiceCIDR6(cl))

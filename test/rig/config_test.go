@@ -177,3 +177,30 @@ func TestCgroupHierarchies(t *testing.T) {
 		}
 	}
 }
+
+func TestICEndpointsNameEveryRaftMember(t *testing.T) {
+	c := Config{IPFamily: Dual}
+	if got := c.ICSBEndpoint(); got != "tcp:172.30.0.2:6646" {
+		t.Fatalf("standalone IC-SB endpoint %q", got)
+	}
+	c.ICRaft = true
+	want := []string{"tcp:172.30.0.2:6646", "tcp:172.30.0.2:6656", "tcp:172.30.0.2:6666"}
+	if got := c.ICSBEndpoints(); !slices.Equal(got, want) {
+		t.Fatalf("raft IC-SB endpoints %v, want %v", got, want)
+	}
+	if got := c.ICNBEndpoint(); got != "tcp:172.30.0.2:6645,tcp:172.30.0.2:6655,tcp:172.30.0.2:6665" {
+		t.Fatalf("raft IC-NB endpoint list %q", got)
+	}
+	// Client and raft ports of every member of both databases are distinct.
+	seen := map[int]bool{}
+	for _, base := range []int{PortICNB, PortICSB} {
+		for m := 0; m < ICRaftMembers; m++ {
+			for _, p := range []int{icMemberPort(base, m), icMemberPort(base, m) + 2} {
+				if seen[p] {
+					t.Fatalf("port %d used twice", p)
+				}
+				seen[p] = true
+			}
+		}
+	}
+}

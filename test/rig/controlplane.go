@@ -137,7 +137,9 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 	return SupervisorSpec{Name: ClusterName(cl), Dir: dir, Steps: steps}, nil
 }
 
-// interconnectSpec serves the OVN-IC northbound and southbound databases shared by all clusters.
+// interconnectSpec serves the OVN-IC northbound and southbound databases shared by all
+// clusters: one ovsdb-server each, or with ICRaft a 3-member raft cluster each (members after
+// the first restart like pods, so a test can kill a leader and have it rejoin).
 func (c Config) interconnectSpec() (SupervisorSpec, error) {
 	dir := filepath.Join(c.Dir, "ic")
 	logs := filepath.Join(dir, "logs")
@@ -147,15 +149,60 @@ func (c Config) interconnectSpec() (SupervisorSpec, error) {
 			return SupervisorSpec{}, err
 		}
 	}
-	for db, schema := range map[string]string{"icnb": "ovn-ic-nb.ovsschema", "icsb": "ovn-ic-sb.ovsschema"} {
-		if err := createDB(filepath.Join(dir, db+".db"), filepath.Join(ovnSchemaDir, schema)); err != nil {
-			return SupervisorSpec{}, err
+	var steps []Step
+	for _, db := range []struct {
+		name, schema, dbName string
+		port                 int
+	}{{"icnb", "ovn-ic-nb.ovsschema", "OVN_IC_Northbound", PortICNB}, {"icsb", "ovn-ic-sb.ovsschema", "OVN_IC_Southbound", PortICSB}} {
+		schema := filepath.Join(ovnSchemaDir, db.schema)
+		if !c.ICRaft {
+			if err := createDB(filepath.Join(dir, db.name+".db"), schema); err != nil {
+				return SupervisorSpec{}, err
+			}
+			steps = append(steps, c.ovsdbServerStep(db.name, filepath.Join(dir, db.name+".db"), run, db.port, logs))
+			continue
+		}
+		raft := func(m int) string { return "tcp:" + hostPort(c.ICDBIPs()[0], icMemberPort(db.port, m)+2) }
+		for m := 0; m < ICRaftMembers; m++ {
+			name := ICDBMemberName(db.name, m)
+			file := filepath.Join(dir, name+".db")
+			args := []string{"create-cluster", file, schema, raft(0)}
+			if m > 0 {
+				args = []string{"join-cluster", file, db.dbName, raft(m), raft(0)}
+			}
+			if err := ovsdbTool(file, args...); err != nil {
+				return SupervisorSpec{}, err
+			}
+			st := c.ovsdbServerStep(name, file, run, icMemberPort(db.port, m), logs)
+			st.Restart = true
+			steps = append(steps, st)
 		}
 	}
-	return SupervisorSpec{Name: "ic", Dir: dir, Steps: []Step{
-		c.ovsdbServerStep("icnb", filepath.Join(dir, "icnb.db"), run, PortICNB, logs),
-		c.ovsdbServerStep("icsb", filepath.Join(dir, "icsb.db"), run, PortICSB, logs),
-	}}, nil
+	return SupervisorSpec{Name: "ic", Dir: dir, Steps: steps}, nil
+}
+
+// ICDBMemberName names member m (0-based) of IC database db ("icsb", "icsb2", "icsb3"); its
+// supervisor step is "ovsdb-server-" + the name and its unixctl socket ICDBCtl.
+func ICDBMemberName(db string, m int) string {
+	if m == 0 {
+		return db
+	}
+	return fmt.Sprintf("%s%d", db, m+1)
+}
+
+// ICDBCtl is the unixctl socket of IC database member name (ovs-appctl -t, cluster/status).
+func (c Config) ICDBCtl(name string) string { return filepath.Join(c.runDir(), "ic", name+".ctl") }
+
+// ovsdbTool runs ovsdb-tool to create file unless it exists (a rig restarted in place keeps
+// its databases).
+func ovsdbTool(file string, args ...string) error {
+	if _, err := os.Stat(file); err == nil {
+		return nil
+	}
+	if out, err := exec.Command("ovsdb-tool", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("ovsdb-tool %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
 }
 
 // externalHostSpec is a host outside the clusters serving HTTP on 8080 and TCP echo on 9000;

@@ -18,11 +18,16 @@ import (
 //	200 packets transmitted, 197 received
 //	lost seq 41-43 (3 x 100ms = 300ms)
 //	longest outage 300ms
+//	first reply at 1795000000123456789
+//
+// The last line, the wall-clock time of the first reply in Unix nanoseconds (pods share the
+// host's clock), lets a benchmark time "event -> first packet through" against the event.
 func pingStream(args []string) error {
 	fs := flag.NewFlagSet("pingstream", flag.ExitOnError)
 	count := fs.Int("c", 100, "echo requests to send")
 	interval := fs.Duration("i", 100*time.Millisecond, "interval between requests")
 	wait := fs.Duration("W", time.Second, "how long to wait for replies after the last request")
+	untilReply := fs.Bool("until-reply", false, "stop sending at the first reply (a benchmark's \"first packet through\")")
 	_ = fs.Parse(args)
 	dst, f, conn, err := listenICMP("pingstream", fs.Arg(0))
 	if err != nil {
@@ -32,6 +37,7 @@ func pingStream(args []string) error {
 	id := os.Getpid() & 0xffff
 	var mu sync.Mutex
 	got := map[int]bool{}
+	var first time.Time
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -47,6 +53,9 @@ func pingStream(args []string) error {
 			}
 			if e, ok := m.Body.(*icmp.Echo); ok && e.ID == id {
 				mu.Lock()
+				if len(got) == 0 {
+					first = time.Now()
+				}
 				got[e.Seq] = true
 				mu.Unlock()
 			}
@@ -54,7 +63,17 @@ func pingStream(args []string) error {
 	}()
 	tick := time.NewTicker(*interval)
 	defer tick.Stop()
+	sent := 0
 	for seq := 1; seq <= *count; seq++ {
+		if *untilReply {
+			mu.Lock()
+			replied := !first.IsZero()
+			mu.Unlock()
+			if replied {
+				break
+			}
+		}
+		sent = seq
 		msg := icmp.Message{Type: f.request, Body: &icmp.Echo{ID: id, Seq: seq, Data: []byte("kovn")}}
 		b, _ := msg.Marshal(nil)
 		_, _ = conn.WriteTo(b, &net.IPAddr{IP: dst}) // a send error is a lost request
@@ -70,7 +89,7 @@ func pingStream(args []string) error {
 		}
 		run = 0
 	}
-	for seq := 1; seq <= *count; seq++ {
+	for seq := 1; seq <= sent; seq++ {
 		if got[seq] {
 			received++
 			report(seq)
@@ -78,8 +97,11 @@ func pingStream(args []string) error {
 			run++
 		}
 	}
-	report(*count + 1)
-	fmt.Printf("%d packets transmitted, %d received\n", *count, received)
+	report(sent + 1)
+	fmt.Printf("%d packets transmitted, %d received\n", sent, received)
 	fmt.Printf("longest outage %s\n", time.Duration(longest)*(*interval))
+	if !first.IsZero() {
+		fmt.Printf("first reply at %d\n", first.UnixNano())
+	}
 	return nil
 }

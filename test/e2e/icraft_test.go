@@ -1,0 +1,134 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kovn/kovn/test/rig"
+)
+
+// icRaftLeaderKill kills (SIGKILL) the raft leader of IC database db under a 100 ms probe
+// stream from cs[0]'s pod to peer: no probe may be lost, since the data path never waits on the
+// IC databases. Meanwhile it times the new leader's election and a new subnet in cs[0] reaching
+// every other cluster (ovn-ic and kovn reconnect to the new leader: both are leader-only
+// clients). The killed member then restarts and rejoins, and IC-SB holds every route once and
+// no AZ but the set's.
+func icRaftLeaderKill(t *testing.T, st *rig.State, cs []*cluster, db, dbName string, subnet netip.Prefix, peer string) {
+	t.Helper()
+	cfg := st.Config
+	leader := icRaftLeader(t, cfg, db, dbName, "")
+	var elected, learned time.Duration
+	var newLeader string
+	lost, outage := cs[0].measureStream(t, "default", "p", peer, 200, func() {
+		killed := time.Now()
+		if err := st.CrashDaemon("ic", "ovsdb-server-"+leader); err != nil {
+			t.Fatal(err)
+		}
+		if err := eventually(20*time.Second, func() error {
+			if newLeader = icRaftLeader(t, cfg, db, dbName, leader); newLeader == "" {
+				return fmt.Errorf("no %s leader among the other members", dbName)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		elected = time.Since(killed)
+		created := time.Now()
+		cs[0].createSubnet(fmt.Sprintf("after-%s-kill", db), subnet)
+		for _, c := range cs[1:] {
+			c.waitInterConnect(func(s icStatus) error {
+				if !slices.Contains(s.peerRoutes, subnet.String()) {
+					return fmt.Errorf("%s not learned yet: %v", subnet, s.peerRoutes)
+				}
+				return nil
+			})
+		}
+		learned = time.Since(created)
+	})
+	if lost != 0 {
+		t.Errorf("probes %s -> %s across the %s leader kill: %d of 200 lost (longest outage %s), want none", cs[0].info.Name, peer, dbName, lost, outage)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := st.StartDaemon(ctx, "ic", "ovsdb-server-"+leader); err != nil {
+		t.Fatal(err)
+	}
+	rejoin := time.Now()
+	if err := eventually(30*time.Second, func() error {
+		out, err := appctl(cfg, leader, "cluster/status", dbName)
+		if err != nil || !strings.Contains(out, "Status: cluster member") || !strings.Contains(out, "Role: follower") ||
+			strings.Count(out, " at tcp:") != rig.ICRaftMembers {
+			return fmt.Errorf("restarted %s member %s not a follower with its peers yet: %v\n%s", dbName, leader, err, out)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	checkICSBRoutes(t, cfg, len(cs))
+	t.Logf("%s leader %s killed: %s elected after %.1fs; a new subnet in %s learned by the other %d clusters %.1fs after it was created; 0 of 200 probes lost; %s rejoined as follower in %.1fs; IC-SB: every route once",
+		dbName, leader, newLeader, elected.Seconds(), cs[0].info.Name, len(cs)-1, learned.Seconds(), leader, time.Since(rejoin).Seconds())
+}
+
+// icRaftLeader is the member of IC database db that says it is the raft leader, skipping
+// member skip; "" if none does (yet).
+func icRaftLeader(t *testing.T, cfg rig.Config, db, dbName, skip string) string {
+	t.Helper()
+	for m := 0; m < rig.ICRaftMembers; m++ {
+		name := rig.ICDBMemberName(db, m)
+		if name == skip {
+			continue
+		}
+		if out, err := appctl(cfg, name, "cluster/status", dbName); err == nil && strings.Contains(out, "Role: leader") {
+			return name
+		}
+	}
+	return ""
+}
+
+// appctl asks IC database member name through its unixctl socket.
+func appctl(cfg rig.Config, name string, args ...string) (string, error) {
+	out, err := exec.Command("ovs-appctl", append([]string{"-T", "2", "-t", cfg.ICDBCtl(name)}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// checkICSBRoutes fails the test if IC-SB lists an availability zone other than az1..azN or a
+// route twice (same AZ, transit switch and prefix): what a replayed or half-applied
+// transaction around a leader change would leave.
+func checkICSBRoutes(t *testing.T, cfg rig.Config, n int) {
+	t.Helper()
+	sbctl := func(args ...string) []string {
+		argv := append([]string{"netns", "exec", cfg.ICNS(), "ovn-ic-sbctl", "--db=" + cfg.ICSBEndpoint(),
+			"--format=csv", "--data=bare", "--no-headings"}, args...)
+		out, err := exec.Command("ip", argv...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ovn-ic-sbctl %v: %v %s", args, err, out)
+		}
+		return strings.Fields(string(out))
+	}
+	azs := sbctl("--columns=name", "list", "Availability_Zone")
+	slices.Sort(azs)
+	var want []string
+	for i := 1; i <= n; i++ {
+		want = append(want, fmt.Sprintf("az%d", i))
+	}
+	if !slices.Equal(azs, want) {
+		t.Errorf("IC-SB availability zones %v, want %v", azs, want)
+	}
+	routes := sbctl("--columns=availability_zone,transit_switch,ip_prefix", "list", "Route")
+	seen := map[string]bool{}
+	for _, r := range routes {
+		if seen[r] {
+			t.Errorf("IC-SB route %s listed twice", r)
+		}
+		seen[r] = true
+	}
+	if len(routes) == 0 {
+		t.Error("IC-SB has no routes")
+	}
+}

@@ -1,0 +1,216 @@
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kovn/kovn/test/rig"
+)
+
+// TestInterconnectSet: four one-node clusters whose IC-NB and IC-SB are 3-member raft
+// clusters. Clusters 1-3 join one after the other and every pod reaches the other two. Cluster
+// 4 has a subnet inside cluster 1's pod CIDR when it joins: cluster 4, the later AZ, withdraws
+// it and says so, cluster 1 names the conflict too, clusters 2 and 3 never route the prefix to
+// cluster 4, and all four keep talking (cluster 4 still reaches cluster 1's pods: its own /24
+// wins only for its own addresses). The subnet deleted, both conditions clear. Then the raft
+// leader of IC-SB, and after it of IC-NB, is killed under a probe stream: no probe lost, a new
+// subnet's route reaches the other clusters through the new leader (time printed), the killed
+// member rejoins and IC-SB holds no duplicate route. Last, cluster 4 leaves: its routes are
+// gone from the other three within 5 s.
+func TestInterconnectSet(t *testing.T) {
+	cfg := rigConfig(t, 4, 1)
+	cfg.Kovn = true
+	cfg.ICRaft = true
+	r := upRig(t, cfg)
+	var cs []*cluster
+	var pods []string // first address of each cluster's pod
+	for i := 1; i <= 4; i++ {
+		c := newCluster(t, r, fmt.Sprintf("c%d", i))
+		c.createPod(testboxPod("default", "p", onNode(rig.NodeName(i, 1))))
+		cs = append(cs, c)
+	}
+	for i := 1; i <= 3; i++ {
+		c := cs[i-1]
+		c.applyInterConnect(fmt.Sprintf("az%d", i), rig.NodeName(i, 1))
+		c.waitInterConnect(func(s icStatus) error {
+			if s.ready != "True" || len(s.peers) != i-1 {
+				return fmt.Errorf("ready %q (%s), peers %v", s.ready, s.message, s.peers)
+			}
+			return nil
+		})
+	}
+	for _, c := range cs {
+		pods = append(pods, c.waitRunning("default", "p", 90*time.Second).Status.PodIPs[0].IP)
+	}
+	for i, c := range cs[:3] {
+		c.waitLearned(cfg, i+1, 3)
+	}
+	c1, c4 := cs[0], cs[3]
+	meshPing := func(t *testing.T, n int) {
+		for i, c := range cs[:n] {
+			c.t = t
+			for j, ip := range pods[:n] {
+				if i != j {
+					c.pingNewPeer("default", "p", ip)
+				}
+			}
+		}
+	}
+	t.Run("three clusters: every pod reaches the other two", func(t *testing.T) {
+		// IC-SB shows a route before every node of every cluster has its tunnels to the new
+		// AZ's gateway and ovn-ic's route in NB: the set converges first (time printed).
+		start := time.Now()
+		waitMesh(t, cs[:3], pods[:3])
+		t.Logf("every pod answered the other clusters' pods %.1fs after the last cluster's routes were learned", time.Since(start).Seconds())
+		meshPing(t, 3)
+	})
+
+	b := rig.PodCIDR(1).Addr().As4()
+	b[2] = 200
+	clash := netip.PrefixFrom(netip.AddrFrom4(b), 24) // inside c1's IPv4 pod CIDR
+	t.Run("cluster 4 joins with a subnet inside cluster 1's pod CIDR: it withdraws it, both name the conflict, all keep talking", func(t *testing.T) {
+		for _, c := range cs {
+			c.t = t
+		}
+		c4.createSubnet("clash", clash)
+		start := time.Now()
+		c4.applyInterConnect("az4", rig.NodeName(4, 1))
+		c4.waitRoutesAccepted("False", clash.String(), "withdrawn here")
+		c1.waitRoutesAccepted("False", clash.String(), "az4")
+		t.Logf("conflict named by c4 (withdrawing %s) and c1 %.1fs after c4's InterConnect was created", clash, time.Since(start).Seconds())
+		for i, c := range cs {
+			c.waitLearned(cfg, i+1, 4) // c2 and c3 never learn the clash from c4
+		}
+		waitMesh(t, cs, pods)
+		meshPing(t, 4)
+	})
+	t.Run("the subnet deleted: the conflict clears on both", func(t *testing.T) {
+		for _, c := range cs {
+			c.t = t
+		}
+		if out, err := c4.kubectl("delete", "subnet", "clash", "--wait=true", "--timeout=30s"); err != nil {
+			t.Fatalf("delete subnet: %v %s", err, out)
+		}
+		c4.waitRoutesAccepted("True", "", "")
+		c1.waitRoutesAccepted("True", "", "")
+	})
+	for k, db := range []struct{ name, dbName string }{{"icsb", "OVN_IC_Southbound"}, {"icnb", "OVN_IC_Northbound"}} {
+		t.Run(fmt.Sprintf("the %s raft leader killed: no probe lost, a new subnet's route crosses through the new leader", db.dbName), func(t *testing.T) {
+			for _, c := range cs {
+				c.t = t
+			}
+			icRaftLeaderKill(t, r.State, cs, db.name, db.dbName, netip.MustParsePrefix(fmt.Sprintf("10.40.%d.0/24", k+1)), pods[1])
+		})
+	}
+	t.Run("cluster 4 leaves: its routes are gone from the other three within 5 s", func(t *testing.T) {
+		for _, c := range cs {
+			c.t = t
+		}
+		start := time.Now()
+		if out, err := c4.kubectl("delete", "interconnect", "default", "--wait=false"); err != nil {
+			t.Fatalf("delete interconnect: %v %s", err, out)
+		}
+		gone := make([]time.Duration, 3)
+		if err := eventually(20*time.Second, func() error {
+			for i, c := range cs[:3] {
+				if gone[i] != 0 {
+					continue
+				}
+				s := c.interConnectStatus()
+				if slices.Contains(s.peers, "az4") || slices.ContainsFunc(s.peerRoutes, func(p string) bool {
+					return slices.Contains(prefixStrings(cfg.PodCIDRs(4)), p)
+				}) {
+					return fmt.Errorf("c%d still has az4: peers %v routes %v", i+1, s.peers, s.peerRoutes)
+				}
+				gone[i] = time.Since(start)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for i, d := range gone {
+			if d > 5*time.Second {
+				t.Errorf("c%d forgot az4's routes after %.1fs, want < 5 s", i+1, d.Seconds())
+			}
+		}
+		t.Logf("az4 gone from c1, c2, c3 after %.1fs, %.1fs, %.1fs", gone[0].Seconds(), gone[1].Seconds(), gone[2].Seconds())
+		meshPing(t, 3)
+	})
+}
+
+// waitLearned waits until cluster cl (c) of the first n clusters learned exactly the pod
+// subnets of the other n-1 (and the test's extra subnets).
+func (c *cluster) waitLearned(cfg rig.Config, cl, n int, extra ...netip.Prefix) {
+	c.t.Helper()
+	var want []string
+	for j := 1; j <= n; j++ {
+		if j != cl {
+			want = append(want, prefixStrings(cfg.PodCIDRs(j))...)
+		}
+	}
+	want = append(want, prefixStrings(extra)...)
+	slices.Sort(want)
+	c.waitInterConnect(func(s icStatus) error {
+		if !slices.Equal(s.peerRoutes, want) {
+			return fmt.Errorf("routes learned %v, want %v", s.peerRoutes, want)
+		}
+		return nil
+	})
+}
+
+// waitMesh waits (30 s) until every cluster's pod p answers one ping from every other's.
+func waitMesh(t *testing.T, cs []*cluster, pods []string) {
+	t.Helper()
+	for i, c := range cs {
+		for j, ip := range pods {
+			if i == j {
+				continue
+			}
+			if err := eventually(30*time.Second, func() error {
+				out, err := c.exec("default", "p", "ping", "-c", "1", "-W", "1s", ip)
+				if err != nil || !strings.Contains(out, "1 received") {
+					return fmt.Errorf("c%d -> %s: %v %s", i+1, ip, err, out)
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func (c *cluster) createSubnet(name string, cidr netip.Prefix) {
+	c.t.Helper()
+	c.createNamespace(name)
+	if out, err := c.apply(fmt.Sprintf("apiVersion: kovn.io/v1alpha1\nkind: Subnet\nmetadata: {name: %s}\nspec: {cidrBlock: %q, namespaces: [%s]}\n", name, cidr, name)); err != nil {
+		c.t.Fatalf("create subnet %s: %v %s", name, err, out)
+	}
+}
+
+// waitRoutesAccepted waits for the InterConnect's RoutesAccepted condition to have status and
+// a message holding every one of words.
+func (c *cluster) waitRoutesAccepted(status string, words ...string) {
+	c.t.Helper()
+	var out string
+	err := eventually(60*time.Second, func() error {
+		out, _ = c.kubectl("get", "interconnect", "default", "-o",
+			`jsonpath={.status.conditions[?(@.type=="RoutesAccepted")].status}|{.status.conditions[?(@.type=="RoutesAccepted")].message}`)
+		st, msg, _ := strings.Cut(out, "|")
+		if st != status {
+			return fmt.Errorf("RoutesAccepted %q", out)
+		}
+		for _, w := range words {
+			if !strings.Contains(msg, w) {
+				return fmt.Errorf("RoutesAccepted message %q lacks %q", msg, w)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		c.t.Fatalf("%s: %v", c.info.Name, err)
+	}
+}
