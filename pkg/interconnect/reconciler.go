@@ -152,14 +152,14 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	in, err := r.input(ctx, ic, spec, nodes.Items, gateways, cs)
-	in.TransitSwitches, in.ECMP = tss, ecmp
-	in.Joined = joined
-	in.WithdrawnBy = withdrawnBy(ctx, icnbc, in.AZ)
+	in, err := r.input(ctx, ic, spec, nodes.Items, gateways, cs, renamedFrom)
 	if err != nil {
 		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonReconcileFailed, err.Error())
 		return ctrl.Result{}, err
 	}
+	in.TransitSwitches, in.ECMP = tss, ecmp
+	in.Joined = joined
+	in.WithdrawnBy = withdrawnBy(ctx, icnbc, in.AZ)
 	d := For(in)
 	if err := declareWithdrawn(ctx, icnbc, in.AZ, d.Withdraw); err != nil {
 		return ctrl.Result{}, err
@@ -187,8 +187,14 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 		}
 	}
 	r.fillStatus(ic, in, d, cs)
+	return readiness(ic, in, cs, applyErr)
+}
+
+// readiness sets Ready from what was applied and what OVN-IC reports, and says when to look again.
+func readiness(ic *kovnv1.InterConnect, in Input, cs clusterset, applyErr error) (ctrl.Result, error) {
+	unbound := slices.ContainsFunc(in.TransitSwitches, func(ts string) bool { return cs.portGateway[SwitchPortName(in.AZ, ts)] == "" })
 	switch {
-	case len(gateways) == 0:
+	case len(in.Gateways) == 0:
 		setCondition(ic, kovnv1.ConditionReady, false, ReasonNoGateway, "no gateway node exists: nothing crosses clusters")
 		return ctrl.Result{}, nil
 	case errors.Is(applyErr, nbsync.ErrParentMissing):
@@ -198,7 +204,7 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 	case applyErr != nil:
 		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonReconcileFailed, applyErr.Error())
 		return ctrl.Result{}, applyErr
-	case len(activeGateways(in, cs)) == 0 || slices.ContainsFunc(in.TransitSwitches, func(ts string) bool { return cs.portGateway[SwitchPortName(in.AZ, ts)] == "" }):
+	case len(ic.Status.ActiveGateways) == 0 || unbound:
 		setCondition(ic, kovnv1.ConditionReady, false, ReasonWaitingForOVNIC, "transit ports not bound to a gateway in OVN-IC yet")
 		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
 	}
@@ -208,7 +214,8 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 }
 
 // input resolves everything For needs.
-func (r *Reconciler) input(ctx context.Context, ic *kovnv1.InterConnect, spec parsedSpec, nodes []corev1.Node, gateways []string, cs clusterset) (Input, error) {
+// renamedFrom is the AZ's previous name while it is renamed.
+func (r *Reconciler) input(ctx context.Context, ic *kovnv1.InterConnect, spec parsedSpec, nodes []corev1.Node, gateways []string, cs clusterset, renamedFrom string) (Input, error) {
 	in := Input{AZ: ic.Spec.AZName, Router: r.State.Opts.DefaultVpc, Gateways: gateways,
 		AdvertiseCIDRs: spec.advertise, RefuseCIDRs: spec.refuse, Remote: cs.remoteRoutes(ic.Spec.AZName), BFD: spec.bfd}
 	join := r.State.Join()
@@ -234,8 +241,8 @@ func (r *Reconciler) input(ctx context.Context, ic *kovnv1.InterConnect, spec pa
 		}
 	}
 	names := []string{in.AZ}
-	if old := ic.Status.AZName; old != "" && old != in.AZ {
-		names = append(names, old) // renamed: keep the number the old name's port has
+	if renamedFrom != "" {
+		names = append(names, renamedFrom) // keep the number the old name's port has
 	}
 	idx, err := cs.transitIndex(r.currentTransitIndex(ctx, names...), names...)
 	in.TransitIndex = idx

@@ -46,18 +46,25 @@ func (g *ZeroSNATGuard) Start(ctx context.Context) error {
 	}
 	log := ctrl.Log.WithName("zero-snat-guard")
 	changed := make(chan struct{}, 1)
-	kick := func(table string) {
-		if table != "Datapath" && table != "Open_vSwitch" {
-			return
-		}
+	kick := func() {
 		select {
 		case changed <- struct{}{}:
 		default:
 		}
 	}
+	// Datapath rows are what the guard rewrites; of the Open_vSwitch row only ovs_version
+	// matters (ovs-vswitchd rewrites the row's other columns, statistics and next_cfg, all the time).
 	g.OVS.Cache().AddEventHandler(&cache.EventHandlerFuncs{
-		AddFunc:    func(table string, _ model.Model) { kick(table) },
-		UpdateFunc: func(table string, _, _ model.Model) { kick(table) },
+		AddFunc: func(table string, _ model.Model) {
+			if table == "Datapath" || table == "Open_vSwitch" {
+				kick()
+			}
+		},
+		UpdateFunc: func(table string, old, new model.Model) {
+			if table == "Datapath" || table == "Open_vSwitch" && ovsVersionChanged(old, new) {
+				kick()
+			}
+		},
 	})
 	t := time.NewTicker(g.Interval)
 	defer t.Stop()
@@ -126,17 +133,20 @@ func zeroSNATCrashes(version string) bool {
 		n[i] = v
 	}
 	major, minor, patch := n[0], n[1], n[2]
-	switch {
-	case major > 3 || major == 3 && minor >= 3:
+	if major > 3 || major == 3 && minor >= 3 {
 		return false
-	case major == 3 && minor == 2:
-		return patch < 3
-	case major == 3 && minor == 1:
-		return patch < 3
-	case major == 3 && minor == 0:
-		return patch < 5
-	case major == 2 && minor == 17:
-		return patch < 8
 	}
-	return true
+	// The first fixed patch release of each maintained branch; older branches never got the fix.
+	fixed := map[[2]int]int{{3, 2}: 3, {3, 1}: 3, {3, 0}: 5, {2, 17}: 8}
+	first, maintained := fixed[[2]int{major, minor}]
+	return !maintained || patch < first
+}
+
+func ovsVersionChanged(old, new model.Model) bool {
+	o, ok1 := old.(*vswitch.OpenvSwitch)
+	n, ok2 := new.(*vswitch.OpenvSwitch)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return (o.OVSVersion == nil) != (n.OVSVersion == nil) || o.OVSVersion != nil && *o.OVSVersion != *n.OVSVersion
 }

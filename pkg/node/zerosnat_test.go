@@ -67,9 +67,25 @@ func TestZeroSNATGuard(t *testing.T) {
 func TestZeroSNATCrashes(t *testing.T) {
 	for v, want := range map[string]bool{"3.1.0": true, "3.1.2": true, "3.1.3": false, "3.0.4": true, "3.0.5": false,
 		"2.17.7": true, "2.17.8": false, "3.2.2": true, "3.2.3": false, "3.3.0": false, "3.6.1": false, "4.0.0": false,
-		"3.1.0-2+deb12u1": true, "": true, "weird": true} {
+		"3.1.0-2+deb12u1": true, "2.16.9": true, "": true, "weird": true} {
 		if got := zeroSNATCrashes(v); got != want {
 			t.Errorf("%q: %v, want %v", v, got, want)
+		}
+	}
+}
+
+// TestOVSVersionChanged: the guard wakes for a new ovs_version, not for the statistics and
+// next_cfg ovs-vswitchd keeps writing into the same row.
+func TestOVSVersionChanged(t *testing.T) {
+	v := func(s string) *string { return &s }
+	cases := []struct {
+		old, new *string
+		want     bool
+	}{{v("3.1.0"), v("3.1.0"), false}, {v("3.1.0"), v("3.3.0"), true}, {nil, v("3.1.0"), true}, {nil, nil, false}}
+	for _, c := range cases {
+		got := ovsVersionChanged(&vswitch.OpenvSwitch{OVSVersion: c.old, NextCfg: 1}, &vswitch.OpenvSwitch{OVSVersion: c.new, NextCfg: 2})
+		if got != c.want {
+			t.Errorf("%v -> %v: %v, want %v", c.old, c.new, got, c.want)
 		}
 	}
 }

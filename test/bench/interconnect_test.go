@@ -180,6 +180,9 @@ func firstPackets(t *testing.T, cs []*benchCluster, pod, ip string, event func()
 			t.Fatalf("%s/%s -> %s: no reply in 60 s\n%s", c.name, pod, ip, out)
 		}
 		ds[i] = time.Unix(0, ns).Sub(at).Round(10 * time.Millisecond)
+		if ds[i] < 0 {
+			t.Fatalf("%s/%s -> %s answered %s before the change: the path existed already\n%s", c.name, pod, ip, -ds[i], out)
+		}
 	}
 	return ds
 }

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -477,22 +476,9 @@ func (c *cluster) learnedNexthops(prefix netip.Prefix) []string {
 // write). A BFD change made after the takeover proves the new leader programs the interconnect.
 func icControllerRestart(t *testing.T, a *cluster, st *rig.State, pb *corev1.Pod) {
 	ports, global := a.rowVersions("Logical_Router_Port"), a.rowVersions("NB_Global")
-	oldHolder := leaseHolder(t, a)
 	var takeover time.Duration
 	lost, outage := a.measureStream(t, "default", "a", pb.Status.PodIPs[0].IP, failbackCount, func() {
-		kill := time.Now()
-		if err := syscall.Kill(procPid(t, st, "c1", "kovn-controller"), syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		if err := eventually(45*time.Second, func() error {
-			if h := leaseHolder(t, a); h == oldHolder || h == "" {
-				return fmt.Errorf("lease still held by %q", h)
-			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		takeover = time.Since(kill)
+		_, takeover = killLeader(t, a, st)
 	})
 	if lost != 0 {
 		t.Errorf("probes across the controller restart: %d of %d lost (longest outage %s), want none", lost, failbackCount, outage)

@@ -25,8 +25,6 @@ const restartPings = 300
 // packet lost, no duplicate address and no stale row.
 func controllerRestart(t *testing.T, c *cluster, st *rig.State, aIP string) {
 	c.t = t
-	oldHolder := leaseHolder(t, c)
-	old := procPid(t, st, "c1", "kovn-controller")
 	type result struct {
 		out string
 		end time.Time
@@ -38,25 +36,7 @@ func controllerRestart(t *testing.T, c *cluster, st *rig.State, aIP string) {
 	}()
 	time.Sleep(2 * time.Second)
 	kill := time.Now()
-	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	// The new process leads only once the dead leader's lease expires (15 s after its last
-	// renewal); a pod created before that would be served by nobody.
-	var holder string
-	if err := eventually(60*time.Second, func() error {
-		holder = leaseHolder(t, c)
-		if holder == oldHolder || holder == "" {
-			return fmt.Errorf("lease kube-system/kovn-controller still held by %q", holder)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	takeover := time.Since(kill)
-	if p := procPid(t, st, "c1", "kovn-controller"); p == old || !rig.Alive(p) {
-		t.Fatalf("lease moved to %s but no new kovn-controller process runs", holder)
-	}
+	holder, takeover := killLeader(t, c, st)
 	c.createPod(testboxPod("default", "after", onNode("c1-n2")))
 	p := c.waitRunning("default", "after", 90*time.Second)
 	running := time.Now()
@@ -89,6 +69,33 @@ func controllerRestart(t *testing.T, c *cluster, st *rig.State, aIP string) {
 }
 
 // leaseHolder is the identity holding kovn-controller's leader lease ("" if none).
+// killLeader kills (SIGKILL) c1's leading kovn-controller and waits for a new process to hold
+// the leader lease, which happens only once the dead leader's lease expires (15 s after its
+// last renewal). It returns the new holder and the time from the kill.
+func killLeader(t *testing.T, c *cluster, st *rig.State) (string, time.Duration) {
+	t.Helper()
+	oldHolder := leaseHolder(t, c)
+	old := procPid(t, st, "c1", "kovn-controller")
+	kill := time.Now()
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var holder string
+	if err := eventually(60*time.Second, func() error {
+		if holder = leaseHolder(t, c); holder == oldHolder || holder == "" {
+			return fmt.Errorf("lease kube-system/kovn-controller still held by %q", holder)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	takeover := time.Since(kill)
+	if p := procPid(t, st, "c1", "kovn-controller"); p == old || !rig.Alive(p) {
+		t.Fatalf("lease moved to %s but no new kovn-controller process runs", holder)
+	}
+	return holder, takeover
+}
+
 func leaseHolder(t *testing.T, c *cluster) string {
 	t.Helper()
 	l, err := c.kc.CoordinationV1().Leases("kube-system").Get(context.Background(), "kovn-controller", metav1.GetOptions{})

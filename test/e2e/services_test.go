@@ -190,26 +190,13 @@ func serviceControllerRestart(t *testing.T, c *cluster, st *rig.State, vip strin
 // rewrote no load balancer, and returns the flow's answers and timeouts.
 func controllerRestartOnce(t *testing.T, c *cluster, st *rig.State, vip, newSvc string) (answered, timeouts int, takeover time.Duration, nLBs int) {
 	before := c.lbVersions()
-	oldHolder := leaseHolder(t, c)
 	done := make(chan string, 1)
 	go func() {
 		out, _ := c.exec("svc", "client", "udp", "-sport", "40100", "-n", "300", "-i", "100ms", "-W", "300ms", hostPort(vip, 53), "restart")
 		done <- out
 	}()
 	time.Sleep(time.Second)
-	kill := time.Now()
-	if err := syscall.Kill(procPid(t, st, "c1", "kovn-controller"), syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	if err := eventually(60*time.Second, func() error {
-		if h := leaseHolder(t, c); h == oldHolder || h == "" {
-			return fmt.Errorf("lease still held by %q", h)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	takeover = time.Since(kill)
+	_, takeover = killLeader(t, c, st)
 	c.createService(serviceSpec(newSvc, map[string]string{"app": "echo"}))
 	if err := eventually(30*time.Second, func() error {
 		if out := c.nbctl("--bare", "--columns=name", "find", "Load_Balancer", "name=\"Service_svc/"+newSvc+"_TCP\""); strings.TrimSpace(out) == "" {

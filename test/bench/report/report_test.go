@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"gonum.org/v1/plot/plotter"
 )
 
 func TestSummarizeNearestRank(t *testing.T) {
@@ -67,6 +69,23 @@ func TestWritePNG(t *testing.T) {
 	defer f.Close()
 	img, err := png.Decode(f)
 	if err != nil || img.Bounds().Dx() < 500 {
+		t.Fatalf("not a usable PNG: %v", err)
+	}
+}
+
+func TestLinesWritePNG(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lines.png")
+	l := Lines{Title: "t", XLabel: "x", YLabel: "y", Notes: []string{"note"},
+		Series: []Series{{Name: "a", Points: plotter.XYs{{X: 5, Y: 1}, {X: 10, Y: 3}}}, {Name: "empty"}}}
+	if err := l.WritePNG(path); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if img, err := png.Decode(f); err != nil || img.Bounds().Dx() < 500 {
 		t.Fatalf("not a usable PNG: %v", err)
 	}
 }
