@@ -1,6 +1,6 @@
 // Command kovn-rig brings up real multi-cluster kovn labs on one Linux host.
 //
-//	kovn-rig up [--clusters N] [--nodes M] [--fake-nodes F] [--bridge-nodes B] [--dir DIR]
+//	kovn-rig up [--clusters N] [--nodes M] [--fake-nodes F] [--bridge-nodes B] [--ic-raft] [--dir DIR]
 //	kovn-rig status [--dir DIR]
 //	kovn-rig env CLUSTER [--dir DIR]
 //	kovn-rig down [--dir DIR] [--keep-logs]
