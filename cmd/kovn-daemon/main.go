@@ -110,7 +110,7 @@ func run(cfg node.Config, ovsDB string) error {
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return node.WatchOvn0(ctx, nr.Ovn0Events) })); err != nil {
 		return err
 	}
-	if err := mgr.Add(&node.GatewayGuard{OVS: ovs, PidFile: ovnControllerPidfile}); err != nil {
+	if err := mgr.Add(&node.GatewayGuard{OVS: ovs, PidFile: ovnControllerPidfile, Subnets: mgr.GetClient(), NodeName: cfg.NodeName}); err != nil {
 		return err
 	}
 	if cfg.Netdev {

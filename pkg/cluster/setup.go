@@ -166,11 +166,12 @@ func restoreNodes(ctx context.Context, c client.Client, st *State) error {
 }
 
 // Setup registers every single-cluster reconciler with the manager.
-func Setup(mgr ctrl.Manager, st *State, nb libovsdb.Client) error {
+// health may be nil (centralized subnet gateways then fail over on Node readiness only).
+func Setup(mgr ctrl.Manager, st *State, nb libovsdb.Client, health *GatewayHealth) error {
 	rec := mgr.GetEventRecorderFor("kovn-controller")
 	c := mgr.GetClient()
 	for _, r := range []interface{ SetupWithManager(ctrl.Manager) error }{
-		&SubnetReconciler{Client: c, State: st, Recorder: rec, NB: nb},
+		&SubnetReconciler{Client: c, State: st, Recorder: rec, NB: nb, Health: health},
 		&VpcReconciler{Client: c, State: st, NB: nb},
 		&IPPoolReconciler{Client: c, State: st},
 		&NodeReconciler{Client: c, State: st, NB: nb},
@@ -181,6 +182,11 @@ func Setup(mgr ctrl.Manager, st *State, nb libovsdb.Client) error {
 		&NetworkPolicyReconciler{Client: c, State: st, NB: nb, Recorder: rec},
 	} {
 		if err := r.SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
+	if health != nil {
+		if err := mgr.Add(health); err != nil {
 			return err
 		}
 	}

@@ -16,12 +16,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
@@ -37,6 +40,9 @@ type SubnetReconciler struct {
 	State    *State
 	Recorder record.EventRecorder
 	NB       libovsdb.Client
+	// Health says which gateway node OVN finds alive for a centralized subnet; nil: Node
+	// readiness alone decides.
+	Health *GatewayHealth
 
 	lastUsageWrite map[string]time.Time // single worker: no lock needed
 }
@@ -155,6 +161,7 @@ func (r *SubnetReconciler) gatewayNodes(ctx context.Context, in topology.SubnetI
 	if !in.Centralized {
 		return out
 	}
+	bound := r.Health.Bound(topology.HealthPortName(in.Name))
 	for _, name := range in.GatewayNodes {
 		var n corev1.Node
 		if err := r.Get(ctx, types.NamespacedName{Name: name}, &n); err == nil {
@@ -162,6 +169,7 @@ func (r *SubnetReconciler) gatewayNodes(ctx context.Context, in topology.SubnetI
 			if alloc, ok := r.State.IPAM.Lookup(nodeOwner(name)); ok {
 				ni.JoinIPs = alloc.IPs // the IPAM's record: a node's own annotations are not trusted
 			}
+			ni.HoldsHealthPort = name == bound
 			out[name] = ni
 		}
 	}
@@ -297,7 +305,14 @@ func (r *SubnetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return reqs
 	})
-	return ctrl.NewControllerManagedBy(mgr).For(&kovnv1.Subnet{}).Watches(&kovnv1.Subnet{}, joinToAll).
-		Watches(&kovnv1.IP{}, ipToSubnet).Watches(&corev1.Node{}, nodeToSubnets).Watches(&kovnv1.Vpc{}, vpcToSubnets).
-		Named("subnet").Complete(r)
+	b := ctrl.NewControllerManagedBy(mgr).For(&kovnv1.Subnet{}).Watches(&kovnv1.Subnet{}, joinToAll).
+		Watches(&kovnv1.IP{}, ipToSubnet).Watches(&corev1.Node{}, nodeToSubnets).Watches(&kovnv1.Vpc{}, vpcToSubnets)
+	if r.Health != nil {
+		// A centralized subnet's health port bound to another chassis moves its egress.
+		b = b.WatchesRawSource(source.Channel(r.Health.events, handler.TypedFuncs[reconcile.Request, reconcile.Request]{
+			GenericFunc: func(_ context.Context, e event.TypedGenericEvent[reconcile.Request], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				q.Add(e.Object)
+			}}))
+	}
+	return b.Named("subnet").Complete(r)
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -11,16 +12,20 @@ import (
 	libovsdb "github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/ovsdb"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/ovn/model/vswitch"
 )
 
-// GatewayGuard makes an interconnect gateway whose ovn-controller died look dead to its
-// peers. Without ovn-controller the node's ovs-vswitchd keeps its flows and keeps answering
-// BFD, so no peer fails over, while the gateway can no longer follow any change (RIG-NOTES).
-// The guard checks ovn-controller every Interval; while it is down on a node that is an
-// interconnect gateway (ovn-is-interconn), it turns BFD off on the node's tunnels: every peer
+// GatewayGuard makes a gateway whose ovn-controller died look dead to its peers: an
+// interconnect gateway, or a gateway node of a centralized subnet (whose health port OVN binds
+// by the same BFD). Without ovn-controller the node's ovs-vswitchd keeps its flows and keeps
+// answering BFD, so no peer fails over, while the gateway can no longer follow any change
+// (RIG-NOTES). The guard checks ovn-controller every Interval; while it is down on a gateway
+// (ovn-is-interconn, or named in a centralized Subnet's gatewayNodes), it turns BFD off on the
+// node's tunnels: every peer
 // then sees this chassis down within its BFD detection time and moves the gateway ports to the
 // next chassis by priority. ovn-controller turns BFD back on when it returns (it sets the
 // tunnels' bfd:enable to what it wants whenever the value differs), and the ports fail back.
@@ -28,6 +33,11 @@ type GatewayGuard struct {
 	OVS      libovsdb.Client
 	PidFile  string        // ovn-controller's pidfile
 	Interval time.Duration // how often to check (default 100 ms)
+	// Subnets (a cached reader) and NodeName tell whether this node is a centralized subnet's
+	// gateway; nil Subnets: interconnect gateways only. A Subnet naming this node wrongly costs
+	// nothing but BFD on a node whose ovn-controller is down anyway.
+	Subnets  client.Reader
+	NodeName string
 
 	alive func(pidfile string) bool // nil: processAlive
 }
@@ -53,7 +63,7 @@ func (g *GatewayGuard) Start(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		down := !g.alive(g.PidFile) && g.isGateway(ctx)
+		down := !g.alive(g.PidFile) && (g.isGateway(ctx) || g.isCentralGateway(ctx))
 		if down != wasDown {
 			log.Info("ovn-controller on this interconnect gateway", "down", down)
 			wasDown = down
@@ -75,6 +85,20 @@ func (g *GatewayGuard) isGateway(ctx context.Context) bool {
 		return false
 	}
 	return rows[0].ExternalIDs["ovn-is-interconn"] == "true"
+}
+
+// isCentralGateway reports whether a centralized Subnet names this node a gateway.
+func (g *GatewayGuard) isCentralGateway(ctx context.Context) bool {
+	if g.Subnets == nil {
+		return false
+	}
+	var subnets kovnv1.SubnetList
+	if err := g.Subnets.List(ctx, &subnets); err != nil {
+		return false
+	}
+	return slices.ContainsFunc(subnets.Items, func(s kovnv1.Subnet) bool {
+		return s.Spec.EffectiveGatewayType() == kovnv1.GatewayCentralized && slices.Contains(s.Spec.GatewayNodes, g.NodeName)
+	})
 }
 
 // disableTunnelBFD sets bfd:enable=false on every tunnel interface that has BFD on and returns

@@ -24,22 +24,32 @@ import (
 // connection is retried with backoff until ctx is done. After that the client reconnects by
 // itself (and re-establishes its monitor) whenever the connection drops.
 func Connect(ctx context.Context, dbModel model.ClientDBModel, cfg Config, tables ...model.Model) (client.Client, error) {
+	opts := make([]client.MonitorOption, 0, len(tables))
+	for _, t := range tables {
+		opts = append(opts, client.WithTable(t))
+	}
+	return ConnectMonitor(ctx, dbModel, cfg, opts...)
+}
+
+// ConnectMonitor is Connect with libovsdb monitor options, e.g. client.WithConditionalTable
+// to cache only some rows of a large table (no options: every table).
+func ConnectMonitor(ctx context.Context, dbModel model.ClientDBModel, cfg Config, opts ...client.MonitorOption) (client.Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	opts, err := clientOptions(cfg)
+	clientOpts, err := clientOptions(cfg)
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.NewOVSDBClient(dbModel, opts...)
+	c, err := client.NewOVSDBClient(dbModel, clientOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("creating %s client: %w", dbModel.Name(), err)
 	}
 	if err := connectWithRetry(ctx, c, dbModel.Name(), cfg); err != nil {
 		return nil, err
 	}
-	if err := monitor(ctx, c, tables); err != nil {
+	if err := monitor(ctx, c, opts); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("monitoring %s at %s: %w", dbModel.Name(), c.CurrentEndpoint(), err)
 	}
@@ -113,14 +123,10 @@ func isTimeout(err error) bool {
 
 // monitor starts one monitor over tables (all tables when empty) and returns once the
 // initial dump is in the cache, so callers can read right away.
-func monitor(ctx context.Context, c client.Client, tables []model.Model) error {
-	if len(tables) == 0 {
+func monitor(ctx context.Context, c client.Client, opts []client.MonitorOption) error {
+	if len(opts) == 0 {
 		_, err := c.MonitorAll(ctx)
 		return err
-	}
-	opts := make([]client.MonitorOption, 0, len(tables))
-	for _, t := range tables {
-		opts = append(opts, client.WithTable(t))
 	}
 	_, err := c.Monitor(ctx, c.NewMonitor(opts...))
 	return err

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -206,6 +205,11 @@ func badInput(t *testing.T, c *cluster, aIP, bIP string) {
 
 // centralizedGateway: the pod runs on c1-n1, which is not a gateway, so its egress source
 // tells failover (to c1-n3) from fallback to its own node (c1-n1): only failover passes.
+// Failover follows OVN's gateway health (BFD between the chassis), as the interconnect's does:
+// c1-n2's fabric link cut, then its ovn-controller killed, each under a 100 ms probe stream
+// from the pod to the external host; egress must move to c1-n3 and, once c1-n2 is back, return
+// to it. Node readiness could not do this: a node turns NotReady only after the 20 s grace
+// period, longer than the stream's tail that must get every answer.
 func centralizedGateway(t *testing.T, c *cluster, st *rig.State) {
 	c.t = t
 	c.createNamespace("central")
@@ -232,32 +236,63 @@ spec:
 	for i := 1; i <= 3; i++ {
 		byIP[c.plan.nodeIP(i)] = rig.NodeName(1, i)
 	}
-	if got := egressNode(c, "central", "c", byIP, ext); got != "c1-n2" {
-		t.Fatalf("centralized egress from %q, want gateway c1-n2 (the pod runs on c1-n1)", got)
-	}
-	// Take c1-n2 away: its kubelet stops, the node goes NotReady, egress must move to c1-n3.
-	kill := time.Now()
-	if err := syscall.Kill(procPid(t, st, "c1-n2", "kubelet"), syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	var seen []string
-	err := eventually(90*time.Second, func() error {
-		got := egressNode(c, "central", "c", byIP, ext)
-		if len(seen) == 0 || seen[len(seen)-1] != got {
-			seen = append(seen, got)
+	waitEgress := func(want string) {
+		t.Helper()
+		var seen []string
+		err := eventually(30*time.Second, func() error {
+			got := egressNode(c, "central", "c", byIP, ext)
+			if len(seen) == 0 || seen[len(seen)-1] != got {
+				seen = append(seen, got)
+			}
+			if got != want {
+				return fmt.Errorf("egress via %q", got)
+			}
+			return nil
+		})
+		if err != nil || slices.Contains(seen, "c1-n1") {
+			t.Fatalf("centralized egress: want %s; sources seen %v (c1-n1 is the pod's own node: fallback, not failover) %v", want, seen, err)
 		}
-		if got == "c1-n1" {
-			return nil // fell back to the pod's own node: reported below, no point waiting
-		}
-		if got != "c1-n3" {
-			return fmt.Errorf("egress still via %q", got)
-		}
-		return nil
-	})
-	if err != nil || seen[len(seen)-1] != "c1-n3" || slices.Contains(seen, "c1-n1") {
-		t.Fatalf("centralized gateway did not fail over to c1-n3: egress sources seen %v (c1-n1 is the pod's own node: fallback, not failover) %v", seen, err)
 	}
-	t.Logf("gateway c1-n2 removed: egress moved to c1-n3 after %.1fs (node-monitor-grace-period 20s); sources seen %v", time.Since(kill).Seconds(), seen)
+	waitEgress("c1-n2")
+	cases := []struct {
+		what          string
+		fail, restore func()
+	}{
+		{"fabric link", func() { setFabricLink(t, st.Config, 1, 2, false) }, func() { setFabricLink(t, st.Config, 1, 2, true) }},
+		{"ovn-controller", func() {
+			if err := st.CrashDaemon("c1-n2", "ovn-controller"); err != nil {
+				t.Fatal(err)
+			}
+		}, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := st.StartDaemon(ctx, "c1-n2", "ovn-controller"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		centralFailover(t, c, tc.what, tc.fail, tc.restore, func() { waitEgress("c1-n3") }, func() { waitEgress("c1-n2") })
+	}
+}
+
+// centralFailover runs one failover and failback of a centralized subnet's gateway under probe
+// streams from pod central/c to the external host and logs what each cost.
+func centralFailover(t *testing.T, c *cluster, what string, fail, restore, afterFail, afterRestore func()) {
+	t.Helper()
+	restored := false
+	defer func() { // a failed step must not leave c1-n2 down
+		if !restored {
+			restore()
+		}
+	}()
+	lost, outage := c.measureStream(t, "central", "c", c.plan.ext(), streamCount, fail)
+	afterFail()
+	t.Logf("gateway c1-n2's %s lost: egress moved to c1-n3; %d of %d probes lost, longest outage %s", what, lost, streamCount, outage)
+	restored = true
+	lost, outage = c.measureStream(t, "central", "c", c.plan.ext(), failbackCount, restore)
+	afterRestore()
+	t.Logf("c1-n2's %s back: egress back on c1-n2; %d of %d probes lost, longest outage %s", what, lost, failbackCount, outage)
 }
 
 // egressNode is the node whose address the external host saw for a request from the pod, or

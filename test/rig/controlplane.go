@@ -128,7 +128,7 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 			ServiceAccount: ControllerServiceAccount, ApplyDeploy: true, Out: kubeconfig}))
 		steps = append(steps, Step{Name: "kovn-controller", Daemon: true, Restart: true, Log: filepath.Join(logs, "kovn-controller.log"),
 			Argv: []string{filepath.Join(c.KovnBinDir, "kovn-controller"), "--kubeconfig=" + kubeconfig,
-				"--ovn-nb-addr=unix:" + filepath.Join(run, "nb.sock"), "--default-cidr=" + annotation.JoinAddrs(c.PodCIDRs(cl)),
+				"--ovn-nb-addr=unix:" + filepath.Join(run, "nb.sock"), "--ovn-sb-addr=unix:" + filepath.Join(run, "sb.sock"), "--default-cidr=" + annotation.JoinAddrs(c.PodCIDRs(cl)),
 				"--join-cidr=" + annotation.JoinAddrs(c.JoinCIDRs()), "--leader-elect=true",
 				fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", PortControllerMetrics)}})
 		// Cluster DNS runs on kovn (its pods and Service need it), so it comes with kovn.

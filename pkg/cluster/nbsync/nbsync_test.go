@@ -119,8 +119,8 @@ func TestShardsCreateThenNoOp(t *testing.T) {
 	if ls := lsNamed(t, c, "ovn-default"); len(ls.Ports) != 2 || ls.OtherConfig["exclude_ips"] != "10.16.0.2" {
 		t.Fatalf("ovn-default: %d ports, other_config %v", len(ls.Ports), ls.OtherConfig)
 	}
-	if ls := lsNamed(t, c, "join"); len(ls.Ports) != 3 {
-		t.Fatalf("join: %d ports, want router port + 2 nodes", len(ls.Ports))
+	if ls := lsNamed(t, c, "join"); len(ls.Ports) != 4 {
+		t.Fatalf("join: %d ports, want the cluster and health routers' ports + 2 nodes", len(ls.Ports))
 	}
 	if pg := pgNamed(t, c, "kovn_node_n1"); len(pg.Ports) != 1 {
 		t.Fatalf("n1 port group has %d ports, want the pod", len(pg.Ports))
@@ -148,8 +148,9 @@ func TestPodMovesNodeAndGoes(t *testing.T) {
 	if ls := lsNamed(t, c, "ovn-default"); len(ls.Ports) != 1 {
 		t.Fatalf("ovn-default keeps %d ports after the pod went, want only the router port", len(ls.Ports))
 	}
-	if n := len(list[nb.LogicalSwitchPort](t, c)); n != 1+1+2 {
-		t.Fatalf("%d switch ports left, want 4", n)
+	// ovn-default's router port; the join switch's ports to the cluster and health routers; 2 nodes
+	if n := len(list[nb.LogicalSwitchPort](t, c)); n != 1+2+2 {
+		t.Fatalf("%d switch ports left, want 5", n)
 	}
 }
 

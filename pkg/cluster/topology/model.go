@@ -206,6 +206,9 @@ type NodeIn struct {
 	NodeIPs []netip.Addr // InternalIP addresses
 	JoinIPs []netip.Addr
 	JoinMAC string
+	// HoldsHealthPort: OVN bound the centralized subnet's health port (HealthPortName) to this
+	// node's chassis, i.e. BFD finds it the live gateway of highest priority. Set per subnet.
+	HoldsHealthPort bool
 }
 
 // PodIn is a pod with its allocation, as the controller recorded it in the pod's IP object.

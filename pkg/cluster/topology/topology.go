@@ -27,6 +27,39 @@ func NodePortName(node string) string { return "node-" + node }
 func RouterPortName(vpc, ls string) string       { return vpc + "-" + ls }
 func SwitchRouterPortName(ls, vpc string) string { return ls + "-" + vpc }
 
+// HealthPortName is a centralized subnet's health port: a distributed gateway port on
+// HealthRouter whose gateway chassis are the subnet's gateway nodes by priority. The chassis
+// OVN binds it to is the subnet's live gateway (BFD decides, as for any gateway port); no
+// traffic uses it. HealthRouter hangs off the join switch, which every node has a port on, so
+// OVN counts every node among the group's referencing chassis and runs BFD from each gateway
+// to all of them: a surviving gateway still sees live tunnels and takes the port over (with
+// BFD only between two gateways, the survivor of a pair would see none and never claim it).
+func HealthPortName(subnet string) string { return healthPrefix + subnet }
+
+const (
+	HealthRouter = "kovn-gwh"
+	healthPrefix = "kovn-gwh-"
+	// healthLink addresses HealthRouter's port on the join switch: link-local, never a
+	// destination. The health ports get /128s of healthPortNet, one per subnet by hash, so the
+	// router's networks do not overlap.
+	healthLink    = "169.254.0.1/32"
+	healthPortNet = "fd6b:6777:6800::"
+)
+
+// healthPortNetwork is a subnet's health port address (a /128 from a hash of its name).
+func healthPortNetwork(subnet string) string {
+	h := sha256.Sum256([]byte(subnet))
+	a := netip.MustParseAddr(healthPortNet).As16()
+	copy(a[8:], h[:8])
+	return netip.PrefixFrom(netip.AddrFrom16(a), 128).String()
+}
+
+// SubnetOfHealthPort returns the subnet a health port name belongs to.
+func SubnetOfHealthPort(port string) (string, bool) {
+	subnet, ok := strings.CutPrefix(port, healthPrefix)
+	return subnet, ok && subnet != ""
+}
+
 // NodePortGroup names the port group of a node's pods. OVN derives address sets
 // $<name>_ip4 / $<name>_ip6 from it; names may only hold letters, digits and underscores.
 // Node names with other characters ("c1-n1", "w.example.com") get a short hash of the real
@@ -127,12 +160,28 @@ func ForSubnet(s SubnetIn, join *SubnetIn, nodes map[string]NodeIn) Shard {
 		IPv6RAConfigs: raConfigs(s.CIDRs)}}
 	sh.SwitchPorts = []SwitchPort{{Switch: s.Switch, Name: SwitchRouterPortName(s.Switch, s.Vpc), Type: "router",
 		Addresses: []string{"router"}, Options: map[string]string{"router-port": lrp}}}
+	if join != nil && join.Name == s.Name {
+		// The health router of centralized subnets exists with the join switch it hangs off.
+		link := HealthRouter + "_" + s.Switch // "_": no subnet name has one, so no health port is named so
+		sh.Routers = append(sh.Routers, Router{Name: HealthRouter})
+		sh.RouterPorts = append(sh.RouterPorts, RouterPort{Router: HealthRouter, Name: link, MAC: RouterMAC(link), Networks: []string{healthLink}})
+		sh.SwitchPorts = append(sh.SwitchPorts, SwitchPort{Switch: s.Switch, Name: SwitchRouterPortName(s.Switch, HealthRouter), Type: "router",
+			Addresses: []string{"router"}, Options: map[string]string{"router-port": link}})
+	}
 	if join == nil || join.Vpc != s.Vpc {
 		return sh // custom VPCs: routing between their own subnets only
 	}
 	for _, c := range s.CIDRs {
 		sh.Policies = append(sh.Policies, Policy{Router: s.Vpc, Priority: PriorityAllowCluster, Action: "allow",
 			Match: fmt.Sprintf("%s.dst == %s", family(c.Addr()), c.Masked())})
+	}
+	if s.Centralized && len(s.GatewayNodes) > 0 {
+		hp := RouterPort{Router: HealthRouter, Name: HealthPortName(s.Name), MAC: RouterMAC(HealthPortName(s.Name)),
+			Networks: []string{healthPortNetwork(s.Name)}}
+		for i, n := range s.GatewayNodes {
+			hp.GatewayChassis = append(hp.GatewayChassis, GatewayChassis{Chassis: n, Priority: maxGatewayPriority - i})
+		}
+		sh.RouterPorts = append(sh.RouterPorts, hp)
 	}
 	if gw, ok := ActiveGateway(s, nodes); ok && s.Centralized {
 		for _, c := range s.CIDRs {
@@ -220,9 +269,19 @@ func sortPolicies(ps []Policy) {
 	})
 }
 
-// ActiveGateway is the first gateway node, in the subnet's order, that exists, is Ready and
-// has a join address: failover moves to the next one when it is gone.
+// maxGatewayPriority is OVN's highest Gateway_Chassis priority.
+const maxGatewayPriority = 32767
+
+// ActiveGateway is the gateway node OVN bound the subnet's health port to (HoldsHealthPort),
+// if it has a join address. Without that verdict (the port not bound yet, no SB connection)
+// it is the first gateway node, in the subnet's order, that exists, is Ready and has a join
+// address: failover then waits for the node to turn NotReady.
 func ActiveGateway(s SubnetIn, nodes map[string]NodeIn) (NodeIn, bool) {
+	for _, name := range s.GatewayNodes {
+		if n, ok := nodes[name]; ok && n.HoldsHealthPort && len(n.JoinIPs) > 0 {
+			return n, true
+		}
+	}
 	for _, name := range s.GatewayNodes {
 		if n, ok := nodes[name]; ok && n.Ready && len(n.JoinIPs) > 0 {
 			return n, true

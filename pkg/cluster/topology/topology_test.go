@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -88,6 +89,85 @@ func TestForSubnetCentralizedPicksFirstReadyGateway(t *testing.T) {
 	for _, p := range ForSubnet(centralIn, &joinIn, none).Policies {
 		if p.Priority == PriorityCentralGateway {
 			t.Fatalf("no eligible gateway but a reroute %+v", p)
+		}
+	}
+}
+
+// TestForSubnetCentralizedFollowsGatewayHealth: the node OVN bound the health port to is the
+// gateway even when it is NotReady (its data path is what counts) and even when a node before
+// it in the list is Ready; a bound node without a join address is passed over.
+func TestForSubnetCentralizedFollowsGatewayHealth(t *testing.T) {
+	nodes := map[string]NodeIn{}
+	for k, v := range nodesIn {
+		nodes[k] = v
+	}
+	n3 := nodes["n3"]
+	n3.HoldsHealthPort = true // NotReady, after Ready n2 in the list
+	nodes["n3"] = n3
+	hop := func(nodes map[string]NodeIn) []string {
+		for _, p := range ForSubnet(centralIn, &joinIn, nodes).Policies {
+			if p.Priority == PriorityCentralGateway {
+				return p.Nexthops
+			}
+		}
+		return nil
+	}
+	if got := hop(nodes); !reflect.DeepEqual(got, []string{"100.64.0.4"}) {
+		t.Errorf("bound to n3: reroute to %v, want n3's 100.64.0.4", got)
+	}
+	n3.HoldsHealthPort, n3.JoinIPs = false, nil
+	nodes["n3"] = n3
+	n4 := nodes["n4"]
+	n4.HoldsHealthPort = true // bound but no join address: readiness decides (n2)
+	nodes["n4"] = n4
+	if got := hop(nodes); !reflect.DeepEqual(got, []string{"100.64.0.3"}) {
+		t.Errorf("bound to n4 without a join address: reroute to %v, want n2's 100.64.0.3", got)
+	}
+}
+
+// TestForSubnetHealthPort: a centralized subnet in the join VPC gets a gateway port on the
+// health router whose chassis are its gateway nodes, the first highest, with an address of its
+// own; the join subnet's shard owns the health router and its link to the join switch; other
+// subnets have neither.
+func TestForSubnetHealthPort(t *testing.T) {
+	healthPort := func(sh Shard, name string) *RouterPort {
+		for i := range sh.RouterPorts {
+			if sh.RouterPorts[i].Name == name {
+				return &sh.RouterPorts[i]
+			}
+		}
+		return nil
+	}
+	sh := ForSubnet(centralIn, &joinIn, nodesIn)
+	hp := healthPort(sh, HealthPortName("central"))
+	if len(sh.Routers) > 0 || hp == nil || hp.Router != HealthRouter {
+		t.Fatalf("routers %+v; want a health port on %s: %+v", sh.Routers, HealthRouter, sh.RouterPorts)
+	}
+	want := []GatewayChassis{{"gone", 32767}, {"n4", 32766}, {"n3", 32765}, {"n2", 32764}, {"n1", 32763}}
+	if !reflect.DeepEqual(hp.GatewayChassis, want) {
+		t.Errorf("gateway chassis %+v, want %+v", hp.GatewayChassis, want)
+	}
+	other := centralIn
+	other.Name = "central2"
+	if n := healthPort(ForSubnet(other, &joinIn, nodesIn), HealthPortName("central2")); n == nil || reflect.DeepEqual(n.Networks, hp.Networks) {
+		t.Errorf("two health ports share networks %v", hp.Networks)
+	}
+	if s, ok := SubnetOfHealthPort(hp.Name); !ok || s != "central" {
+		t.Errorf("SubnetOfHealthPort(%q) = %q, %v", hp.Name, s, ok)
+	}
+	js := ForSubnet(joinIn, &joinIn, nil)
+	link := healthPort(js, HealthRouter+"_"+joinIn.Switch)
+	if !reflect.DeepEqual(js.Routers, []Router{{Name: HealthRouter}}) || link == nil || len(link.GatewayChassis) > 0 {
+		t.Fatalf("join shard: routers %+v, router ports %+v", js.Routers, js.RouterPorts)
+	}
+	lsp := SwitchPort{Switch: joinIn.Switch, Name: SwitchRouterPortName(joinIn.Switch, HealthRouter), Type: "router",
+		Addresses: []string{"router"}, Options: map[string]string{"router-port": link.Name}}
+	if !slices.ContainsFunc(js.SwitchPorts, func(p SwitchPort) bool { return reflect.DeepEqual(p, lsp) }) {
+		t.Errorf("join switch ports %+v, want one %+v", js.SwitchPorts, lsp)
+	}
+	for _, in := range []SubnetIn{defaultIn, customIn} {
+		if sh := ForSubnet(in, &joinIn, nil); len(sh.Routers) > 0 || len(sh.RouterPorts) != 1 {
+			t.Errorf("%s: routers %+v, router ports %+v", in.Name, sh.Routers, sh.RouterPorts)
 		}
 	}
 }

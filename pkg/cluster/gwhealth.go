@@ -1,0 +1,122 @@
+package cluster
+
+import (
+	"context"
+	"strings"
+	"sync"
+
+	"github.com/ovn-org/libovsdb/cache"
+	libovsdb "github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/ovsdb"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kovn/kovn/pkg/cluster/topology"
+	"github.com/kovn/kovn/pkg/ovn"
+	"github.com/kovn/kovn/pkg/ovn/model/sb"
+)
+
+// GatewayHealth is OVN's own verdict on which gateway node of a centralized subnet is alive:
+// the chassis its health port (topology.HealthPortName) is bound to. OVN binds that port, a
+// distributed gateway port carrying the subnet's gateway nodes as gateway chassis by priority,
+// to the highest-priority chassis the others see through BFD, as it does the interconnect's
+// transit ports; kovn-daemon's gateway guard turns a gateway's BFD off when its ovn-controller
+// dies. So a lost node, a cut link and a dead ovn-controller move the subnet's egress within
+// BFD's detection time, where Node readiness takes the node monitor's grace period.
+//
+// It reads SB through a monitor of the chassisredirect Port_Bindings and the Chassis only.
+// Until it is connected (or with no SB address) Bound knows nothing and the subnet reconciler
+// falls back to Node readiness.
+type GatewayHealth struct {
+	Endpoints []string
+
+	mu     sync.Mutex
+	sb     libovsdb.Client
+	events chan event.TypedGenericEvent[reconcile.Request]
+}
+
+// NewGatewayHealth returns a GatewayHealth for the SB endpoints (none: disabled).
+func NewGatewayHealth(endpoints []string) *GatewayHealth {
+	return &GatewayHealth{Endpoints: endpoints, events: make(chan event.TypedGenericEvent[reconcile.Request], 64)}
+}
+
+// NeedLeaderElection: every replica keeps the cache warm, so a new leader has the verdicts.
+func (h *GatewayHealth) NeedLeaderElection() bool { return false }
+
+// Start connects (retrying until ctx ends) and forwards binding changes as subnet events.
+func (h *GatewayHealth) Start(ctx context.Context) error {
+	if len(h.Endpoints) == 0 {
+		ctrl.Log.Info("no OVN southbound address: centralized subnet gateways fail over on Node readiness only")
+		<-ctx.Done()
+		return nil
+	}
+	dbModel, err := sb.FullDatabaseModel()
+	if err != nil {
+		return err
+	}
+	pb := &sb.PortBinding{}
+	c, err := ovn.ConnectMonitor(ctx, dbModel, ovn.Config{Endpoints: h.Endpoints, Logger: ctrl.Log.WithName("sb")},
+		libovsdb.WithConditionalTable(pb, []model.Condition{{Field: &pb.Type, Function: ovsdb.ConditionEqual, Value: "chassisredirect"}},
+			&pb.LogicalPort, &pb.Chassis, &pb.Type),
+		libovsdb.WithTable(&sb.Chassis{}))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.Cache().AddEventHandler(&cache.EventHandlerFuncs{
+		AddFunc:    func(_ string, m model.Model) { h.notify(m) },
+		UpdateFunc: func(_ string, _, m model.Model) { h.notify(m) },
+		DeleteFunc: func(_ string, m model.Model) { h.notify(m) },
+	})
+	h.mu.Lock()
+	h.sb = c
+	h.mu.Unlock()
+	ctrl.Log.Info("centralized subnet gateways follow OVN's gateway health (SB connected)")
+	<-ctx.Done()
+	return nil
+}
+
+// notify queues a reconcile of the subnet whose health port changed. It must not block the
+// libovsdb cache, hence the goroutine when the channel is full.
+func (h *GatewayHealth) notify(m model.Model) {
+	pb, ok := m.(*sb.PortBinding)
+	if !ok {
+		return
+	}
+	subnet, ok := topology.SubnetOfHealthPort(strings.TrimPrefix(pb.LogicalPort, "cr-"))
+	if !ok {
+		return
+	}
+	ev := event.TypedGenericEvent[reconcile.Request]{Object: reconcile.Request{NamespacedName: types.NamespacedName{Name: subnet}}}
+	select {
+	case h.events <- ev:
+	default:
+		go func() { h.events <- ev }()
+	}
+}
+
+// Bound returns the chassis (node) name OVN bound the health port to, "" when none or unknown.
+func (h *GatewayHealth) Bound(port string) string {
+	if h == nil {
+		return ""
+	}
+	h.mu.Lock()
+	c := h.sb
+	h.mu.Unlock()
+	if c == nil {
+		return ""
+	}
+	var pbs []*sb.PortBinding
+	err := c.WhereCache(func(pb *sb.PortBinding) bool { return pb.LogicalPort == "cr-"+port }).List(context.Background(), &pbs)
+	if err != nil || len(pbs) != 1 || pbs[0].Chassis == nil {
+		return ""
+	}
+	ch := &sb.Chassis{UUID: *pbs[0].Chassis}
+	if err := c.Get(context.Background(), ch); err != nil {
+		return ""
+	}
+	return ch.Name
+}
