@@ -101,6 +101,9 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 		if err := cluster.EnsureDefaults(ctx, direct, opts); err != nil {
 			return err
 		}
+		if err := cluster.EnsureGatewayBFD(ctx, nb); err != nil {
+			return fmt.Errorf("gateway BFD timers in NB_Global: %w", err)
+		}
 		if err := cluster.Restore(ctx, direct, st); err != nil {
 			return fmt.Errorf("restore IPAM: %w", err)
 		}

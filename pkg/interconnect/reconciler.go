@@ -386,7 +386,7 @@ func (r *Reconciler) leave(ctx context.Context, ic *kovnv1.InterConnect) error {
 	if _, err := nbsync.Apply(ctx, r.NB, topology.Shard{OwnerType: OwnerInterConnect, Owner: Name}); err != nil {
 		return err
 	}
-	if err := applyNBGlobal(ctx, r.NB, "", nil); err != nil {
+	if err := applyNBGlobal(ctx, r.NB, "", cluster.GatewayBFDOptions); err != nil { // the cluster's own BFD timers back
 		return err
 	}
 	var nodes corev1.NodeList
