@@ -166,6 +166,36 @@ echo "c1's router: the routes ovn-ic learned from c2 (only its pod subnets: the 
 echo "and transit network never cross) beside the default route through the join gateway:"
 ovn-nbctl --db="$OVN_NB_DB" lr-route-list ovn-cluster
 
+step "a centralized subnet: its egress leaves through the first live gateway node, as OVN's BFD judges it"
+kubectl create namespace central --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl apply -f - >/dev/null <<SUBNET
+apiVersion: kovn.io/v1alpha1
+kind: Subnet
+metadata: {name: central}
+spec:
+  cidrBlock: "10.200.0.0/24"
+  gatewayType: centralized
+  gatewayNodes: [c1-n1, c1-n2]
+  natOutgoing: true
+  namespaces: [central]
+SUBNET
+sleep 2
+kubectl apply -f - >/dev/null <<POD
+apiVersion: v1
+kind: Pod
+metadata: {name: c, namespace: central}
+spec:
+  nodeName: c1-n2
+  terminationGracePeriodSeconds: 1
+  containers: [{name: testbox, image: kovn.io/testbox:latest, imagePullPolicy: Never, args: [serve]}]
+POD
+kubectl -n central wait --for=condition=Ready pod/c --timeout=120s >/dev/null
+echo "OVN bound the subnet's health port to chassis:"
+ovn-sbctl --db="$OVN_SB_DB" --bare --columns=name list Chassis \
+  "$(ovn-sbctl --db="$OVN_SB_DB" --bare --columns=chassis find Port_Binding logical_port=cr-kovn-gwh-central)"
+echo "so central/c (on c1-n2) reaches the external host from c1-n1's address:"
+kubectl -n central exec c -- /testbox get http://172.30.0.100:8080/
+
 step "subnets report the protocol, gateway and addresses in use"
 kubectl get subnets
 step "the OVN view: logical switches, ports and the gateway policies kovn programmed"
