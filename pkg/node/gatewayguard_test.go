@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/ovn/model/vswitch"
 )
@@ -70,6 +73,25 @@ func TestGatewayGuard(t *testing.T) {
 	}
 	if got, p := bfd("ovn-c1n2-0"), bfd("pod_h"); got != "false" || p != "true" {
 		t.Fatalf("gateway with ovn-controller down: tunnel BFD %q (want false), pod port %q (want untouched)", got, p)
+	}
+}
+
+// TestGatewayGuardCentralGateway: a node named in a centralized Subnet's gatewayNodes is a
+// gateway to the guard; one named only by a distributed subnet, or not named, is not.
+func TestGatewayGuardCentralGateway(t *testing.T) {
+	central := &kovnv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: "central"}, Spec: kovnv1.SubnetSpec{CIDRBlock: "10.20.0.0/24",
+		GatewayType: kovnv1.GatewayCentralized, GatewayNodes: []string{"n2", "n3"}}}
+	distributed := &kovnv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: "dist"}, Spec: kovnv1.SubnetSpec{CIDRBlock: "10.21.0.0/24",
+		GatewayNodes: []string{"n1"}}}
+	c := networksClient(t, central, distributed)
+	for node, want := range map[string]bool{"n1": false, "n2": true, "n3": true, "n4": false} {
+		g := &GatewayGuard{Subnets: c, NodeName: node}
+		if got := g.isCentralGateway(context.Background()); got != want {
+			t.Errorf("%s: central gateway %v, want %v", node, got, want)
+		}
+	}
+	if (&GatewayGuard{NodeName: "n2"}).isCentralGateway(context.Background()) {
+		t.Error("no Subnets reader: no centralized gateway")
 	}
 }
 
