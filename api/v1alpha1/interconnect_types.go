@@ -110,6 +110,23 @@ type InterConnectGateway struct {
 	// Active: the gateway binding the transit port now, as OVN-IC reports it.
 	// +optional
 	Active bool `json:"active,omitempty"`
+	// Held is set while the gateway is held at the lowest priority after a failure.
+	// +optional
+	Held *GatewayHold `json:"held,omitempty"`
+}
+
+// GatewayHold keeps a gateway that OVN found dead (its transit port moved to a gateway of
+// lower priority) from taking the port back before it can carry traffic: a node whose link
+// returns answers BFD at once, but its ovn-controller may need seconds to reconnect to the
+// southbound database, and a failback in that window loses the traffic. The hold ends when
+// the node's ovn-controller has caught up with a northbound change made after the failure
+// (its Chassis_Private.nb_cfg reaches NbCfg); then it takes the port back as in a planned
+// switchover.
+type GatewayHold struct {
+	// Since is when kovn saw the transit port leave this gateway.
+	Since metav1.Time `json:"since"`
+	// NbCfg is the NB_Global nb_cfg the node's ovn-controller must reach to be released.
+	NbCfg int64 `json:"nbCfg"`
 }
 
 // InterConnectPeer is another availability zone of the clusterset.
@@ -171,6 +188,7 @@ type InterConnectStatus struct {
 // +kubebuilder:printcolumn:name="AZ",type=string,JSONPath=`.status.azName`
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
 // +kubebuilder:printcolumn:name="Active",type=string,JSONPath=`.status.activeGateways`
+// +kubebuilder:printcolumn:name="Held",type=string,JSONPath=`.status.gateways[?(@.held)].node`
 // +kubebuilder:printcolumn:name="Peers",type=string,JSONPath=`.status.peers[*].az`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1

@@ -35,7 +35,7 @@ var (
 func main() {
 	opts := cluster.DefaultOptions()
 	nbAddr := flag.String("ovn-nb-addr", os.Getenv("OVN_NB_DB"), "OVN northbound endpoints: tcp:IP:PORT, ssl:IP:PORT or unix:PATH, comma-separated")
-	flag.StringVar(&sbAddr, "ovn-sb-addr", os.Getenv("OVN_SB_DB"), "OVN southbound endpoints, comma-separated: centralized subnet gateways then fail over on OVN's gateway health (BFD) instead of Node readiness")
+	flag.StringVar(&sbAddr, "ovn-sb-addr", os.Getenv("OVN_SB_DB"), "OVN southbound endpoints, comma-separated: centralized subnet gateways then fail over on OVN's gateway health (BFD) instead of Node readiness, and a failed interconnect gateway is held back until its ovn-controller is in step again")
 	leaderElect := flag.Bool("leader-elect", true, "elect one active controller among replicas")
 	leNamespace := flag.String("leader-election-namespace", "kube-system", "namespace of the leader election lease")
 	metricsAddr := flag.String("metrics-bind-address", "0", "metrics listen address (0 disables)")
@@ -123,10 +123,12 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 	if sbAddr != "" {
 		sbEndpoints = ovn.SplitEndpoints(sbAddr)
 	}
-	if err := cluster.Setup(mgr, st, nb, cluster.NewGatewayHealth(sbEndpoints)); err != nil {
+	health := cluster.NewGatewayHealth(sbEndpoints)
+	if err := cluster.Setup(mgr, st, nb, health); err != nil {
 		return err
 	}
-	icr := &interconnect.Reconciler{Client: mgr.GetClient(), State: st, NB: nb, Recorder: mgr.GetEventRecorderFor("kovn-interconnect")}
+	icr := &interconnect.Reconciler{Client: mgr.GetClient(), State: st, NB: nb, Health: health,
+		Recorder: mgr.GetEventRecorderFor("kovn-interconnect")}
 	if err := icr.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -27,9 +27,10 @@ import (
 // dies. So a lost node, a cut link and a dead ovn-controller move the subnet's egress within
 // BFD's detection time, where Node readiness takes the node monitor's grace period.
 //
-// It reads SB through a monitor of the chassisredirect Port_Bindings and the Chassis only.
-// Until it is connected (or with no SB address) Bound knows nothing and the subnet reconciler
-// falls back to Node readiness.
+// It reads SB through a monitor of the chassisredirect Port_Bindings, the Chassis and the
+// Chassis_Private rows (how far each ovn-controller has caught up, for the interconnect's
+// gateway hold). Until it is connected (or with no SB address) Bound and CaughtUp know nothing
+// and the subnet reconciler falls back to Node readiness.
 type GatewayHealth struct {
 	Endpoints []string
 
@@ -57,11 +58,12 @@ func (h *GatewayHealth) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pb := &sb.PortBinding{}
+	pb, cp := &sb.PortBinding{}, &sb.ChassisPrivate{}
 	c, err := ovn.ConnectMonitor(ctx, dbModel, ovn.Config{Endpoints: h.Endpoints, Logger: ctrl.Log.WithName("sb")},
 		libovsdb.WithConditionalTable(pb, []model.Condition{{Field: &pb.Type, Function: ovsdb.ConditionEqual, Value: "chassisredirect"}},
 			&pb.LogicalPort, &pb.Chassis, &pb.Type),
-		libovsdb.WithTable(&sb.Chassis{}))
+		libovsdb.WithTable(&sb.Chassis{}),
+		libovsdb.WithTable(cp, &cp.Name, &cp.NbCfg))
 	if err != nil {
 		return err
 	}
@@ -119,4 +121,35 @@ func (h *GatewayHealth) Bound(port string) string {
 		return ""
 	}
 	return ch.Name
+}
+
+// CaughtUp reports whether the chassis' ovn-controller has installed the flows of northbound
+// configuration nbCfg (NB_Global.nb_cfg) or a later one: it is connected to SB and in step.
+// known is false while SB is not connected or the chassis has no Chassis_Private row.
+func (h *GatewayHealth) CaughtUp(chassis string, nbCfg int64) (caughtUp, known bool) {
+	if h == nil {
+		return false, false
+	}
+	h.mu.Lock()
+	c := h.sb
+	h.mu.Unlock()
+	if c == nil {
+		return false, false
+	}
+	var rows []*sb.ChassisPrivate
+	err := c.WhereCache(func(cp *sb.ChassisPrivate) bool { return cp.Name == chassis }).List(context.Background(), &rows)
+	if err != nil || len(rows) != 1 {
+		return false, false
+	}
+	return int64(rows[0].NbCfg) >= nbCfg, true
+}
+
+// Connected reports whether the southbound monitor is up.
+func (h *GatewayHealth) Connected() bool {
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sb != nil && h.sb.Connected()
 }

@@ -71,6 +71,9 @@ type Input struct {
 	// Families of the cluster: the transit port gets an address of each.
 	IPv4, IPv6 bool
 	Gateways   []string // chassis, most preferred first
+	// Held are gateways held at the lowest priority after a failure (see GatewayHold): every
+	// transit port ranks them after the others.
+	Held []string
 	// LocalCIDRs are the default VPC's subnets (the join subnet excluded).
 	LocalCIDRs []netip.Prefix
 	// AdvertiseCIDRs, when set, limit what is advertised; RefuseCIDRs are never exchanged.
@@ -178,12 +181,7 @@ func transitPorts(in Input) ([]topology.RouterPort, []topology.SwitchPort) {
 			nets = append(nets, p.String())
 		}
 		rp := topology.RouterPort{Router: in.Router, Name: lrp, MAC: topology.RouterMAC(lrp), Networks: nets}
-		order := in.Gateways
-		if in.ECMP && len(order) > 0 {
-			k := i % len(order)
-			order = append(slices.Clone(order[k:]), order[:k]...)
-		}
-		for j, gw := range order {
+		for j, gw := range portOrder(in, i) {
 			rp.GatewayChassis = append(rp.GatewayChassis, topology.GatewayChassis{Chassis: gw, Priority: topGatewayPriority - j})
 		}
 		rps = append(rps, rp)
@@ -191,6 +189,49 @@ func transitPorts(in Input) ([]topology.RouterPort, []topology.SwitchPort) {
 			Options: map[string]string{"router-port": lrp}})
 	}
 	return rps, sps
+}
+
+// portOrder is the gateways in the order transit switch i prefers them: in ECMP mode switch
+// i prefers gateway i and the others follow in turn, else every switch has the gateways' own
+// order; held gateways come last either way (in that order among themselves).
+func portOrder(in Input, i int) []string {
+	order := slices.Clone(in.Gateways)
+	if in.ECMP && len(order) > 0 {
+		k := i % len(order)
+		order = append(order[k:], order[:k]...)
+	}
+	slices.SortStableFunc(order, func(a, b string) int {
+		ha, hb := slices.Contains(in.Held, a), slices.Contains(in.Held, b)
+		switch {
+		case ha && !hb:
+			return 1
+		case hb && !ha:
+			return -1
+		}
+		return 0
+	})
+	return order
+}
+
+// lostGateways are the gateways OVN found dead: a transit port that prev saw bound to one of
+// them is now bound (now) to a gateway it ranks lower in the order the port was programmed
+// with (orders, by transit switch index). A port moving up the order is a failback or a
+// planned change, not a loss. Ports missing from either side (just created, renamed, not
+// bound) say nothing.
+func lostGateways(orders [][]string, ports []string, prev, now map[string]string) []string {
+	var lost []string
+	for i, port := range ports {
+		was, is := prev[port], now[port]
+		if was == "" || is == "" || was == is || i >= len(orders) {
+			continue
+		}
+		wasRank, isRank := slices.Index(orders[i], was), slices.Index(orders[i], is)
+		if wasRank >= 0 && isRank > wasRank && !slices.Contains(lost, was) {
+			lost = append(lost, was)
+		}
+	}
+	slices.Sort(lost)
+	return lost
 }
 
 // For computes the interconnect's desired state. It is pure: the reconciler lists, this decides.

@@ -55,8 +55,13 @@ type Reconciler struct {
 	NB       libovsdb.Client
 	Recorder record.EventRecorder
 
+	// Health reads the southbound database (chassis bindings and how far each ovn-controller
+	// has caught up) for the gateway hold; nil: no gateway is held.
+	Health *cluster.GatewayHealth
+
 	ic       icConn
 	icEvents chan event.GenericEvent
+	holds    holds
 }
 
 // +kubebuilder:rbac:groups=kovn.io,resources=interconnects,verbs=get;list;watch;update
@@ -159,6 +164,11 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 	}
 	in.TransitSwitches, in.ECMP = tss, ecmp
 	in.Joined = joined
+	holding, err := r.updateHolds(ctx, ic, &in, cs)
+	if err != nil {
+		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonReconcileFailed, err.Error())
+		return ctrl.Result{}, err
+	}
 	in.WithdrawnBy = withdrawnBy(ctx, icnbc, in.AZ)
 	d := For(in)
 	if err := declareWithdrawn(ctx, icnbc, in.AZ, d.Withdraw); err != nil {
@@ -187,7 +197,11 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 		}
 	}
 	r.fillStatus(ic, in, d, cs)
-	return readiness(ic, in, cs, applyErr)
+	res, err := readiness(ic, in, cs, applyErr)
+	if holding && err == nil && (res.RequeueAfter == 0 || res.RequeueAfter > holdPoll) {
+		res.RequeueAfter = holdPoll
+	}
+	return res, err
 }
 
 // readiness sets Ready from what was applied and what OVN-IC reports, and says when to look again.
@@ -298,9 +312,14 @@ func (r *Reconciler) fillStatus(ic *kovnv1.InterConnect, in Input, d Desired, cs
 	st.AZName = in.AZ
 	active := activeGateways(in, cs)
 	st.Gateways, st.ActiveGateways = nil, nil
-	for i, g := range in.Gateways {
+	// As the default transit switch ranks them (held gateways last).
+	for i, g := range portOrder(in, 0) {
 		on := slices.Contains(active, g)
-		st.Gateways = append(st.Gateways, kovnv1.InterConnectGateway{Node: g, Priority: int32(topGatewayPriority - i), Active: on})
+		gw := kovnv1.InterConnectGateway{Node: g, Priority: int32(topGatewayPriority - i), Active: on}
+		if hold, ok := r.holds.held[g]; ok {
+			gw.Held = &hold
+		}
+		st.Gateways = append(st.Gateways, gw)
 		if on {
 			st.ActiveGateways = append(st.ActiveGateways, g)
 		}
