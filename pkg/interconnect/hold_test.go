@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/cluster"
 	"github.com/kovn/kovn/pkg/cluster/topology"
