@@ -180,11 +180,7 @@ func TestTransitIndex(t *testing.T) {
 func TestApplyNBGlobal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := ovn.ConnectNB(ctx, ovn.Config{Endpoints: []string{ovntest.ServeNB(t)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ovntest.CreateNBGlobal(t, c)
+	c := serveNBWithGlobal(ctx, t)
 	get := func() nb.NBGlobal {
 		var rows []nb.NBGlobal
 		if err := c.List(ctx, &rows); err != nil || len(rows) != 1 {

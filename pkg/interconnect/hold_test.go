@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	libovsdb "github.com/ovn-org/libovsdb/client"
+
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/cluster"
 	"github.com/kovn/kovn/pkg/cluster/topology"
@@ -67,11 +69,7 @@ func TestLostGateways(t *testing.T) {
 func TestBumpNbCfg(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := ovn.ConnectNB(ctx, ovn.Config{Endpoints: []string{ovntest.ServeNB(t)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ovntest.CreateNBGlobal(t, c)
+	c := serveNBWithGlobal(ctx, t)
 	for want := int64(1); want <= 2; want++ {
 		got, err := bumpNbCfg(ctx, c)
 		if err != nil || got != want {
@@ -87,11 +85,7 @@ func TestBumpNbCfg(t *testing.T) {
 func TestUpdateHolds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	nbc, err := ovn.ConnectNB(ctx, ovn.Config{Endpoints: []string{ovntest.ServeNB(t)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ovntest.CreateNBGlobal(t, nbc)
+	nbc := serveNBWithGlobal(ctx, t)
 	sbModel, err := sb.DatabaseModel()
 	if err != nil {
 		t.Fatal(err)
@@ -173,4 +167,15 @@ func eventuallyTrue(ctx context.Context, ok func() bool) error {
 		}
 	}
 	return nil
+}
+
+// serveNBWithGlobal serves an in-memory NB with its NB_Global row and connects to it.
+func serveNBWithGlobal(ctx context.Context, t *testing.T) libovsdb.Client {
+	t.Helper()
+	c, err := ovn.ConnectNB(ctx, ovn.Config{Endpoints: []string{ovntest.ServeNB(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ovntest.CreateNBGlobal(t, c)
+	return c
 }
