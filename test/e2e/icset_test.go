@@ -12,7 +12,8 @@ import (
 )
 
 // TestInterconnectSet: four one-node clusters whose IC-NB and IC-SB are 3-member raft
-// clusters. Clusters 1-3 join one after the other and every pod reaches the other two. Cluster
+// clusters. Clusters 1-3 join one after the other and every pod reaches the other two (ping
+// and HTTP in every family, the server seeing the client's pod address). Cluster
 // 4 has a subnet inside cluster 1's pod CIDR when it joins: cluster 4, the later AZ, withdraws
 // it and says so, cluster 1 names the conflict too, clusters 2 and 3 never route the prefix to
 // cluster 4, and all four keep talking (cluster 4 still reaches cluster 1's pods: its own /24
@@ -43,8 +44,15 @@ func TestInterconnectSet(t *testing.T) {
 			return nil
 		})
 	}
+	var podIPs [][]string // every address of each cluster's pod, in the rig's family order
 	for _, c := range cs {
-		pods = append(pods, c.waitRunning("default", "p", 90*time.Second).Status.PodIPs[0].IP)
+		p := c.waitRunning("default", "p", 90*time.Second)
+		pods = append(pods, p.Status.PodIPs[0].IP)
+		var ips []string
+		for _, a := range p.Status.PodIPs {
+			ips = append(ips, a.IP)
+		}
+		podIPs = append(podIPs, ips)
 	}
 	for i, c := range cs[:3] {
 		c.waitLearned(cfg, i+1, 3)
@@ -69,6 +77,22 @@ func TestInterconnectSet(t *testing.T) {
 		// 0.5 s apiece); TestInterconnectBench times the first packet itself (170-280 ms).
 		t.Logf("every pod answered the other clusters' pods %.1fs after the last cluster's routes were learned (6 kubectl exec pings in a row)", time.Since(start).Seconds())
 		meshPing(t, 3)
+		// Every family, ping and TCP (HTTP), and the server sees the client's own pod address.
+		for i, c := range cs[:3] {
+			for j := range 3 {
+				for f, ip := range podIPs[j] {
+					if i == j {
+						continue
+					}
+					c.pingNewPeer("default", "p", ip)
+					out := c.mustExec("default", "p", "get", "http://"+hostPort(ip, 8080)+"/")
+					if seen := strings.TrimSuffix(hostPort(podIPs[i][f], 0), "0"); !strings.Contains(out, " "+seen) {
+						t.Errorf("HTTP c%d -> %s: the server saw %q, want the client's pod address %s (no NAT)", i+1, ip, out, podIPs[i][f])
+					}
+				}
+			}
+		}
+		t.Logf("ping and HTTP between the three clusters' pods in %d famil(ies), no NAT", len(podIPs[0]))
 	})
 
 	b := rig.PodCIDR(1).Addr().As4()
