@@ -216,13 +216,14 @@ func portOrder(in Input, i int) []string {
 // lostGateways are the gateways OVN found dead: a transit port that prev saw bound to one of
 // them is now bound (now) to a gateway it ranks lower in the order the port was programmed
 // with (orders, by transit switch index). A port moving up the order is a failback or a
-// planned change, not a loss. Ports missing from either side (just created, renamed, not
-// bound) say nothing.
-func lostGateways(orders [][]string, ports []string, prev, now map[string]string) []string {
+// planned change, not a loss; nor is a port taken by a held gateway (one back from a failure
+// can claim a port for a moment on its stale view of the priorities before it catches up).
+// Ports missing from either side (just created, renamed, not bound) say nothing.
+func lostGateways(orders [][]string, ports []string, prev, now map[string]string, held []string) []string {
 	var lost []string
 	for i, port := range ports {
 		was, is := prev[port], now[port]
-		if was == "" || is == "" || was == is || i >= len(orders) {
+		if was == "" || is == "" || was == is || i >= len(orders) || slices.Contains(held, is) {
 			continue
 		}
 		wasRank, isRank := slices.Index(orders[i], was), slices.Index(orders[i], is)

@@ -62,7 +62,7 @@ func (r *Reconciler) updateHolds(ctx context.Context, ic *kovnv1.InterConnect, i
 			now[p] = g
 		}
 	}
-	lost := slices.DeleteFunc(lostGateways(orders, ports, h.bound, now), func(g string) bool { _, ok := h.held[g]; return ok })
+	lost := slices.DeleteFunc(lostGateways(orders, ports, h.bound, now, in.Held), func(g string) bool { _, ok := h.held[g]; return ok })
 	h.bound = now
 	if !r.Health.Connected() {
 		return len(h.held) > 0, nil

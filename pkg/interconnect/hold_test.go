@@ -49,17 +49,19 @@ func TestLostGateways(t *testing.T) {
 		orders    [][]string
 		prev, now map[string]string
 		want      []string
+		held      []string
 	}{
-		{"failover", orders, map[string]string{"kovn-ts-az1": "n1"}, map[string]string{"kovn-ts-az1": "n2"}, []string{"n1"}},
+		{"failover", orders, map[string]string{"kovn-ts-az1": "n1"}, map[string]string{"kovn-ts-az1": "n2"}, []string{"n1"}, nil},
 		{"failover on the second switch", orders, map[string]string{"kovn-ts-az1": "n1", "kovn-ts1-az1": "n2"},
-			map[string]string{"kovn-ts-az1": "n1", "kovn-ts1-az1": "n1"}, []string{"n2"}},
-		{"failback", orders, map[string]string{"kovn-ts-az1": "n2"}, map[string]string{"kovn-ts-az1": "n1"}, nil},
-		{"planned reorder", [][]string{{"n2", "n1"}}, map[string]string{"kovn-ts-az1": "n1"}, map[string]string{"kovn-ts-az1": "n2"}, nil},
-		{"first seen", orders, nil, map[string]string{"kovn-ts-az1": "n2"}, nil},
-		{"unbound", orders, map[string]string{"kovn-ts-az1": "n1"}, map[string]string{}, nil},
-		{"bound to a node that is no gateway", orders, map[string]string{"kovn-ts-az1": "n1"}, map[string]string{"kovn-ts-az1": "n9"}, nil},
+			map[string]string{"kovn-ts-az1": "n1", "kovn-ts1-az1": "n1"}, []string{"n2"}, nil},
+		{"failback", orders, map[string]string{"kovn-ts-az1": "n2"}, map[string]string{"kovn-ts-az1": "n1"}, nil, nil},
+		{"planned reorder", [][]string{{"n2", "n1"}}, map[string]string{"kovn-ts-az1": "n1"}, map[string]string{"kovn-ts-az1": "n2"}, nil, nil},
+		{"first seen", orders, nil, map[string]string{"kovn-ts-az1": "n2"}, nil, nil},
+		{"unbound", orders, map[string]string{"kovn-ts-az1": "n1"}, map[string]string{}, nil, nil},
+		{"bound to a node that is no gateway", orders, map[string]string{"kovn-ts-az1": "n1"}, map[string]string{"kovn-ts-az1": "n9"}, nil, nil},
+		{"taken by a held gateway", [][]string{{"n2", "n1"}}, map[string]string{"kovn-ts-az1": "n2"}, map[string]string{"kovn-ts-az1": "n1"}, nil, []string{"n1"}},
 	} {
-		if got := lostGateways(c.orders, ports, c.prev, c.now); !slices.Equal(got, c.want) {
+		if got := lostGateways(c.orders, ports, c.prev, c.now, c.held); !slices.Equal(got, c.want) {
 			t.Errorf("%s: lost %v, want %v", c.name, got, c.want)
 		}
 	}
