@@ -3,11 +3,13 @@ package e2e
 import (
 	"fmt"
 	"net/netip"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/test/rig"
 )
 
@@ -203,10 +205,37 @@ func waitMesh(t *testing.T, cs []*cluster, pods []string) {
 				}
 				return nil
 			}); err != nil {
-				t.Fatal(err)
+				t.Fatalf("%v\n%s", err, c.pathDiagnostics("default", "p", ip))
 			}
 		}
 	}
+}
+
+// pathDiagnostics is what OVN holds for the path from pod ns/name to dst in c: the router's
+// routes and policies, the transit switches' remote ports and the remote chassis (with their
+// encaps), and ovn-trace of one ICMP echo (IPv4 only).
+func (c *cluster) pathDiagnostics(ns, name, dst string) string {
+	var b strings.Builder
+	run := func(cmd string, args ...string) {
+		out, err := exec.Command(cmd, args...).CombinedOutput()
+		fmt.Fprintf(&b, "$ %s %s\n%s", cmd, strings.Join(args, " "), out)
+		if err != nil {
+			fmt.Fprintf(&b, "(%v)\n", err)
+		}
+	}
+	nb, sb := "--db="+c.info.NBAddr, "--db="+c.info.SBAddr
+	run("ovn-nbctl", nb, "--timeout=5", "lr-route-list", "ovn-cluster")
+	run("ovn-nbctl", nb, "--timeout=5", "lr-policy-list", "ovn-cluster")
+	run("ovn-sbctl", sb, "--timeout=5", "--columns=logical_port,type,chassis,up,options", "find", "Port_Binding", "type=remote")
+	run("ovn-sbctl", sb, "--timeout=5", "--columns=name,encaps,other_config", "list", "Chassis")
+	run("ovn-sbctl", sb, "--timeout=5", "--columns=ip,type", "list", "Encap")
+	out, _ := c.kubectl("get", "pod", "-n", ns, name, "-o", "jsonpath={.status.podIP} {.metadata.annotations.ovn\\.kovn\\.io/mac_address}")
+	if f := strings.Fields(out); len(f) == 2 && !strings.Contains(dst, ":") {
+		run("ovn-trace", sb, "--timeout=5", "--summary", fmt.Sprintf(
+			`inport == "%s.%s" && eth.src == %s && eth.dst == %s && ip4.src == %s && ip4.dst == %s && ip.ttl == 64 && icmp4.type == 8`,
+			name, ns, f[1], topology.RouterMAC(topology.RouterPortName("ovn-cluster", "ovn-default")), f[0], dst))
+	}
+	return b.String()
 }
 
 func (c *cluster) createSubnet(name string, cidr netip.Prefix) {
