@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # update-codegen.sh — regenerates every generated file in the tree (`make generate`).
 #   pkg/ovn/model/*   libovsdb models from the OVSDB schemas shipped by the installed OVN/OVS packages
+#                     (and kovn's own OVN_ClusterSet schema in deploy/ovsdb)
 #   api/v1alpha1      deepcopy functions (controller-gen object)
 #   deploy/crds       CRD manifests (controller-gen crd)
 # Generated files are never edited by hand; change the schema or the API types and rerun this.
@@ -17,6 +18,7 @@ declare -A MODELS=(
   [icnb]=$OVN_SCHEMAS/ovn-ic-nb.ovsschema
   [icsb]=$OVN_SCHEMAS/ovn-ic-sb.ovsschema
   [vswitch]=$OVS_SCHEMAS/vswitch.ovsschema
+  [clusterset]=deploy/ovsdb/ovn-clusterset.ovsschema   # kovn's own: the MCS clusterset store
 )
 # modelgen is built once (not `go run` per schema) to keep `make generate` quick.
 MODELGEN_DIR=$(mktemp -d)

@@ -10,6 +10,7 @@ import (
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
 
+	"github.com/kovn/kovn/pkg/ovn/model/clusterset"
 	"github.com/kovn/kovn/pkg/ovn/model/icnb"
 	"github.com/kovn/kovn/pkg/ovn/model/icsb"
 	"github.com/kovn/kovn/pkg/ovn/model/nb"
@@ -158,6 +159,12 @@ func ConnectICNB(ctx context.Context, cfg Config) (client.Client, error) {
 // ConnectICSB connects to OVN_IC_Southbound, monitoring every table.
 func ConnectICSB(ctx context.Context, cfg Config) (client.Client, error) {
 	return connectFull(ctx, cfg, icsb.FullDatabaseModel)
+}
+
+// ConnectClusterSet connects to kovn's OVN_ClusterSet database (the MCS clusterset store),
+// monitoring every table.
+func ConnectClusterSet(ctx context.Context, cfg Config) (client.Client, error) {
+	return connectFull(ctx, cfg, clusterset.FullDatabaseModel)
 }
 
 // ConnectOVS connects to the local Open_vSwitch database, monitoring every table.

@@ -16,6 +16,7 @@ import (
 	"github.com/ovn-org/libovsdb/ovsdb/serverdb"
 
 	"github.com/kovn/kovn/pkg/ovn"
+	"github.com/kovn/kovn/pkg/ovn/model/clusterset"
 	"github.com/kovn/kovn/pkg/ovn/model/icnb"
 	"github.com/kovn/kovn/pkg/ovn/model/icsb"
 	"github.com/kovn/kovn/pkg/ovn/model/nb"
@@ -54,6 +55,7 @@ func TestModelsMatchEmbeddedSchemas(t *testing.T) {
 		"OVN_IC_Northbound": icnb.DatabaseModel,
 		"OVN_IC_Southbound": icsb.DatabaseModel,
 		"Open_vSwitch":      vswitch.DatabaseModel,
+		"OVN_ClusterSet":    clusterset.DatabaseModel,
 	} {
 		db, err := dbModel()
 		if err != nil {

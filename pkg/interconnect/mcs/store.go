@@ -1,0 +1,298 @@
+// Package mcs implements the Multi-Cluster Services API (KEP-1645) on kovn: ServiceExports are
+// written to the clusterset store, an OVSDB database (OVN_ClusterSet, schema in
+// deploy/ovsdb) served beside OVN-IC's southbound database, and every cluster of the set
+// imports them from there. No broker or hub cluster runs.
+package mcs
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	libovsdb "github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/ovsdb"
+
+	"github.com/kovn/kovn/pkg/ovn"
+	"github.com/kovn/kovn/pkg/ovn/model/clusterset"
+)
+
+// Export is one cluster's export of a Service, as the clusterset store holds it.
+type Export struct {
+	Cluster, Namespace, Name string
+	Type                     string // ClusterSetIP or Headless
+	Ports                    []Port
+	SessionAffinity          string // None or ClientIP
+	AffinityTimeout          *int   // seconds, with ClientIP
+	InternalTrafficPolicy    *string
+	TrafficDistribution      *string
+	IPFamilies               []string // IPv4, IPv6, in the Service's order
+	Labels, Annotations      map[string]string
+	// ExportedAt is the ServiceExport's creation time: in a conflict, the oldest export wins.
+	ExportedAt time.Time
+}
+
+// Port is a Service port (on an export) or an endpoint port (on a slice: the target port).
+type Port struct {
+	Name, Protocol string
+	Port           int
+	AppProtocol    *string
+}
+
+// Slice is one EndpointSlice of an exported Service in the cluster that exports it.
+type Slice struct {
+	Cluster, Namespace, Service, Name string
+	AddressType                       string // IPv4 or IPv6
+	Ports                             []Port
+	Endpoints                         []Endpoint
+}
+
+// Endpoint is one endpoint of a Slice.
+type Endpoint struct {
+	Addresses                   []string
+	Ready, Serving, Terminating bool
+	Hostname, Zone, NodeName    *string
+}
+
+// Store reads every cluster's rows of the clusterset database and writes this cluster's own.
+// The client must monitor every table (ovn.ConnectClusterSet): reads come from its cache.
+type Store struct {
+	DB      libovsdb.Client
+	Cluster string // this cluster's id: the rows it writes carry it, and it writes no other
+}
+
+// SyncExports makes the store hold exactly want as this cluster's exports of namespace/name
+// pairs in scope (nil scope: all of this cluster's exports), in one transaction; rows that
+// already match are left alone. It returns whether anything was written.
+func (s *Store) SyncExports(ctx context.Context, want []Export, scope func(namespace, name string) bool) (bool, error) {
+	have, err := s.rows(ctx, func(e *clusterset.ServiceExport) bool {
+		return e.Cluster == s.Cluster && (scope == nil || scope(e.Namespace, e.Name))
+	})
+	if err != nil {
+		return false, err
+	}
+	var ops []ovsdb.Operation
+	for _, w := range want {
+		w.Cluster = s.Cluster
+		key := w.Namespace + "/" + w.Name
+		cur, ok := have[key]
+		delete(have, key)
+		if ok && reflect.DeepEqual(normalizeExport(s.exportOf(ctx, cur)), normalizeExport(w)) {
+			continue
+		}
+		o, err := s.writeExport(w, cur)
+		if err != nil {
+			return false, err
+		}
+		ops = append(ops, o...)
+	}
+	for _, stale := range have {
+		o, err := s.DB.Where(stale).Delete()
+		if err != nil {
+			return false, err
+		}
+		ops = append(ops, o...)
+	}
+	if _, err := ovn.Transact(ctx, s.DB, ops); err != nil {
+		return false, fmt.Errorf("clusterset exports of %s: %w", s.Cluster, err)
+	}
+	return len(ops) > 0, nil
+}
+
+// rows lists the cached exports matching pred, by namespace/name.
+func (s *Store) rows(ctx context.Context, pred func(*clusterset.ServiceExport) bool) (map[string]*clusterset.ServiceExport, error) {
+	var list []*clusterset.ServiceExport
+	if err := s.DB.WhereCache(pred).List(ctx, &list); err != nil {
+		return nil, err
+	}
+	out := map[string]*clusterset.ServiceExport{}
+	for _, e := range list {
+		out[e.Namespace+"/"+e.Name] = e
+	}
+	return out, nil
+}
+
+// writeExport inserts w (cur nil) or rewrites cur as w, ports as new child rows (the old ones
+// go with their last reference).
+func (s *Store) writeExport(w Export, cur *clusterset.ServiceExport) ([]ovsdb.Operation, error) {
+	ops, ports, err := s.insertPorts(w.Ports)
+	if err != nil {
+		return nil, err
+	}
+	row := &clusterset.ServiceExport{Cluster: w.Cluster, Namespace: w.Namespace, Name: w.Name, Type: w.Type, Ports: ports,
+		SessionAffinity: w.SessionAffinity, AffinityTimeout: w.AffinityTimeout, InternalTrafficPolicy: w.InternalTrafficPolicy,
+		TrafficDistribution: w.TrafficDistribution, IPFamilies: w.IPFamilies, Labels: w.Labels, Annotations: w.Annotations,
+		ExportedAt: int(w.ExportedAt.UnixMilli())}
+	if row.SessionAffinity == "" {
+		row.SessionAffinity = "None"
+	}
+	var o []ovsdb.Operation
+	if cur == nil {
+		row.UUID = ovn.NewNamedUUID()
+		o, err = s.DB.Create(row)
+	} else {
+		row.UUID = cur.UUID
+		o, err = s.DB.Where(row).Update(row, &row.Type, &row.Ports, &row.SessionAffinity, &row.AffinityTimeout,
+			&row.InternalTrafficPolicy, &row.TrafficDistribution, &row.IPFamilies, &row.Labels, &row.Annotations, &row.ExportedAt)
+	}
+	return append(ops, o...), err
+}
+
+func (s *Store) insertPorts(ports []Port) ([]ovsdb.Operation, []string, error) {
+	var ops []ovsdb.Operation
+	var uuids []string
+	for _, p := range ports {
+		row := &clusterset.ServicePort{UUID: ovn.NewNamedUUID(), Name: p.Name, Protocol: p.Protocol, Port: p.Port, AppProtocol: p.AppProtocol}
+		o, err := s.DB.Create(row)
+		if err != nil {
+			return nil, nil, err
+		}
+		ops = append(ops, o...)
+		uuids = append(uuids, row.UUID)
+	}
+	return ops, uuids, nil
+}
+
+// Exports are every cluster's exports of namespace/name, oldest first (ties by cluster).
+func (s *Store) Exports(ctx context.Context, namespace, name string) ([]Export, error) {
+	have, err := s.list(ctx, func(e *clusterset.ServiceExport) bool { return e.Namespace == namespace && e.Name == name })
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(have, func(a, b Export) int {
+		if c := a.ExportedAt.Compare(b.ExportedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Cluster, b.Cluster)
+	})
+	return have, nil
+}
+
+// AllExports are every cluster's exports.
+func (s *Store) AllExports(ctx context.Context) ([]Export, error) {
+	return s.list(ctx, func(*clusterset.ServiceExport) bool { return true })
+}
+
+func (s *Store) list(ctx context.Context, pred func(*clusterset.ServiceExport) bool) ([]Export, error) {
+	var rows []*clusterset.ServiceExport
+	if err := s.DB.WhereCache(pred).List(ctx, &rows); err != nil {
+		return nil, err
+	}
+	var out []Export
+	for _, r := range rows {
+		out = append(out, s.exportOf(ctx, r))
+	}
+	return out, nil
+}
+
+// exportOf decodes a cached row and its ports.
+func (s *Store) exportOf(ctx context.Context, r *clusterset.ServiceExport) Export {
+	return Export{Cluster: r.Cluster, Namespace: r.Namespace, Name: r.Name, Type: r.Type, Ports: s.ports(ctx, r.Ports),
+		SessionAffinity: r.SessionAffinity, AffinityTimeout: r.AffinityTimeout, InternalTrafficPolicy: r.InternalTrafficPolicy,
+		TrafficDistribution: r.TrafficDistribution, IPFamilies: r.IPFamilies, Labels: r.Labels, Annotations: r.Annotations,
+		ExportedAt: time.UnixMilli(int64(r.ExportedAt))}
+}
+
+func (s *Store) ports(ctx context.Context, uuids []string) []Port {
+	var out []Port
+	for _, id := range uuids {
+		p := &clusterset.ServicePort{UUID: id}
+		if err := s.DB.Get(ctx, p); err != nil {
+			continue // not in the cache yet: the next update brings it
+		}
+		out = append(out, Port{Name: p.Name, Protocol: p.Protocol, Port: p.Port, AppProtocol: p.AppProtocol})
+	}
+	sortPorts(out)
+	return out
+}
+
+// ForgetCluster deletes every row of cluster (it left the set): exports, slices and its
+// Cluster row, in one transaction. Child rows go with them.
+func (s *Store) ForgetCluster(ctx context.Context, cluster string) error {
+	var ops []ovsdb.Operation
+	for _, pred := range []any{
+		func(e *clusterset.ServiceExport) bool { return e.Cluster == cluster },
+		func(e *clusterset.EndpointSlice) bool { return e.Cluster == cluster },
+		func(e *clusterset.Cluster) bool { return e.Name == cluster },
+	} {
+		o, err := s.DB.WhereCache(pred).Delete()
+		if err != nil {
+			return err
+		}
+		ops = append(ops, o...)
+	}
+	_, err := ovn.Transact(ctx, s.DB, ops)
+	return err
+}
+
+// RegisterCluster records this cluster and its availability zone (the other clusters remove
+// the rows of a cluster whose AZ left OVN-IC).
+func (s *Store) RegisterCluster(ctx context.Context, az string) error {
+	row := &clusterset.Cluster{Name: s.Cluster}
+	if err := s.DB.Get(ctx, row); err == nil {
+		if row.AvailabilityZone == az {
+			return nil
+		}
+		row.AvailabilityZone = az
+		ops, err := s.DB.Where(row).Update(row, &row.AvailabilityZone)
+		if err == nil {
+			_, err = ovn.Transact(ctx, s.DB, ops)
+		}
+		return err
+	}
+	ops, err := s.DB.Create(&clusterset.Cluster{UUID: ovn.NewNamedUUID(), Name: s.Cluster, AvailabilityZone: az})
+	if err == nil {
+		_, err = ovn.Transact(ctx, s.DB, ops)
+	}
+	return err
+}
+
+// Clusters are the registered clusters and their availability zones.
+func (s *Store) Clusters(ctx context.Context) (map[string]string, error) {
+	var rows []clusterset.Cluster
+	if err := s.DB.List(ctx, &rows); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, r := range rows {
+		out[r.Name] = r.AvailabilityZone
+	}
+	return out, nil
+}
+
+// normalizeExport makes equal exports compare equal: empty and nil collections alike, ports
+// sorted, the default affinity spelled out, time at the store's millisecond precision.
+func normalizeExport(e Export) Export {
+	sortPorts(e.Ports)
+	if len(e.Ports) == 0 {
+		e.Ports = nil
+	}
+	if len(e.IPFamilies) == 0 {
+		e.IPFamilies = nil
+	}
+	if len(e.Labels) == 0 {
+		e.Labels = nil
+	}
+	if len(e.Annotations) == 0 {
+		e.Annotations = nil
+	}
+	if e.SessionAffinity == "" {
+		e.SessionAffinity = "None"
+	}
+	e.ExportedAt = time.UnixMilli(e.ExportedAt.UnixMilli())
+	return e
+}
+
+func sortPorts(ps []Port) {
+	slices.SortFunc(ps, func(a, b Port) int {
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Protocol, b.Protocol); c != 0 {
+			return c
+		}
+		return a.Port - b.Port
+	})
+}
