@@ -62,7 +62,7 @@ func TestSyncExports(t *testing.T) {
 	t0 := time.Date(2026, 11, 25, 3, 0, 0, 0, time.UTC)
 	web := Export{Namespace: "ns", Name: "web", Type: "ClusterSetIP", SessionAffinity: "ClientIP", AffinityTimeout: ptr(10),
 		InternalTrafficPolicy: ptr("Cluster"), IPFamilies: []string{"IPv4", "IPv6"}, Labels: map[string]string{"app": "web"},
-		Ports: []Port{{Name: "http", Protocol: "TCP", Port: 80}, {Name: "dns", Protocol: "UDP", Port: 53, AppProtocol: ptr("dns")}},
+		Ports:      []Port{{Name: "http", Protocol: "TCP", Port: 80}, {Name: "dns", Protocol: "UDP", Port: 53, AppProtocol: ptr("dns")}},
 		ExportedAt: t0.Add(time.Second)}
 	if wrote, err := c1.SyncExports(ctx, []Export{web}, nil); err != nil || !wrote {
 		t.Fatalf("first sync: wrote %v, %v", wrote, err)
