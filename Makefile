@@ -28,6 +28,7 @@ generate:
 
 vet:
 	$(GO) vet ./...
+	@unformatted=$$(gofmt -l api cmd pkg test); [ -z "$$unformatted" ] || { echo "gofmt needed: $$unformatted"; exit 1; }
 
 ## unit: unit tests (no rig)
 unit:
