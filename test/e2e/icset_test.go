@@ -132,6 +132,9 @@ func TestInterconnectSet(t *testing.T) {
 				c.t = t
 			}
 			icRaftLeaderKill(t, r.State, cs, db.name, db.dbName, netip.MustParsePrefix(fmt.Sprintf("10.40.%d.0/24", k+1)), pods[1])
+			if db.name == "icsb" { // the same servers carry kovn's clusterset store
+				clustersetServed(t, cfg)
+			}
 		})
 	}
 	t.Run("cluster 4 leaves: its routes are gone from the other three within 5 s", func(t *testing.T) {
@@ -268,4 +271,32 @@ func (c *cluster) waitRoutesAccepted(status string, words ...string) {
 	if err != nil {
 		c.t.Fatalf("%s: %v", c.info.Name, err)
 	}
+}
+
+// clustersetServed checks that the IC-SB servers serve kovn's OVN_ClusterSet database: a
+// Cluster row inserted through the first member is read back through the last, then deleted.
+func clustersetServed(t *testing.T, cfg rig.Config) {
+	t.Helper()
+	eps := cfg.ICSBEndpoints()
+	client := func(args ...string) string {
+		out, err := exec.Command("ip", append([]string{"netns", "exec", cfg.ICNS(), "ovsdb-client", "--timeout=10"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ovsdb-client %v: %v %s", args, err, out)
+		}
+		return string(out)
+	}
+	if out := client("list-dbs", eps[0]); !strings.Contains(out, "OVN_ClusterSet") {
+		t.Fatalf("the IC-SB server at %s serves %q, want OVN_ClusterSet too", eps[0], out)
+	}
+	client("transact", eps[0], `["OVN_ClusterSet",{"op":"insert","table":"Cluster","row":{"name":"e2e-probe","availability_zone":"none"}}]`)
+	if err := eventually(10*time.Second, func() error {
+		if out := client("dump", eps[len(eps)-1], "OVN_ClusterSet", "Cluster"); !strings.Contains(out, "e2e-probe") {
+			return fmt.Errorf("row not read back through %s: %s", eps[len(eps)-1], out)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	client("transact", eps[0], `["OVN_ClusterSet",{"op":"delete","table":"Cluster","where":[["name","==","e2e-probe"]]}]`)
+	t.Logf("OVN_ClusterSet served by the IC-SB server(s): written through %s, read through %s", eps[0], eps[len(eps)-1])
 }

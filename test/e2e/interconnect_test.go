@@ -47,6 +47,7 @@ func TestInterconnect(t *testing.T) {
 		})
 	}
 	t.Logf("both clusters joined, each learning exactly the other's pod subnets, %.1fs after the InterConnects were created", time.Since(start).Seconds())
+	clustersetServed(t, cfg)
 
 	a := clusters[0]
 	a.createPod(testboxPod("default", "a", onNode("c1-n3")))

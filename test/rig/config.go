@@ -290,7 +290,8 @@ func (c Config) ICDBMembers() int {
 }
 
 // icMemberPort is the client port of member m (0-based) of the IC database whose first
-// member listens on base; raft members talk to each other on icMemberPort(...)+2.
+// member listens on base; raft members talk to each other on icMemberPort(...)+2 (+3 for the
+// IC-SB server's OVN_ClusterSet).
 func icMemberPort(base, m int) int { return base + 10*m }
 
 func (c Config) icEndpoints(base int) []string {

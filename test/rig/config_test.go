@@ -191,11 +191,16 @@ func TestICEndpointsNameEveryRaftMember(t *testing.T) {
 	if got := c.ICNBEndpoint(); got != "tcp:172.30.0.2:6645,tcp:172.30.0.2:6655,tcp:172.30.0.2:6665" {
 		t.Fatalf("raft IC-NB endpoint list %q", got)
 	}
-	// Client and raft ports of every member of both databases are distinct.
+	// Client and raft ports of every member of both servers are distinct (the IC-SB server's
+	// second database, OVN_ClusterSet, has its raft on + 3).
 	seen := map[int]bool{}
 	for _, base := range []int{PortICNB, PortICSB} {
 		for m := 0; m < ICRaftMembers; m++ {
-			for _, p := range []int{icMemberPort(base, m), icMemberPort(base, m) + 2} {
+			ports := []int{icMemberPort(base, m), icMemberPort(base, m) + 2}
+			if base == PortICSB {
+				ports = append(ports, icMemberPort(base, m)+3)
+			}
+			for _, p := range ports {
 				if seen[p] {
 					t.Fatalf("port %d used twice", p)
 				}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	kovnovsdb "github.com/kovn/kovn/deploy/ovsdb"
 	"github.com/kovn/kovn/pkg/annotation"
 )
 
@@ -38,12 +39,14 @@ func createDB(file, schema string) error {
 
 // ovsdbServerStep serves one database file on a unix socket and a TCP port (every family the
 // rig carries: an IPv6 wildcard socket also takes IPv4).
-func (c Config) ovsdbServerStep(name, db, run string, port int, logDir string) Step {
+// Further database files (extraDBs) are served by the same server, on the same sockets.
+func (c Config) ovsdbServerStep(name, db, run string, port int, logDir string, extraDBs ...string) Step {
 	sock := filepath.Join(run, name+".sock")
+	argv := append([]string{"ovsdb-server", db}, extraDBs...)
 	return Step{
 		Name: "ovsdb-server-" + name, Daemon: true, Log: filepath.Join(logDir, "ovsdb-server-"+name+".log"),
-		Argv: []string{"ovsdb-server", db, "--remote=punix:" + sock, fmt.Sprintf("--remote=ptcp:%d:%s", port, ovsdbHost(c.anyAddr())),
-			"--pidfile=" + filepath.Join(run, name+".pid"), "--unixctl=" + filepath.Join(run, name+".ctl")},
+		Argv: append(argv, "--remote=punix:"+sock, fmt.Sprintf("--remote=ptcp:%d:%s", port, ovsdbHost(c.anyAddr())),
+			"--pidfile="+filepath.Join(run, name+".pid"), "--unixctl="+filepath.Join(run, name+".ctl")),
 		Ready: Ready{Unix: sock},
 	}
 }
@@ -149,32 +152,47 @@ func (c Config) interconnectSpec() (SupervisorSpec, error) {
 			return SupervisorSpec{}, err
 		}
 	}
+	// kovn's clusterset store (OVN_ClusterSet) is served beside IC-SB by the same servers.
+	csSchema := filepath.Join(dir, "ovn-clusterset.ovsschema")
+	if err := os.WriteFile(csSchema, kovnovsdb.ClusterSetSchema, 0o644); err != nil {
+		return SupervisorSpec{}, err
+	}
+	type database struct{ name, schema, dbName string }
 	var steps []Step
-	for _, db := range []struct {
-		name, schema, dbName string
-		port                 int
-	}{{"icnb", "ovn-ic-nb.ovsschema", "OVN_IC_Northbound", PortICNB}, {"icsb", "ovn-ic-sb.ovsschema", "OVN_IC_Southbound", PortICSB}} {
-		schema := filepath.Join(ovnSchemaDir, db.schema)
-		if !c.ICRaft {
-			if err := createDB(filepath.Join(dir, db.name+".db"), schema); err != nil {
-				return SupervisorSpec{}, err
-			}
-			steps = append(steps, c.ovsdbServerStep(db.name, filepath.Join(dir, db.name+".db"), run, db.port, logs))
-			continue
+	for _, srv := range []struct {
+		dbs  []database
+		port int
+	}{
+		{[]database{{"icnb", filepath.Join(ovnSchemaDir, "ovn-ic-nb.ovsschema"), "OVN_IC_Northbound"}}, PortICNB},
+		{[]database{{"icsb", filepath.Join(ovnSchemaDir, "ovn-ic-sb.ovsschema"), "OVN_IC_Southbound"},
+			{"clusterset", csSchema, kovnovsdb.ClusterSetDB}}, PortICSB},
+	} {
+		members := 1
+		if c.ICRaft {
+			members = ICRaftMembers
 		}
-		raft := func(m int) string { return "tcp:" + hostPort(c.ICDBIPs()[0], icMemberPort(db.port, m)+2) }
-		for m := 0; m < ICRaftMembers; m++ {
-			name := ICDBMemberName(db.name, m)
-			file := filepath.Join(dir, name+".db")
-			args := []string{"create-cluster", file, schema, raft(0)}
-			if m > 0 {
-				args = []string{"join-cluster", file, db.dbName, raft(m), raft(0)}
+		for m := 0; m < members; m++ {
+			var files []string
+			for k, db := range srv.dbs {
+				// Each raft cluster talks on its own port: the server's port + 2, + 3, ...
+				raft := func(m int) string { return "tcp:" + hostPort(c.ICDBIPs()[0], icMemberPort(srv.port, m)+2+k) }
+				file := filepath.Join(dir, ICDBMemberName(db.name, m)+".db")
+				var err error
+				switch {
+				case !c.ICRaft:
+					err = createDB(file, db.schema)
+				case m == 0:
+					err = ovsdbTool(file, "create-cluster", file, db.schema, raft(0))
+				default:
+					err = ovsdbTool(file, "join-cluster", file, db.dbName, raft(m), raft(0))
+				}
+				if err != nil {
+					return SupervisorSpec{}, err
+				}
+				files = append(files, file)
 			}
-			if err := ovsdbTool(file, args...); err != nil {
-				return SupervisorSpec{}, err
-			}
-			st := c.ovsdbServerStep(name, file, run, icMemberPort(db.port, m), logs)
-			st.Restart = true
+			st := c.ovsdbServerStep(ICDBMemberName(srv.dbs[0].name, m), files[0], run, icMemberPort(srv.port, m), logs, files[1:]...)
+			st.Restart = c.ICRaft
 			steps = append(steps, st)
 		}
 	}

@@ -108,7 +108,8 @@ func (s *State) Env(cluster string) (string, error) {
 			if a, ok := s.Forwards["ic/nb"]; ok {
 				lines = append(lines, "export OVN_IC_NB_DB=tcp:"+a, "export OVN_IC_SB_DB=tcp:"+s.Forwards["ic/sb"],
 					"# the IC databases as the clusters reach them, for an InterConnect's icNorthbound/icSouthbound",
-					"export KOVN_IC_NB="+s.Config.ICNBEndpoint(), "export KOVN_IC_SB="+s.Config.ICSBEndpoint())
+					"export KOVN_IC_NB="+s.Config.ICNBEndpoint(), "export KOVN_IC_SB="+s.Config.ICSBEndpoint(),
+					"# kovn's clusterset store (OVN_ClusterSet) is served by the IC-SB server(s): ovsdb-client dump $OVN_IC_SB_DB OVN_ClusterSet")
 			}
 			return strings.Join(lines, "\n") + "\n", nil
 		}
