@@ -63,13 +63,14 @@ func (r *Reconciler) updateHolds(ctx context.Context, ic *kovnv1.InterConnect, i
 		}
 	}
 	lost := slices.DeleteFunc(lostGateways(orders, ports, h.bound, now, in.Held), func(g string) bool { _, ok := h.held[g]; return ok })
-	h.bound = now
 	if !r.Health.Connected() {
+		h.bound = now
 		return len(h.held) > 0, nil
 	}
 	if len(lost) > 0 {
 		// One northbound change after the failure: a held node is released once its
 		// ovn-controller has installed it, which proves it is connected to SB and in step.
+		// On an error the bindings stay as they were, so the next attempt sees the loss again.
 		cfg, err := bumpNbCfg(ctx, r.NB)
 		if err != nil {
 			return false, fmt.Errorf("holding gateways %v: %w", lost, err)
@@ -80,6 +81,7 @@ func (r *Reconciler) updateHolds(ctx context.Context, ic *kovnv1.InterConnect, i
 				"gateway %s lost its transit port to a standby: held at the lowest priority until its ovn-controller is in step again (nb_cfg %d)", g, cfg))
 		}
 	}
+	h.bound = now
 	for g, hold := range h.held {
 		if ok, _ := r.Health.CaughtUp(g, hold.NbCfg); ok {
 			delete(h.held, g)

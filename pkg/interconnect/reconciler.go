@@ -433,6 +433,7 @@ func (r *Reconciler) leave(ctx context.Context, ic *kovnv1.InterConnect) error {
 		}
 	}
 	r.ic.close()
+	r.holds = holds{} // a cluster that joins again starts with no history
 	return nil
 }
 
