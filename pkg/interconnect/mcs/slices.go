@@ -28,26 +28,16 @@ func (s *Store) SyncSlices(ctx context.Context, namespace, service string, want 
 	for _, e := range list {
 		have[e.Name] = e
 	}
-	var ops []ovsdb.Operation
-	for _, w := range want {
-		w.Cluster, w.Namespace, w.Service = s.Cluster, namespace, service
-		cur, ok := have[w.Name]
-		delete(have, w.Name)
-		if ok && reflect.DeepEqual(normalizeSlice(s.sliceOf(ctx, cur)), normalizeSlice(w)) {
-			continue
-		}
-		o, err := s.writeSlice(w, cur)
-		if err != nil {
-			return false, err
-		}
-		ops = append(ops, o...)
+	want = slices.Clone(want) // the caller's slice stays as it was
+	for i := range want {
+		want[i].Cluster, want[i].Namespace, want[i].Service = s.Cluster, namespace, service
 	}
-	for _, stale := range have {
-		o, err := s.DB.Where(stale).Delete()
-		if err != nil {
-			return false, err
-		}
-		ops = append(ops, o...)
+	ops, err := diffOps(s.DB, have, want, func(w Slice) string { return w.Name },
+		func(w Slice, cur *clusterset.EndpointSlice) bool {
+			return reflect.DeepEqual(normalizeSlice(s.sliceOf(ctx, cur)), normalizeSlice(w))
+		}, s.writeSlice)
+	if err != nil {
+		return false, err
 	}
 	if _, err := ovn.Transact(ctx, s.DB, ops); err != nil {
 		return false, fmt.Errorf("clusterset endpoint slices of %s/%s from %s: %w", namespace, service, s.Cluster, err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
 
 	"github.com/kovn/kovn/pkg/ovn"
@@ -73,32 +74,48 @@ func (s *Store) SyncExports(ctx context.Context, want []Export, scope func(names
 	if err != nil {
 		return false, err
 	}
-	var ops []ovsdb.Operation
-	for _, w := range want {
-		w.Cluster = s.Cluster
-		key := w.Namespace + "/" + w.Name
-		cur, ok := have[key]
-		delete(have, key)
-		if ok && reflect.DeepEqual(normalizeExport(s.exportOf(ctx, cur)), normalizeExport(w)) {
-			continue
-		}
-		o, err := s.writeExport(w, cur)
-		if err != nil {
-			return false, err
-		}
-		ops = append(ops, o...)
+	want = slices.Clone(want) // the caller's slice stays as it was
+	for i := range want {
+		want[i].Cluster = s.Cluster
 	}
-	for _, stale := range have {
-		o, err := s.DB.Where(stale).Delete()
-		if err != nil {
-			return false, err
-		}
-		ops = append(ops, o...)
+	ops, err := diffOps(s.DB, have, want, func(w Export) string { return w.Namespace + "/" + w.Name },
+		func(w Export, cur *clusterset.ServiceExport) bool {
+			return reflect.DeepEqual(normalizeExport(s.exportOf(ctx, cur)), normalizeExport(w))
+		}, s.writeExport)
+	if err != nil {
+		return false, err
 	}
 	if _, err := ovn.Transact(ctx, s.DB, ops); err != nil {
 		return false, fmt.Errorf("clusterset exports of %s: %w", s.Cluster, err)
 	}
 	return len(ops) > 0, nil
+}
+
+// diffOps are the operations that make the rows have (this cluster's, by key) hold exactly
+// want: a wanted row that is missing or not the same is written, an unwanted one deleted.
+func diffOps[W any, R model.Model](db libovsdb.Client, have map[string]R, want []W, key func(W) string,
+	same func(W, R) bool, write func(W, R) ([]ovsdb.Operation, error)) ([]ovsdb.Operation, error) {
+	var ops []ovsdb.Operation
+	for _, w := range want {
+		cur, ok := have[key(w)]
+		delete(have, key(w))
+		if ok && same(w, cur) {
+			continue
+		}
+		o, err := write(w, cur)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, o...)
+	}
+	for _, stale := range have {
+		o, err := db.Where(stale).Delete()
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, o...)
+	}
+	return ops, nil
 }
 
 // rows lists the cached exports matching pred, by namespace/name.
