@@ -113,6 +113,7 @@ func (s *Store) sliceOf(ctx context.Context, r *clusterset.EndpointSlice) Slice 
 }
 
 func normalizeSlice(s Slice) Slice {
+	s.Ports, s.Endpoints = slices.Clone(s.Ports), slices.Clone(s.Endpoints) // sorted without touching the caller's
 	sortPorts(s.Ports)
 	if len(s.Ports) == 0 {
 		s.Ports = nil

@@ -282,6 +282,7 @@ func (s *Store) Clusters(ctx context.Context) (map[string]string, error) {
 // normalizeExport makes equal exports compare equal: empty and nil collections alike, ports
 // sorted, the default affinity spelled out, time at the store's millisecond precision.
 func normalizeExport(e Export) Export {
+	e.Ports = slices.Clone(e.Ports) // sorted without touching the caller's
 	sortPorts(e.Ports)
 	if len(e.Ports) == 0 {
 		e.Ports = nil
