@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -236,11 +237,24 @@ func (c *cluster) pathDiagnostics(ns, name, dst string) string {
 	run("ovn-sbctl", sb, "--timeout=5", "--columns=logical_port,type,chassis,up,options", "find", "Port_Binding", "type=remote")
 	run("ovn-sbctl", sb, "--timeout=5", "--columns=name,encaps,other_config", "list", "Chassis")
 	run("ovn-sbctl", sb, "--timeout=5", "--columns=ip,type", "list", "Encap")
-	out, _ := c.kubectl("get", "pod", "-n", ns, name, "-o", "jsonpath={.status.podIP} {.metadata.annotations.ovn\\.kovn\\.io/mac_address}")
-	if f := strings.Fields(out); len(f) == 2 && !strings.Contains(dst, ":") {
-		run("ovn-trace", sb, "--timeout=5", "--summary", fmt.Sprintf(
-			`inport == "%s.%s" && eth.src == %s && eth.dst == %s && ip4.src == %s && ip4.dst == %s && ip.ttl == 64 && icmp4.type == 8`,
-			name, ns, f[1], topology.RouterMAC(topology.RouterPortName("ovn-cluster", "ovn-default")), f[0], dst))
+	out, _ := c.kubectl("get", "pod", "-n", ns, name, "-o", "jsonpath={.status.podIP} {.metadata.annotations.ovn\\.kovn\\.io/mac_address} {.spec.nodeName}")
+	f := strings.Fields(out)
+	if len(f) != 3 || strings.Contains(dst, ":") {
+		return b.String()
+	}
+	gw := topology.RouterMAC(topology.RouterPortName("ovn-cluster", "ovn-default"))
+	run("ovn-trace", sb, "--summary", fmt.Sprintf(
+		`inport == "%s.%s" && eth.src == %s && eth.dst == %s && ip4.src == %s && ip4.dst == %s && ip.ttl == 64 && icmp4.type == 8`,
+		name, ns, f[1], gw, f[0], dst))
+	// The same echo through the node's OpenFlow tables: what the datapath does with it.
+	var cl, n int
+	if _, err := fmt.Sscanf(f[2], "c%d-n%d", &cl, &n); err == nil {
+		cfg := c.st.Config
+		ofport, _ := exec.Command("ovs-vsctl", "--db=unix:"+cfg.OVSDBSocket(cl, n), "--bare", "--columns=ofport", "find", "Interface",
+			"external_ids:iface-id="+topology.PodPortName(ns, name)).CombinedOutput()
+		run("ovs-appctl", "-t", filepath.Join(filepath.Dir(cfg.OVSDBSocket(cl, n)), "ovs-vswitchd.ctl"), "ofproto/trace", "br-int",
+			fmt.Sprintf("in_port=%s,icmp,dl_src=%s,dl_dst=%s,nw_src=%s,nw_dst=%s,nw_ttl=64,icmp_type=8", strings.TrimSpace(string(ofport)), f[1], gw, f[0], dst))
+		run("ovs-vsctl", "--db=unix:"+cfg.OVSDBSocket(cl, n), "--columns=name,ofport,options,bfd_status", "find", "Interface", "type=geneve")
 	}
 	return b.String()
 }
