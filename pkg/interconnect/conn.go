@@ -91,3 +91,16 @@ func lookupRouterPort(ctx context.Context, c libovsdb.Client, name string) (*nb.
 	}
 	return lrp, nil
 }
+
+// transitPortKeys are the tunnel keys ovn-ic gave the AZ's switch ports on the transit
+// switches (options:requested-tnl-key), by port name; a port not keyed yet is absent.
+func transitPortKeys(ctx context.Context, c libovsdb.Client, az string, switches []string) map[string]string {
+	keys := map[string]string{}
+	for _, ts := range switches {
+		lsp := &nb.LogicalSwitchPort{Name: SwitchPortName(az, ts)}
+		if err := c.Get(ctx, lsp); err == nil && lsp.Options["requested-tnl-key"] != "" {
+			keys[lsp.Name] = lsp.Options["requested-tnl-key"]
+		}
+	}
+	return keys
+}

@@ -89,7 +89,19 @@ type Input struct {
 	// so known only from what they declare), by AZ.
 	WithdrawnBy map[string][]netip.Prefix
 	BFD         BFD
+	// SwitchPortKeys are the tunnel keys ovn-ic gave the AZ's transit switch ports, by port
+	// name (see PeerTunnelKeyID).
+	SwitchPortKeys map[string]string
 }
+
+// PeerTunnelKeyID, on a transit router port, is the tunnel key ovn-ic gave its peer switch
+// port. Northd first keys a new switch port itself, then re-keys it with ovn-ic's key; the
+// gateway's ovn-controller (23.03) compiles the peer's key into the router port's patch flow
+// and does not recompile it when only the peer's Port_Binding changes, so replies left with
+// the first key and the peers dropped them (a joining cluster unreachable for 30-60 s, until
+// a full recompute). Carrying the key on the router port (OVN copies its external_ids to its
+// Port_Binding) changes the router port's binding too, and its flows are rebuilt.
+const PeerTunnelKeyID = "kovn.io/peer-tunnel-key"
 
 // BFD are the gateway failure detection timers, in ms.
 type BFD struct{ MinRx, MinTx, Mult int }
@@ -181,6 +193,9 @@ func transitPorts(in Input) ([]topology.RouterPort, []topology.SwitchPort) {
 			nets = append(nets, p.String())
 		}
 		rp := topology.RouterPort{Router: in.Router, Name: lrp, MAC: topology.RouterMAC(lrp), Networks: nets}
+		if key := in.SwitchPortKeys[lsp]; key != "" {
+			rp.ExternalIDs = map[string]string{PeerTunnelKeyID: key}
+		}
 		for j, gw := range portOrder(in, i) {
 			rp.GatewayChassis = append(rp.GatewayChassis, topology.GatewayChassis{Chassis: gw, Priority: topGatewayPriority - j})
 		}

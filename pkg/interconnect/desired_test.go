@@ -460,3 +460,22 @@ func TestActiveGateways(t *testing.T) {
 		t.Errorf("unbound: active %v", got)
 	}
 }
+
+// A transit router port carries the tunnel key ovn-ic gave its peer switch port, on its own
+// switch only, and nothing before ovn-ic keyed the peer.
+func TestForRouterPortCarriesPeerKey(t *testing.T) {
+	in := baseInput()
+	in.TransitSwitches = []string{"kovn-ts", "kovn-ts1"}
+	in.SwitchPortKeys = map[string]string{SwitchPortName("az1", "kovn-ts1"): "7"}
+	d := For(in)
+	byName := map[string]map[string]string{}
+	for _, rp := range d.Shard.RouterPorts {
+		byName[rp.Name] = rp.ExternalIDs
+	}
+	if ids := byName[RouterPortName("az1", "kovn-ts1")]; ids[PeerTunnelKeyID] != "7" {
+		t.Errorf("router port on kovn-ts1: external_ids %v, want %s=7", ids, PeerTunnelKeyID)
+	}
+	if ids := byName[RouterPortName("az1", "kovn-ts")]; len(ids) != 0 {
+		t.Errorf("router port on kovn-ts (peer not keyed yet): external_ids %v, want none", ids)
+	}
+}

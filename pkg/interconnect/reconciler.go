@@ -163,6 +163,7 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 		return ctrl.Result{}, err
 	}
 	in.TransitSwitches, in.ECMP = tss, ecmp
+	in.SwitchPortKeys = transitPortKeys(ctx, r.NB, in.AZ, tss)
 	in.Joined = joined
 	holding, err := r.updateHolds(ctx, ic, &in, cs)
 	if err != nil {
@@ -207,6 +208,7 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 // readiness sets Ready from what was applied and what OVN-IC reports, and says when to look again.
 func readiness(ic *kovnv1.InterConnect, in Input, cs clusterset, applyErr error) (ctrl.Result, error) {
 	unbound := slices.ContainsFunc(in.TransitSwitches, func(ts string) bool { return cs.portGateway[SwitchPortName(in.AZ, ts)] == "" })
+	unkeyed := slices.ContainsFunc(in.TransitSwitches, func(ts string) bool { return in.SwitchPortKeys[SwitchPortName(in.AZ, ts)] == "" })
 	switch {
 	case len(in.Gateways) == 0:
 		setCondition(ic, kovnv1.ConditionReady, false, ReasonNoGateway, "no gateway node exists: nothing crosses clusters")
@@ -221,6 +223,10 @@ func readiness(ic *kovnv1.InterConnect, in Input, cs clusterset, applyErr error)
 	case len(ic.Status.ActiveGateways) == 0 || unbound:
 		setCondition(ic, kovnv1.ConditionReady, false, ReasonWaitingForOVNIC, "transit ports not bound to a gateway in OVN-IC yet")
 		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+	case unkeyed:
+		// The router ports carry their peers' keys once ovn-ic gave them (PeerTunnelKeyID).
+		setCondition(ic, kovnv1.ConditionReady, false, ReasonWaitingForOVNIC, "transit ports not keyed by ovn-ic yet")
+		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	setCondition(ic, kovnv1.ConditionReady, true, kovnv1.ReasonReconciled,
 		fmt.Sprintf("AZ %s joined with %d peer(s)", in.AZ, len(cs.peers(in.AZ))))

@@ -94,7 +94,7 @@ func (t *tx) syncRouterPorts() {
 		want[rp.Name] = true
 		// ipv6_ra_configs is written whole (an update naming it writes a nil map as the empty
 		// one): nbsync created the row and owns every column of it.
-		m := nb.LogicalRouterPort{Name: rp.Name, MAC: rp.MAC, Networks: rp.Networks, ExternalIDs: t.ids(nil, rp.Router),
+		m := nb.LogicalRouterPort{Name: rp.Name, MAC: rp.MAC, Networks: rp.Networks, ExternalIDs: t.ids(rp.ExternalIDs, rp.Router),
 			Ipv6RaConfigs: maps.Clone(rp.IPv6RAConfigs)}
 		cur := byName(t, &nb.LogicalRouterPort{Name: rp.Name})
 		if cur == nil {

@@ -106,6 +106,9 @@ type RouterPort struct {
 	// GatewayChassis make the port a distributed gateway port bound to the highest-priority
 	// live chassis (BFD decides liveness); empty: an ordinary port.
 	GatewayChassis []GatewayChassis
+	// ExternalIDs are written beside kovn's ownership keys; OVN copies a router port's
+	// external_ids to its Port_Binding.
+	ExternalIDs map[string]string
 }
 
 // GatewayChassis is one chassis a gateway port may be bound to.
