@@ -36,6 +36,9 @@ import (
 // ovnControllerPidfile is where the gateway guard finds ovn-controller.
 var ovnControllerPidfile string
 
+// ovsRun and vswitchdCtl are where the tunnel neighbour keeper finds ovs-vswitchd.
+var ovsRun, vswitchdCtl string
+
 func main() {
 	cfg := node.Config{Bridge: "br-int", JoinSubnet: "join"}
 	flag.StringVar(&cfg.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (env NODE_NAME)")
@@ -51,6 +54,10 @@ func main() {
 	}
 	flag.StringVar(&ovnControllerPidfile, "ovn-controller-pidfile", filepath.Join(ovnRun, "ovn-controller.pid"),
 		"ovn-controller's pidfile: on an interconnect gateway, its death turns BFD off so the peers fail over")
+	if ovsRun = os.Getenv("OVS_RUNDIR"); ovsRun == "" {
+		ovsRun = "/var/run/openvswitch"
+	}
+	flag.StringVar(&vswitchdCtl, "ovs-vswitchd-ctl", "", "ovs-vswitchd's control socket (default: ovs-vswitchd.<pid>.ctl in $OVS_RUNDIR or /var/run/openvswitch); with --netdev, kovn-daemon keeps its tunnel neighbour cache")
 	serviceCIDRs := flag.String("service-cidrs", "", "the cluster's Service ranges, comma-separated (kube-apiserver --service-cluster-ip-range): routed through ovn0 so the node reaches ClusterIPs")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -115,6 +122,9 @@ func run(cfg node.Config, ovsDB string) error {
 	}
 	if cfg.Netdev {
 		if err := mgr.Add(&node.ZeroSNATGuard{OVS: ovs}); err != nil {
+			return err
+		}
+		if err := mgr.Add(&node.TunnelNeighbours{OVS: ovs, Ctl: vswitchdCtl, RunDir: ovsRun}); err != nil {
 			return err
 		}
 	}

@@ -191,7 +191,8 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 			ServiceAccount:  DaemonServiceAccount, Node: name, Out: kovnKubeconfig}))
 		d := daemon("kovn-daemon", Ready{}, filepath.Join(c.KovnBinDir, "kovn-daemon"),
 			"--kubeconfig="+kovnKubeconfig, "--node-name="+name,
-			"--ovs-db=unix:"+dbSock, "--cni-socket="+filepath.Join(filepath.Dir(ovsRun), "cni.sock"),
+			"--ovs-db=unix:"+dbSock, "--ovs-vswitchd-ctl="+filepath.Join(ovsRun, "ovs-vswitchd.ctl"),
+			"--cni-socket="+filepath.Join(filepath.Dir(ovsRun), "cni.sock"),
 			"--cni-conf-dir=/etc/cni/net.d", "--mtu=1400", "--netdev",
 			"--ovn-remote="+sbRemote, "--service-cidrs="+annotation.JoinAddrs(c.ServiceCIDRs(cl)))
 		d.Restart = true

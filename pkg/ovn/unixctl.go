@@ -1,0 +1,51 @@
+package ovn
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"time"
+)
+
+// Unixctl calls command on an OVS or OVN daemon's control socket (what ovs-appctl -t does):
+// one JSON-RPC request on a fresh connection, the daemon's text reply returned. Some state has
+// no database column, only a control command (ovs-vswitchd's tunnel neighbour cache is one).
+func Unixctl(ctx context.Context, socket, command string, args ...string) (string, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", socket)
+	if err != nil {
+		return "", fmt.Errorf("unixctl %s: %w", command, err)
+	}
+	defer conn.Close()
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(5 * time.Second)
+	}
+	_ = conn.SetDeadline(deadline)
+	if args == nil {
+		args = []string{}
+	}
+	req := struct {
+		Method string   `json:"method"`
+		Params []string `json:"params"`
+		ID     int      `json:"id"`
+	}{command, args, 0}
+	if err := json.NewEncoder(conn).Encode(req); err != nil {
+		return "", fmt.Errorf("unixctl %s: %w", command, err)
+	}
+	var resp struct {
+		Result *string `json:"result"`
+		Error  any     `json:"error"`
+	}
+	if err := json.NewDecoder(conn).Decode(&resp); err != nil {
+		return "", fmt.Errorf("unixctl %s: reading the reply: %w", command, err)
+	}
+	if resp.Error != nil {
+		return "", fmt.Errorf("unixctl %s: %v", command, resp.Error)
+	}
+	if resp.Result == nil {
+		return "", nil
+	}
+	return *resp.Result, nil
+}
