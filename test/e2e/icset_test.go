@@ -206,17 +206,51 @@ func waitMesh(t *testing.T, cs []*cluster, pods []string) {
 			if i == j {
 				continue
 			}
-			if err := eventually(60*time.Second, func() error {
+			answered := func() error {
 				out, err := c.exec("default", "p", "ping", "-c", "1", "-W", "1s", ip)
 				if err != nil || !strings.Contains(out, "1 received") {
 					return fmt.Errorf("c%d -> %s: %v %s", i+1, ip, err, out)
 				}
 				return nil
-			}); err != nil {
-				t.Fatalf("%v\n%s", err, c.pathDiagnostics("default", "p", ip))
+			}
+			if err := eventually(60*time.Second, answered); err != nil {
+				diag := c.pathDiagnostics("default", "p", ip)
+				t.Fatalf("%v\n%s\n%s", err, diag, meshRemedies(c.st.Config, i+1, j+1, answered))
 			}
 		}
 	}
+}
+
+// meshRemedies is for a pair that never answered: the datapath state of both clusters' nodes
+// (1-node clusters: each node is its cluster's gateway), then which remedy, least invasive
+// first, makes the ping answer: purging the datapath flows of the source, then of the
+// destination, then a full ovn-controller recompute on each. The test still fails; this says
+// which layer held the stale state.
+func meshRemedies(cfg rig.Config, src, dst int, answered func() error) string {
+	var b strings.Builder
+	for _, cl := range []int{src, dst} {
+		fmt.Fprintf(&b, "datapath of %s:\n%s", rig.NodeName(cl, 1), cfg.DatapathDiagnostics(cl, 1))
+	}
+	for _, r := range []struct {
+		name string
+		do   func() error
+	}{
+		{"revalidator/purge on " + rig.NodeName(src, 1), func() error { return cfg.PurgeDatapathFlows(src, 1) }},
+		{"revalidator/purge on " + rig.NodeName(dst, 1), func() error { return cfg.PurgeDatapathFlows(dst, 1) }},
+		{"ovn-controller recompute on " + rig.NodeName(src, 1), func() error { return cfg.RecomputeOVNController(src, 1) }},
+		{"ovn-controller recompute on " + rig.NodeName(dst, 1), func() error { return cfg.RecomputeOVNController(dst, 1) }},
+	} {
+		if err := r.do(); err != nil {
+			fmt.Fprintf(&b, "remedy %s: %v\n", r.name, err)
+			continue
+		}
+		if err := eventually(5*time.Second, answered); err == nil {
+			fmt.Fprintf(&b, "remedy %s: the ping answers now\n", r.name)
+			return b.String()
+		}
+		fmt.Fprintf(&b, "remedy %s: still no answer\n", r.name)
+	}
+	return b.String()
 }
 
 // pathDiagnostics is what OVN holds for the path from pod ns/name to dst in c: the router's

@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,9 +37,23 @@ func controllerRestart(t *testing.T, c *cluster, st *rig.State, aIP string) {
 		out, _ := c.exec("default", "b", "ping", "-c", strconv.Itoa(restartPings), "-W", "1s", aIP)
 		done <- result{out, time.Now()}
 	}()
+	before := c.nbSnapshot()
 	time.Sleep(2 * time.Second)
 	kill := time.Now()
 	holder, takeover := killLeader(t, c, st)
+	// The new leader restores and re-reconciles everything; nothing changed while no leader ran,
+	// so it must write nothing (a rewritten port or ACL makes ovn-controller reinstall flows
+	// under live traffic). Its first full sync is over well within 5 s of the takeover.
+	time.Sleep(5 * time.Second)
+	if changed := nbRewritten(before, c.nbSnapshot()); len(changed) > 0 {
+		var rows strings.Builder
+		for _, ch := range changed {
+			if f := strings.Fields(ch); f[2] != "deleted" {
+				rows.WriteString(c.nbctl("list", f[0], f[1]))
+			}
+		}
+		t.Errorf("the new leader rewrote NB rows though nothing changed: %s\n%s", strings.Join(changed, "; "), rows.String())
+	}
 	c.createPod(testboxPod("default", "after", onNode("c1-n2")))
 	p := c.waitRunning("default", "after", 90*time.Second)
 	running := time.Now()
@@ -139,4 +156,62 @@ func checkNoDuplicateIPs(ctx context.Context, kc kubernetes.Interface) (int, err
 		return 0, fmt.Errorf("no pod with an address listed: the duplicate-address check checked nothing")
 	}
 	return len(seen), nil
+}
+
+// nbTables are the NB tables kovn-controller writes whose rows only a change of the cluster's
+// state should touch (NB_Global and BFD also carry counters and status that OVN writes).
+var nbTables = []string{"Logical_Switch", "Logical_Switch_Port", "Logical_Router", "Logical_Router_Port",
+	"Logical_Router_Policy", "Logical_Router_Static_Route", "ACL", "Port_Group", "Address_Set",
+	"Load_Balancer", "NAT", "DHCP_Options", "Gateway_Chassis", "HA_Chassis_Group", "HA_Chassis"}
+
+// nbSnapshot maps "table uuid" of every row of nbTables to its _version, which OVSDB changes on
+// every write to the row.
+func (c *cluster) nbSnapshot() map[string]string {
+	c.t.Helper()
+	var ops []string
+	for _, tb := range nbTables {
+		ops = append(ops, fmt.Sprintf(`{"op":"select","table":%q,"where":[],"columns":["_uuid","_version"]}`, tb))
+	}
+	q := `["OVN_Northbound",` + strings.Join(ops, ",") + `]`
+	out, err := exec.Command("ovsdb-client", "transact", c.info.NBAddr, q).CombinedOutput()
+	if err != nil {
+		c.t.Fatalf("ovsdb-client transact: %v %s", err, out)
+	}
+	var res []struct {
+		Rows []struct {
+			UUID    []any `json:"_uuid"`
+			Version []any `json:"_version"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || len(res) != len(nbTables) {
+		c.t.Fatalf("select NB rows: %v %s", err, out)
+	}
+	m := map[string]string{}
+	for i, r := range res {
+		for _, row := range r.Rows {
+			m[nbTables[i]+" "+fmt.Sprint(row.UUID[1])] = fmt.Sprint(row.Version[1])
+		}
+	}
+	return m
+}
+
+// nbRewritten lists the rows of before that after holds with another _version or not at all,
+// and the rows after added.
+func nbRewritten(before, after map[string]string) []string {
+	var out []string
+	for k, v := range before {
+		switch w, ok := after[k]; {
+		case !ok:
+			out = append(out, k+" deleted")
+		case w != v:
+			out = append(out, k+" rewritten")
+		}
+	}
+	for k := range after {
+		if _, ok := before[k]; !ok {
+			out = append(out, k+" added")
+		}
+	}
+	sort.Strings(out)
+	return out
 }

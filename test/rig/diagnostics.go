@@ -19,7 +19,7 @@ func (c Config) OVSDBSocket(cl, n int) string {
 
 func (c Config) NodeDiagnostics(cl, n int) string {
 	ns := c.NodeNS(cl, n)
-	ctl := filepath.Join(c.runDir(), NodeName(cl, n), "ovs", "ovs-vswitchd.ctl")
+	ctl := c.vswitchdCtl(cl, n)
 	var b strings.Builder
 	for _, argv := range [][]string{
 		{"ip", "-n", ns, "-br", "addr"},
@@ -37,4 +37,72 @@ func (c Config) NodeDiagnostics(cl, n int) string {
 		}
 	}
 	return b.String()
+}
+
+// vswitchdCtl is node n's ovs-vswitchd control socket, for ovs-appctl -t.
+func (c Config) vswitchdCtl(cl, n int) string {
+	return filepath.Join(c.runDir(), NodeName(cl, n), "ovs", "ovs-vswitchd.ctl")
+}
+
+// OVNControllerCtl is node n's ovn-controller control socket ("" if it runs none): it names
+// itself ovn-controller.<pid>.ctl in the node's OVN run directory.
+func (c Config) OVNControllerCtl(cl, n int) string {
+	m, _ := filepath.Glob(filepath.Join(c.runDir(), NodeName(cl, n), "ovn", "ovn-controller.*.ctl"))
+	if len(m) == 0 {
+		return ""
+	}
+	return m[len(m)-1]
+}
+
+// DatapathDiagnostics is what node n's userspace datapath does with tunnel traffic now: the
+// tunnel neighbours and routes it resolved, and every datapath flow with its packet counts (a
+// drop that keeps counting, or a tunnel push to a stale MAC, shows here).
+func (c Config) DatapathDiagnostics(cl, n int) string {
+	ctl := c.vswitchdCtl(cl, n)
+	var b strings.Builder
+	for _, argv := range [][]string{
+		{"ovs-appctl", "-t", ctl, "tnl/neigh/show"},
+		{"ovs-appctl", "-t", ctl, "ovs/route/show"},
+		{"ovs-appctl", "-t", ctl, "dpctl/dump-flows"},
+	} {
+		out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+		fmt.Fprintf(&b, "$ %s\n%s", strings.Join(argv, " "), out)
+		if err != nil {
+			fmt.Fprintf(&b, "(%v)\n", err)
+		}
+	}
+	return b.String()
+}
+
+// PurgeDatapathFlows drops every datapath flow of node n (ovs-appctl revalidator/purge), so the
+// next packets are translated afresh from the OpenFlow tables.
+func (c Config) PurgeDatapathFlows(cl, n int) error {
+	out, err := exec.Command("ovs-appctl", "-t", c.vswitchdCtl(cl, n), "revalidator/purge").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("revalidator/purge on %s: %v %s", NodeName(cl, n), err, out)
+	}
+	return nil
+}
+
+// RecomputeOVNController asks node n's ovn-controller for a full recompute of its flows.
+func (c Config) RecomputeOVNController(cl, n int) error {
+	ctl := c.OVNControllerCtl(cl, n)
+	if ctl == "" {
+		return fmt.Errorf("%s: no ovn-controller control socket", NodeName(cl, n))
+	}
+	out, err := exec.Command("ovn-appctl", "-t", ctl, "recompute").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("recompute on %s: %v %s", NodeName(cl, n), err, out)
+	}
+	return nil
+}
+
+// FlushTunnelNeighbours empties node n's userspace tunnel neighbour cache (tnl/neigh/flush),
+// as its aging would.
+func (c Config) FlushTunnelNeighbours(cl, n int) error {
+	out, err := exec.Command("ovs-appctl", "-t", c.vswitchdCtl(cl, n), "tnl/neigh/flush").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("tnl/neigh/flush on %s: %v %s", NodeName(cl, n), err, out)
+	}
+	return nil
 }

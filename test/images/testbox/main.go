@@ -26,6 +26,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -133,22 +135,31 @@ func ping(args []string) error {
 		return err
 	}
 	defer conn.Close()
-	got := 0
+	// A reply is counted whenever it arrives before the run ends, as ping(8) counts it: a reply
+	// slower than -W is late, not lost, and is printed as such so a stall and a drop differ.
+	sent := map[int]time.Time{}
+	got := map[int]bool{}
 	for seq := 1; seq <= *count; seq++ {
 		msg := icmp.Message{Type: f.request, Body: &icmp.Echo{ID: os.Getpid() & 0xffff, Seq: seq, Data: []byte("kovn")}}
 		b, _ := msg.Marshal(nil) // the kernel fills the ICMPv6 checksum
-		start := time.Now()
+		sent[seq] = time.Now()
 		if _, err := conn.WriteTo(b, &net.IPAddr{IP: dst}); err != nil {
 			return err
 		}
-		if echoReply(conn, f, dst, seq, start.Add(*wait)) {
-			got++
-			fmt.Printf("reply from %s seq=%d time=%s\n", dst, seq, time.Since(start).Round(time.Microsecond))
-		}
+		awaitReplies(conn, f, dst, seq, sent, got, sent[seq].Add(*wait))
 		time.Sleep(200 * time.Millisecond)
 	}
-	fmt.Printf("%d packets transmitted, %d received\n", *count, got)
-	if got == 0 {
+	var lost []string
+	for seq := 1; seq <= *count; seq++ {
+		if !got[seq] {
+			lost = append(lost, strconv.Itoa(seq))
+		}
+	}
+	fmt.Printf("%d packets transmitted, %d received\n", *count, len(got))
+	if len(lost) > 0 {
+		fmt.Printf("no reply to seq %s\n", strings.Join(lost, ","))
+	}
+	if len(got) == 0 {
 		return fmt.Errorf("no reply from %s", dst)
 	}
 	return nil
@@ -180,21 +191,30 @@ var (
 	icmpV6 = icmpFamily{"ip6:ipv6-icmp", "::", 58, ipv6.ICMPTypeEchoRequest, ipv6.ICMPTypeEchoReply}
 )
 
-func echoReply(conn *icmp.PacketConn, f icmpFamily, dst net.IP, seq int, deadline time.Time) bool {
+// awaitReplies reads echo replies until the one to seq arrives or the deadline passes, counting
+// (and printing) any reply to an earlier request that had not been answered yet.
+func awaitReplies(conn *icmp.PacketConn, f icmpFamily, dst net.IP, seq int, sent map[int]time.Time, got map[int]bool, deadline time.Time) {
 	buf := make([]byte, 1500)
 	_ = conn.SetReadDeadline(deadline)
-	for {
+	for !got[seq] {
 		n, peer, err := conn.ReadFrom(buf)
 		if err != nil {
-			return false
+			return
 		}
 		m, err := icmp.ParseMessage(f.proto, buf[:n])
 		if err != nil || m.Type != f.reply || !peer.(*net.IPAddr).IP.Equal(dst) {
 			continue
 		}
-		if e, ok := m.Body.(*icmp.Echo); ok && e.Seq == seq && e.ID == os.Getpid()&0xffff {
-			return true
+		e, ok := m.Body.(*icmp.Echo)
+		if !ok || e.ID != os.Getpid()&0xffff || e.Seq < 1 || e.Seq > seq || got[e.Seq] {
+			continue
 		}
+		got[e.Seq] = true
+		late := ""
+		if e.Seq != seq {
+			late = " (late)"
+		}
+		fmt.Printf("reply from %s seq=%d time=%s%s\n", dst, e.Seq, time.Since(sent[e.Seq]).Round(time.Microsecond), late)
 	}
 }
 
