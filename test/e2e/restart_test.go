@@ -37,7 +37,7 @@ func controllerRestart(t *testing.T, c *cluster, st *rig.State, aIP string) {
 		out, _ := c.exec("default", "b", "ping", "-c", strconv.Itoa(restartPings), "-W", "1s", aIP)
 		done <- result{out, time.Now()}
 	}()
-	before := c.nbSnapshot()
+	before := c.settledNBSnapshot()
 	time.Sleep(2 * time.Second)
 	kill := time.Now()
 	holder, takeover := killLeader(t, c, st)
@@ -193,6 +193,25 @@ func (c *cluster) nbSnapshot() map[string]string {
 		}
 	}
 	return m
+}
+
+// settledNBSnapshot waits (60 s at most) until NB holds still for 2 s (a cluster just made may
+// still be adding DNS pods and their endpoints) and returns that snapshot.
+func (c *cluster) settledNBSnapshot() map[string]string {
+	c.t.Helper()
+	prev := c.nbSnapshot()
+	for start := time.Now(); ; {
+		time.Sleep(2 * time.Second)
+		cur := c.nbSnapshot()
+		changed := nbRewritten(prev, cur)
+		if len(changed) == 0 {
+			return cur
+		}
+		if time.Since(start) > 60*time.Second {
+			c.t.Fatalf("NB did not hold still for 2 s in 60 s before the restart: %s", strings.Join(changed, "; "))
+		}
+		prev = cur
+	}
 }
 
 // nbRewritten lists the rows of before that after holds with another _version or not at all,
