@@ -39,6 +39,10 @@ const (
 	// ICGateway is "true" on the nodes the InterConnect makes gateways: their daemon sets
 	// ovn-is-interconn, so ovn-ic publishes the chassis to the other AZs.
 	ICGateway = Prefix + "ic_gateway"
+	// ICTransitKeys, on a gateway node, lists the tunnel keys ovn-ic gave the cluster's transit
+	// switch ports ("port=key,..."); the node's daemon copies it into Open_vSwitch external_ids,
+	// which makes its ovn-controller rebuild its physical flows (see interconnect.PeerTunnelKeyID).
+	ICTransitKeys = Prefix + "ic_transit_keys"
 )
 
 // ParseAddrs parses a comma-separated list of IP addresses ("10.16.0.5,fd00::5"); at most one

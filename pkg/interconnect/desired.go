@@ -97,10 +97,12 @@ type Input struct {
 // PeerTunnelKeyID, on a transit router port, is the tunnel key ovn-ic gave its peer switch
 // port. Northd first keys a new switch port itself, then re-keys it with ovn-ic's key; the
 // gateway's ovn-controller (23.03) compiles the peer's key into the router port's patch flow
-// and does not recompile it when only the peer's Port_Binding changes, so replies left with
-// the first key and the peers dropped them (a joining cluster unreachable for 30-60 s, until
-// a full recompute). Carrying the key on the router port (OVN copies its external_ids to its
-// Port_Binding) changes the router port's binding too, and its flows are rebuilt.
+// and, when only the peer's Port_Binding changes, re-adds that flow without removing the old
+// one (the old one stays), so replies left with the first key and the peers dropped them (a
+// joining cluster unreachable for 30-60 s, until a full recompute). Carrying the key on the
+// router port (OVN copies its external_ids to its Port_Binding) changes the router port's
+// binding too; and the gateway nodes get the keys (annotation.ICTransitKeys), which makes
+// their ovn-controller rebuild all its physical flows (see node.ChassisIdentity).
 const PeerTunnelKeyID = "kovn.io/peer-tunnel-key"
 
 // BFD are the gateway failure detection timers, in ms.

@@ -36,7 +36,18 @@ func baseInput() Input {
 	return Input{AZ: "az1", Router: "ovn-cluster", TransitSwitches: []string{DefaultTransitSwitch}, TransitIndex: 3, IPv4: true, IPv6: true,
 		Gateways: []string{"n1", "n2"}, LocalCIDRs: pfx("10.16.0.0/16", "fd00:10:16::/64"),
 		JoinCIDRs: pfx("100.64.0.0/16", "fd00:100:64::/112"), NodeIPs: []netip.Addr{netip.MustParseAddr("172.30.1.11")},
-		Remote: map[string][]netip.Prefix{"az2": pfx("10.17.0.0/16", "fd00:10:17::/64")}, BFD: BFD{100, 100, 3}}
+		Remote: map[string][]netip.Prefix{"az2": pfx("10.17.0.0/16", "fd00:10:17::/64")}, BFD: BFD{100, 100, 3},
+		SwitchPortKeys: keyedPorts("az1")}
+}
+
+// keyedPorts are tunnel keys for az's switch port on every kovn transit switch, as ovn-ic
+// gives them once the AZ joined.
+func keyedPorts(az string) map[string]string {
+	keys := map[string]string{}
+	for i := range MaxTransitSwitches {
+		keys[SwitchPortName(az, TransitSwitchName(i))] = fmt.Sprint(i + 1)
+	}
+	return keys
 }
 
 // TestForPortsAndGateways: the transit router port has this AZ's host number on both transit
@@ -449,7 +460,8 @@ func TestGatewayNodes(t *testing.T) {
 // TestActiveGateways: every chassis holding one of the AZ's transit ports is active, once, in
 // the AZ's gateway order; another AZ's ports and unbound ports do not count.
 func TestActiveGateways(t *testing.T) {
-	in := Input{AZ: "az1", Gateways: []string{"n1", "n2", "n3"}, TransitSwitches: []string{"kovn-ts", "kovn-ts1", "kovn-ts2"}}
+	in := Input{AZ: "az1", Gateways: []string{"n1", "n2", "n3"}, TransitSwitches: []string{"kovn-ts", "kovn-ts1", "kovn-ts2"},
+		SwitchPortKeys: keyedPorts("az1")}
 	cs := clusterset{portGateway: map[string]string{"kovn-ts-az1": "n3", "kovn-ts1-az1": "n1", "kovn-ts2-az1": "n3",
 		"kovn-ts-az2": "n2"}}
 	if got := activeGateways(in, cs); !slices.Equal(got, []string{"n1", "n3"}) {
@@ -471,6 +483,9 @@ func TestForRouterPortCarriesPeerKey(t *testing.T) {
 	byName := map[string]map[string]string{}
 	for _, rp := range d.Shard.RouterPorts {
 		byName[rp.Name] = rp.ExternalIDs
+	}
+	if len(byName) != 2 {
+		t.Fatalf("router ports %v, want one per transit switch", d.Shard.RouterPorts)
 	}
 	if ids := byName[RouterPortName("az1", "kovn-ts1")]; ids[PeerTunnelKeyID] != "7" {
 		t.Errorf("router port on kovn-ts1: external_ids %v, want %s=7", ids, PeerTunnelKeyID)

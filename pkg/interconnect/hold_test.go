@@ -112,7 +112,7 @@ func TestUpdateHolds(t *testing.T) {
 	ic := &kovnv1.InterConnect{}
 	step := func(bound string) Input {
 		t.Helper()
-		in := Input{AZ: "az1", Gateways: []string{"n1", "n2"}, TransitSwitches: []string{DefaultTransitSwitch}}
+		in := Input{AZ: "az1", Gateways: []string{"n1", "n2"}, TransitSwitches: []string{DefaultTransitSwitch}, SwitchPortKeys: keyedPorts("az1")}
 		if _, err := r.updateHolds(ctx, ic, &in, clusterset{portGateway: map[string]string{"kovn-ts-az1": bound}}); err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +134,7 @@ func TestUpdateHolds(t *testing.T) {
 	// A new leader reads the hold from the status.
 	ic.Status.Gateways = []kovnv1.InterConnectGateway{{Node: "n2", Priority: 100}, {Node: "n1", Priority: 99, Held: &hold}}
 	r2 := &Reconciler{NB: nbc, Health: health}
-	in := Input{AZ: "az1", Gateways: []string{"n1", "n2"}, TransitSwitches: []string{DefaultTransitSwitch}}
+	in := Input{AZ: "az1", Gateways: []string{"n1", "n2"}, TransitSwitches: []string{DefaultTransitSwitch}, SwitchPortKeys: keyedPorts("az1")}
 	if pending, err := r2.updateHolds(ctx, ic, &in, clusterset{portGateway: map[string]string{"kovn-ts-az1": "n2"}}); err != nil || !pending || !slices.Equal(in.Held, []string{"n1"}) {
 		t.Fatalf("new leader: held %v pending %v %v", in.Held, pending, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
@@ -164,6 +165,9 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 	}
 	in.TransitSwitches, in.ECMP = tss, ecmp
 	in.SwitchPortKeys = transitPortKeys(ctx, r.NB, in.AZ, tss)
+	if err := r.publishTransitKeys(ctx, nodes.Items, gateways, in.SwitchPortKeys); err != nil {
+		return ctrl.Result{}, err
+	}
 	in.Joined = joined
 	holding, err := r.updateHolds(ctx, ic, &in, cs)
 	if err != nil {
@@ -381,6 +385,38 @@ func gatewayNodes(spec *kovnv1.InterConnectSpec, nodes []corev1.Node) ([]string,
 	return out, nil
 }
 
+// publishTransitKeys annotates the gateway nodes with the tunnel keys ovn-ic gave the transit
+// switch ports (their daemons copy them into Open_vSwitch, so ovn-controller rebuilds its
+// physical flows after a re-key); other nodes lose the annotation.
+func (r *Reconciler) publishTransitKeys(ctx context.Context, nodes []corev1.Node, gateways []string, keys map[string]string) error {
+	var pairs []string
+	for port, key := range keys {
+		pairs = append(pairs, port+"="+key)
+	}
+	slices.Sort(pairs)
+	value := strings.Join(pairs, ",")
+	for i := range nodes {
+		n := nodes[i].DeepCopy()
+		want := ""
+		if slices.Contains(gateways, n.Name) {
+			want = value
+		}
+		if n.Annotations[annotation.ICTransitKeys] == want {
+			continue
+		}
+		patch := client.MergeFrom(n.DeepCopy())
+		if want != "" {
+			metav1.SetMetaDataAnnotation(&n.ObjectMeta, annotation.ICTransitKeys, want)
+		} else {
+			delete(n.Annotations, annotation.ICTransitKeys)
+		}
+		if err := r.Patch(ctx, n, patch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // markGateways annotates the gateway nodes (their daemons then set ovn-is-interconn, which
 // makes ovn-ic publish them to the other AZs) and unmarks every other node.
 func (r *Reconciler) markGateways(ctx context.Context, nodes []corev1.Node, gateways []string) error {
@@ -416,6 +452,9 @@ func (r *Reconciler) leave(ctx context.Context, ic *kovnv1.InterConnect) error {
 	}
 	var nodes corev1.NodeList
 	if err := r.List(ctx, &nodes); err != nil {
+		return err
+	}
+	if err := r.publishTransitKeys(ctx, nodes.Items, nil, nil); err != nil {
 		return err
 	}
 	if err := r.markGateways(ctx, nodes.Items, nil); err != nil {

@@ -21,7 +21,16 @@ type ChassisIdentity struct {
 	// Interconn makes the chassis an OVN-IC gateway (ovn-is-interconn): the InterConnect
 	// named this node (kovn-controller's annotation), and ovn-ic publishes it to other AZs.
 	Interconn bool
+	// TransitKeys are the tunnel keys of the cluster's transit switch ports (kovn-controller's
+	// annotation on a gateway node), written as external_ids:kovn-ic-transit-keys. Any change of
+	// the row's external_ids makes ovn-controller rebuild all its physical flows: after ovn-ic
+	// re-keyed a transit port, ovn-controller 23.03's incremental path leaves the router port's
+	// patch flow with the old key, and only a rebuild replaces it.
+	TransitKeys string
 }
+
+// TransitKeysID is the Open_vSwitch external_ids key holding ChassisIdentity.TransitKeys.
+const TransitKeysID = "kovn-ic-transit-keys"
 
 // EnsureChassisIdentity merges the identity into the Open_vSwitch row's external_ids, leaving
 // every other key alone. Idempotent: no transaction when nothing changes.
@@ -50,6 +59,11 @@ func EnsureChassisIdentity(ctx context.Context, c libovsdb.Client, id ChassisIde
 		want["ovn-is-interconn"] = "true"
 	} else {
 		delete(want, "ovn-is-interconn")
+	}
+	if id.TransitKeys != "" {
+		want[TransitKeysID] = id.TransitKeys
+	} else {
+		delete(want, TransitKeysID)
 	}
 	if maps.Equal(want, row.ExternalIDs) {
 		return nil

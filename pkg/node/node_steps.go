@@ -89,7 +89,10 @@ func (p *pass) chassisIdentity(ctx context.Context) error {
 		return fmt.Errorf("node %s has no InternalIP to use as tunnel endpoint", p.node.Name)
 	}
 	id := ChassisIdentity{SystemID: p.node.Name, OVNRemote: p.r.Cfg.OVNRemote, EncapIP: encap, Netdev: p.r.Cfg.Netdev,
-		Interconn: p.node.Annotations[annotation.ICGateway] == "true"}
+		Interconn: p.node.Annotations[annotation.ICGateway] == "true", TransitKeys: p.node.Annotations[annotation.ICTransitKeys]}
+	if !id.Interconn {
+		id.TransitKeys = ""
+	}
 	if err := p.r.ops.chassis(ctx, id); err != nil {
 		return fmt.Errorf("chassis identity in Open_vSwitch: %w", err)
 	}

@@ -14,7 +14,8 @@ import (
 	"github.com/kovn/kovn/test/rig"
 )
 
-// TestInterconnectSet: four one-node clusters whose IC-NB and IC-SB are 3-member raft
+// TestInterconnectSet: four two-node clusters (n1 the gateway, the test pods on n2, so every
+// path takes the hop to the gateway on both sides) whose IC-NB and IC-SB are 3-member raft
 // clusters. Clusters 1-3 join one after the other and every pod reaches the other two (ping
 // and HTTP in every family, the server seeing the client's pod address). Cluster
 // 4 has a subnet inside cluster 1's pod CIDR when it joins: cluster 4, the later AZ, withdraws
@@ -26,7 +27,7 @@ import (
 // member rejoins and IC-SB holds no duplicate route. Last, cluster 4 leaves: its routes are
 // gone from the other three within 5 s.
 func TestInterconnectSet(t *testing.T) {
-	cfg := rigConfig(t, 4, 1)
+	cfg := rigConfig(t, 4, 2)
 	cfg.Kovn = true
 	cfg.ICRaft = true
 	r := upRig(t, cfg)
@@ -34,7 +35,7 @@ func TestInterconnectSet(t *testing.T) {
 	var pods []string // first address of each cluster's pod
 	for i := 1; i <= 4; i++ {
 		c := newCluster(t, r, fmt.Sprintf("c%d", i))
-		c.createPod(testboxPod("default", "p", onNode(rig.NodeName(i, 1))))
+		c.createPod(testboxPod("default", "p", onNode(rig.NodeName(i, 2))))
 		cs = append(cs, c)
 	}
 	for i := 1; i <= 3; i++ {
@@ -80,6 +81,15 @@ func TestInterconnectSet(t *testing.T) {
 		// 0.5 s apiece); TestInterconnectBench times the first packet itself (170-280 ms).
 		t.Logf("every pod answered the other clusters' pods %.1fs after the last cluster's routes were learned (6 kubectl exec pings in a row)", time.Since(start).Seconds())
 		meshPing(t, 3)
+		// Each gateway's daemon copied the transit keys into Open_vSwitch (what makes its
+		// ovn-controller rebuild physical flows after ovn-ic re-keyed a transit port).
+		for i := 1; i <= 3; i++ {
+			out, err := exec.Command("ovs-vsctl", "--db=unix:"+cfg.OVSDBSocket(i, 1), "--if-exists", "get", "Open_vSwitch", ".",
+				"external_ids:kovn-ic-transit-keys").CombinedOutput()
+			if want := fmt.Sprintf("kovn-ts-az%d=", i); err != nil || !strings.Contains(string(out), want) {
+				t.Errorf("c%d-n1 Open_vSwitch external_ids:kovn-ic-transit-keys = %q (%v), want it to name %s<key>", i, out, err, want)
+			}
+		}
 		// Every family, ping and TCP (HTTP), and the server sees the client's own pod address.
 		for i, c := range cs[:3] {
 			for j := range 3 {
@@ -215,31 +225,39 @@ func waitMesh(t *testing.T, cs []*cluster, pods []string) {
 			}
 			if err := eventually(60*time.Second, answered); err != nil {
 				diag := c.pathDiagnostics("default", "p", ip)
+				diag += cs[j].transitBindings() + c.transitBindings()
 				t.Fatalf("%v\n%s\n%s", err, diag, meshRemedies(c.st.Config, i+1, j+1, answered))
 			}
 		}
 	}
 }
 
-// meshRemedies is for a pair that never answered: the datapath state of both clusters' nodes
-// (1-node clusters: each node is its cluster's gateway), then which remedy, least invasive
-// first, makes the ping answer: purging the datapath flows of the source, then of the
-// destination, then a full ovn-controller recompute on each. The test still fails; this says
-// which layer held the stale state.
+// meshRemedies is for a pair that never answered: the datapath state of both clusters' nodes,
+// then which remedy, least invasive first, makes the ping answer: purging every node's
+// datapath flows, then a full ovn-controller recompute node by node (gateways first). The test
+// still fails; this says which layer, on which node, held the stale state.
 func meshRemedies(cfg rig.Config, src, dst int, answered func() error) string {
 	var b strings.Builder
-	for _, cl := range []int{src, dst} {
-		fmt.Fprintf(&b, "datapath of %s:\n%s", rig.NodeName(cl, 1), cfg.DatapathDiagnostics(cl, 1))
+	type node struct{ cl, n int }
+	var nodes []node
+	for n := 1; n <= cfg.Nodes; n++ {
+		for _, cl := range []int{src, dst} {
+			nodes = append(nodes, node{cl, n})
+			fmt.Fprintf(&b, "datapath of %s:\n%s", rig.NodeName(cl, n), cfg.DatapathDiagnostics(cl, n))
+		}
 	}
-	for _, r := range []struct {
+	type remedy struct {
 		name string
 		do   func() error
-	}{
-		{"revalidator/purge on " + rig.NodeName(src, 1), func() error { return cfg.PurgeDatapathFlows(src, 1) }},
-		{"revalidator/purge on " + rig.NodeName(dst, 1), func() error { return cfg.PurgeDatapathFlows(dst, 1) }},
-		{"ovn-controller recompute on " + rig.NodeName(src, 1), func() error { return cfg.RecomputeOVNController(src, 1) }},
-		{"ovn-controller recompute on " + rig.NodeName(dst, 1), func() error { return cfg.RecomputeOVNController(dst, 1) }},
-	} {
+	}
+	var remedies []remedy
+	for _, x := range nodes {
+		remedies = append(remedies, remedy{"revalidator/purge on " + rig.NodeName(x.cl, x.n), func() error { return cfg.PurgeDatapathFlows(x.cl, x.n) }})
+	}
+	for _, x := range nodes {
+		remedies = append(remedies, remedy{"ovn-controller recompute on " + rig.NodeName(x.cl, x.n), func() error { return cfg.RecomputeOVNController(x.cl, x.n) }})
+	}
+	for _, r := range remedies {
 		if err := r.do(); err != nil {
 			fmt.Fprintf(&b, "remedy %s: %v\n", r.name, err)
 			continue
@@ -249,6 +267,29 @@ func meshRemedies(cfg rig.Config, src, dst int, answered func() error) string {
 			return b.String()
 		}
 		fmt.Fprintf(&b, "remedy %s: still no answer\n", r.name)
+	}
+	return b.String()
+}
+
+// transitBindings are c's southbound bindings of the transit ports (keys, external_ids) and
+// NB's transit router ports, for a failed mesh.
+func (c *cluster) transitBindings() string {
+	var b strings.Builder
+	for _, args := range [][]string{
+		{"ovn-sbctl", "--db=" + c.info.SBAddr, "--timeout=5", "--columns=logical_port,type,tunnel_key,external_ids,options", "list", "Port_Binding"},
+		{"ovn-nbctl", "--db=" + c.info.NBAddr, "--timeout=5", "--columns=name,external_ids", "list", "Logical_Router_Port"},
+		{"ovn-nbctl", "--db=" + c.info.NBAddr, "--timeout=5", "--columns=name,options", "list", "Logical_Switch_Port"},
+	} {
+		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+		fmt.Fprintf(&b, "[%s] $ %s\n", c.info.Name, strings.Join(args, " "))
+		for _, blk := range strings.Split(string(out), "\n\n") {
+			if strings.Contains(blk, "kovn-ts") {
+				b.WriteString(blk + "\n")
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(&b, "(%v)\n", err)
+		}
 	}
 	return b.String()
 }
