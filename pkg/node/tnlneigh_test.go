@@ -2,7 +2,6 @@ package node
 
 import (
 	"net/netip"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -59,64 +58,61 @@ func TestTunnelNeighbourPlan(t *testing.T) {
 // The kernel side in two throwaway netns joined by a veth (root): resolveKernelNeighbour makes
 // the kernel ARP for a peer it never talked to, and lookupKernelNeighbour reads the answer.
 func TestResolveKernelNeighbour(t *testing.T) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	peerNS, err := netns.New() // the thread is in it now
-	if err != nil {
-		t.Fatalf("new netns (tests run as root): %v", err)
-	}
-	defer peerNS.Close()
-	hereNS, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = netns.Set(orig); hereNS.Close() }()
-	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "br-fab"}, PeerName: "peer0"}); err != nil {
-		t.Fatal(err)
-	}
-	up := func(name, cidr string) netlink.Link {
-		t.Helper()
-		l, err := netlink.LinkByName(name)
+	inThrowawayNetNS(t, func() {
+		hereNS, err := netns.Get()
 		if err != nil {
 			t.Fatal(err)
 		}
-		addr, _ := netlink.ParseAddr(cidr)
-		if err := netlink.AddrAdd(l, addr); err != nil {
+		defer hereNS.Close()
+		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "br-fab"}, PeerName: "peer0"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := netlink.LinkSetUp(l); err != nil {
+		peerNS, err := netns.New() // the thread is in it now
+		if err != nil {
 			t.Fatal(err)
 		}
-		return l
-	}
-	peer, _ := netlink.LinkByName("peer0")
-	if err := netlink.LinkSetNsFd(peer, int(peerNS)); err != nil {
-		t.Fatal(err)
-	}
-	up("br-fab", "10.9.0.1/24")
-	_ = netns.Set(peerNS)
-	peer = up("peer0", "10.9.0.2/24")
-	peerMAC := peer.Attrs().HardwareAddr.String()
-	_ = netns.Set(hereNS)
+		defer peerNS.Close()
+		_ = netns.Set(hereNS)
+		peer, _ := netlink.LinkByName("peer0")
+		if err := netlink.LinkSetNsFd(peer, int(peerNS)); err != nil {
+			t.Fatal(err)
+		}
+		linkUp(t, "br-fab", "10.9.0.1/24")
+		_ = netns.Set(peerNS)
+		peerMAC := linkUp(t, "peer0", "10.9.0.2/24").Attrs().HardwareAddr.String()
+		_ = netns.Set(hereNS)
 
-	h := tunnelNeighbour{Bridge: "br-fab", IP: netip.MustParseAddr("10.9.0.2")}
-	if n := lookupKernelNeighbour(h); n.MAC != "" {
-		t.Fatalf("before: the kernel knows %+v already", n)
-	}
-	if err := resolveKernelNeighbour(h); err != nil {
+		h := tunnelNeighbour{Bridge: "br-fab", IP: netip.MustParseAddr("10.9.0.2")}
+		if n := lookupKernelNeighbour(h); n.MAC != "" {
+			t.Fatalf("before: the kernel knows %+v already", n)
+		}
+		if err := resolveKernelNeighbour(h); err != nil {
+			t.Fatal(err)
+		}
+		var n kernelNeighbour
+		for i := 0; i < 20 && n.State != unix.NUD_REACHABLE; i++ {
+			time.Sleep(50 * time.Millisecond)
+			n = lookupKernelNeighbour(h)
+		}
+		if n.MAC != peerMAC || n.State != unix.NUD_REACHABLE {
+			t.Fatalf("after NTF_USE: %+v, want %s REACHABLE", n, peerMAC)
+		}
+	})
+}
+
+// linkUp gives link name (in this thread's netns) the address cidr and sets it up.
+func linkUp(t *testing.T, name, cidr string) netlink.Link {
+	t.Helper()
+	l, err := netlink.LinkByName(name)
+	if err != nil {
 		t.Fatal(err)
 	}
-	var n kernelNeighbour
-	for i := 0; i < 20 && n.State != unix.NUD_REACHABLE; i++ {
-		time.Sleep(50 * time.Millisecond)
-		n = lookupKernelNeighbour(h)
+	addr, _ := netlink.ParseAddr(cidr)
+	if err := netlink.AddrAdd(l, addr); err != nil {
+		t.Fatal(err)
 	}
-	if n.MAC != peerMAC || n.State != unix.NUD_REACHABLE {
-		t.Fatalf("after NTF_USE: %+v, want %s REACHABLE", n, peerMAC)
+	if err := netlink.LinkSetUp(l); err != nil {
+		t.Fatal(err)
 	}
+	return l
 }

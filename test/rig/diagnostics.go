@@ -12,16 +12,10 @@ import (
 // learned (MACs, tunnel neighbours). A rig's logs vanish with a CI clone; this stays in the
 // test output, so a path that broke (a neighbour that went FAILED, a MAC learned on the wrong
 // port) can be read from CI.
-// OVSDBSocket is the node's Open_vSwitch database socket, for ovs-vsctl --db unix:<it>.
-func (c Config) OVSDBSocket(cl, n int) string {
-	return filepath.Join(c.runDir(), NodeName(cl, n), "ovs", "db.sock")
-}
-
 func (c Config) NodeDiagnostics(cl, n int) string {
 	ns := c.NodeNS(cl, n)
 	ctl := c.vswitchdCtl(cl, n)
-	var b strings.Builder
-	for _, argv := range [][]string{
+	return runAll([][]string{
 		{"ip", "-n", ns, "-br", "addr"},
 		{"ip", "-n", ns, "route"},
 		{"ip", "-n", ns, "-6", "route"},
@@ -29,7 +23,13 @@ func (c Config) NodeDiagnostics(cl, n int) string {
 		{"ip", "-n", ns, "-6", "neigh"},
 		{"ovs-appctl", "-t", ctl, "fdb/show", "br-phy"},
 		{"ovs-appctl", "-t", ctl, "tnl/neigh/show"},
-	} {
+	})
+}
+
+// runAll runs each command and returns "$ command" and its output (and error) for each.
+func runAll(argvs [][]string) string {
+	var b strings.Builder
+	for _, argv := range argvs {
 		out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
 		fmt.Fprintf(&b, "$ %s\n%s", strings.Join(argv, " "), out)
 		if err != nil {
@@ -37,6 +37,11 @@ func (c Config) NodeDiagnostics(cl, n int) string {
 		}
 	}
 	return b.String()
+}
+
+// OVSDBSocket is the node's Open_vSwitch database socket, for ovs-vsctl --db unix:<it>.
+func (c Config) OVSDBSocket(cl, n int) string {
+	return filepath.Join(c.runDir(), NodeName(cl, n), "ovs", "db.sock")
 }
 
 // vswitchdCtl is node n's ovs-vswitchd control socket, for ovs-appctl -t.
@@ -59,19 +64,11 @@ func (c Config) OVNControllerCtl(cl, n int) string {
 // drop that keeps counting, or a tunnel push to a stale MAC, shows here).
 func (c Config) DatapathDiagnostics(cl, n int) string {
 	ctl := c.vswitchdCtl(cl, n)
-	var b strings.Builder
-	for _, argv := range [][]string{
+	return runAll([][]string{
 		{"ovs-appctl", "-t", ctl, "tnl/neigh/show"},
 		{"ovs-appctl", "-t", ctl, "ovs/route/show"},
 		{"ovs-appctl", "-t", ctl, "dpctl/dump-flows"},
-	} {
-		out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
-		fmt.Fprintf(&b, "$ %s\n%s", strings.Join(argv, " "), out)
-		if err != nil {
-			fmt.Fprintf(&b, "(%v)\n", err)
-		}
-	}
-	return b.String()
+	})
 }
 
 // PurgeDatapathFlows drops every datapath flow of node n (ovs-appctl revalidator/purge), so the
