@@ -394,43 +394,32 @@ func (r *Reconciler) publishTransitKeys(ctx context.Context, nodes []corev1.Node
 		pairs = append(pairs, port+"="+key)
 	}
 	slices.Sort(pairs)
-	value := strings.Join(pairs, ",")
+	return r.annotateGateways(ctx, nodes, gateways, annotation.ICTransitKeys, strings.Join(pairs, ","))
+}
+
+// markGateways annotates the gateway nodes (their daemons then set ovn-is-interconn, which
+// makes ovn-ic publish them to the other AZs) and unmarks every other node.
+func (r *Reconciler) markGateways(ctx context.Context, nodes []corev1.Node, gateways []string) error {
+	return r.annotateGateways(ctx, nodes, gateways, annotation.ICGateway, "true")
+}
+
+// annotateGateways sets annotation key to value on the gateway nodes and removes it from the
+// others (from all when value is empty), patching only the nodes that differ.
+func (r *Reconciler) annotateGateways(ctx context.Context, nodes []corev1.Node, gateways []string, key, value string) error {
 	for i := range nodes {
 		n := nodes[i].DeepCopy()
 		want := ""
 		if slices.Contains(gateways, n.Name) {
 			want = value
 		}
-		if n.Annotations[annotation.ICTransitKeys] == want {
+		if n.Annotations[key] == want {
 			continue
 		}
 		patch := client.MergeFrom(n.DeepCopy())
 		if want != "" {
-			metav1.SetMetaDataAnnotation(&n.ObjectMeta, annotation.ICTransitKeys, want)
+			metav1.SetMetaDataAnnotation(&n.ObjectMeta, key, want)
 		} else {
-			delete(n.Annotations, annotation.ICTransitKeys)
-		}
-		if err := r.Patch(ctx, n, patch); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// markGateways annotates the gateway nodes (their daemons then set ovn-is-interconn, which
-// makes ovn-ic publish them to the other AZs) and unmarks every other node.
-func (r *Reconciler) markGateways(ctx context.Context, nodes []corev1.Node, gateways []string) error {
-	for i := range nodes {
-		n := nodes[i].DeepCopy()
-		want := slices.Contains(gateways, n.Name)
-		if (n.Annotations[annotation.ICGateway] == "true") == want {
-			continue
-		}
-		patch := client.MergeFrom(n.DeepCopy())
-		if want {
-			metav1.SetMetaDataAnnotation(&n.ObjectMeta, annotation.ICGateway, "true")
-		} else {
-			delete(n.Annotations, annotation.ICGateway)
+			delete(n.Annotations, key)
 		}
 		if err := r.Patch(ctx, n, patch); err != nil {
 			return err

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -93,9 +92,10 @@ func (k *TunnelNeighbours) Start(ctx context.Context) error {
 }
 
 // tunnelNeighbour is one next hop of a tunnel: its address, the bridge whose port holds the
-// route to it, and its MAC.
+// route to it (and that port's kernel link index), and its MAC.
 type tunnelNeighbour struct {
 	Bridge string
+	Link   int
 	IP     netip.Addr
 	MAC    string
 }
@@ -122,9 +122,13 @@ func (k *TunnelNeighbours) sync(ctx context.Context) ([]tunnelNeighbour, bool, e
 		return nil, false, err
 	}
 	inOVS := parseTunnelNeighbours(out)
+	table, err := kernelNeighbours()
+	if err != nil {
+		return nil, false, err
+	}
 	kernel := map[netip.Addr]kernelNeighbour{}
 	for _, h := range hops {
-		kernel[h.IP] = lookupKernelNeighbour(h)
+		kernel[h.IP] = table[kernelNeighbourKey{h.Link, h.IP}]
 	}
 	set, resolve := tunnelNeighbourPlan(hops, inOVS, kernel)
 	for _, h := range resolve {
@@ -167,10 +171,9 @@ func (k *TunnelNeighbours) nextHops(ctx context.Context) ([]tunnelNeighbour, err
 	var hops []tunnelNeighbour
 	for _, i := range ifaces {
 		remote, err := netip.ParseAddr(i.Options["remote_ip"])
-		if err != nil || seen[remote] {
+		if err != nil {
 			continue // "flow" or unset: nothing fixed to resolve
 		}
-		seen[remote] = true
 		routes, err := netlink.RouteGet(remote.AsSlice())
 		if err != nil || len(routes) == 0 {
 			continue
@@ -180,10 +183,11 @@ func (k *TunnelNeighbours) nextHops(ctx context.Context) ([]tunnelNeighbour, err
 			hop = gw.Unmap()
 		}
 		link, err := netlink.LinkByIndex(routes[0].LinkIndex)
-		if err != nil {
-			continue
+		if err != nil || seen[hop] {
+			continue // several remotes behind one gateway share its entry
 		}
-		hops = append(hops, tunnelNeighbour{Bridge: link.Attrs().Name, IP: hop})
+		seen[hop] = true
+		hops = append(hops, tunnelNeighbour{Bridge: link.Attrs().Name, Link: routes[0].LinkIndex, IP: hop})
 	}
 	return hops, nil
 }
@@ -220,7 +224,7 @@ func tunnelNeighbourPlan(hops []tunnelNeighbour, inOVS map[netip.Addr]tunnelNeig
 		case have && o.Bridge == h.Bridge && strings.EqualFold(o.MAC, kn.MAC):
 		case have && o.Bridge == h.Bridge && !confirmed:
 		case usable:
-			set = append(set, tunnelNeighbour{Bridge: h.Bridge, IP: h.IP, MAC: kn.MAC})
+			set = append(set, tunnelNeighbour{Bridge: h.Bridge, Link: h.Link, IP: h.IP, MAC: kn.MAC})
 			if !confirmed {
 				resolve = append(resolve, h) // have the kernel confirm what OVS now uses
 			}
@@ -231,39 +235,38 @@ func tunnelNeighbourPlan(hops []tunnelNeighbour, inOVS map[netip.Addr]tunnelNeig
 	return set, resolve
 }
 
-// lookupKernelNeighbour reads the kernel's entry for h on h's device (empty MAC if none).
-func lookupKernelNeighbour(h tunnelNeighbour) kernelNeighbour {
-	link, err := netlink.LinkByName(h.Bridge)
+// kernelNeighbourKey names a kernel neighbour entry: the link it is on and its address.
+type kernelNeighbourKey struct {
+	Link int
+	IP   netip.Addr
+}
+
+// kernelNeighbours is the kernel's neighbour table (both families, every link) in one dump, the
+// entries without a MAC left out.
+func kernelNeighbours() (map[kernelNeighbourKey]kernelNeighbour, error) {
+	neighs, err := netlink.NeighList(0, netlink.FAMILY_ALL)
 	if err != nil {
-		return kernelNeighbour{}
+		return nil, fmt.Errorf("kernel neighbour table: %w", err)
 	}
-	family := netlink.FAMILY_V4
-	if h.IP.Is6() {
-		family = netlink.FAMILY_V6
+	m := map[kernelNeighbourKey]kernelNeighbour{}
+	for _, n := range neighs {
+		ip, ok := netip.AddrFromSlice(n.IP)
+		if !ok || len(n.HardwareAddr) == 0 {
+			continue
+		}
+		m[kernelNeighbourKey{n.LinkIndex, ip.Unmap()}] = kernelNeighbour{MAC: n.HardwareAddr.String(), State: n.State}
 	}
-	neighs, err := netlink.NeighList(link.Attrs().Index, family)
-	if err != nil {
-		return kernelNeighbour{}
-	}
-	i := slices.IndexFunc(neighs, func(n netlink.Neigh) bool { return n.IP.Equal(h.IP.AsSlice()) })
-	if i < 0 || len(neighs[i].HardwareAddr) == 0 {
-		return kernelNeighbour{}
-	}
-	return kernelNeighbour{MAC: neighs[i].HardwareAddr.String(), State: neighs[i].State}
+	return m, nil
 }
 
 // resolveKernelNeighbour has the kernel probe h as if it had a packet for it (NTF_USE): an
 // ARP request or neighbour solicitation on h's device, the entry created if missing.
 func resolveKernelNeighbour(h tunnelNeighbour) error {
-	link, err := netlink.LinkByName(h.Bridge)
-	if err != nil {
-		return fmt.Errorf("tunnel next hop %s: device %s: %w", h.IP, h.Bridge, err)
-	}
 	family := netlink.FAMILY_V4
 	if h.IP.Is6() {
 		family = netlink.FAMILY_V6
 	}
-	n := &netlink.Neigh{LinkIndex: link.Attrs().Index, Family: family, IP: net.IP(h.IP.AsSlice()), Flags: netlink.NTF_USE}
+	n := &netlink.Neigh{LinkIndex: h.Link, Family: family, IP: net.IP(h.IP.AsSlice()), Flags: netlink.NTF_USE}
 	if err := netlink.NeighSet(n); err != nil {
 		return fmt.Errorf("resolving tunnel next hop %s on %s: %w", h.IP, h.Bridge, err)
 	}

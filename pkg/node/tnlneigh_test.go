@@ -82,7 +82,15 @@ func TestResolveKernelNeighbour(t *testing.T) {
 		peerMAC := linkUp(t, "peer0", "10.9.0.2/24").Attrs().HardwareAddr.String()
 		_ = netns.Set(hereNS)
 
-		h := tunnelNeighbour{Bridge: "br-fab", IP: netip.MustParseAddr("10.9.0.2")}
+		fab := linkIndex(t, "br-fab")
+		h := tunnelNeighbour{Bridge: "br-fab", Link: fab, IP: netip.MustParseAddr("10.9.0.2")}
+		lookupKernelNeighbour := func(h tunnelNeighbour) kernelNeighbour {
+			table, err := kernelNeighbours()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return table[kernelNeighbourKey{h.Link, h.IP}]
+		}
 		if n := lookupKernelNeighbour(h); n.MAC != "" {
 			t.Fatalf("before: the kernel knows %+v already", n)
 		}
@@ -115,4 +123,13 @@ func linkUp(t *testing.T, name, cidr string) netlink.Link {
 		t.Fatal(err)
 	}
 	return l
+}
+
+func linkIndex(t *testing.T, name string) int {
+	t.Helper()
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Attrs().Index
 }
