@@ -166,6 +166,34 @@ echo "c1's router: the routes ovn-ic learned from c2 (only its pod subnets: the 
 echo "and transit network never cross) beside the default route through the join gateway:"
 ovn-nbctl --db="$OVN_NB_DB" lr-route-list ovn-cluster
 
+step "Multi-Cluster Services: x-2 in c2 exported; c1 imports it (ServiceImport, ClusterSetIP) and names it in clusterset.local"
+eval "$("$RIG" env c2 --dir "$DIR")"
+kubectl label pod x-2 mcs=hello --overwrite >/dev/null
+kubectl apply -f - >/dev/null <<SVC
+apiVersion: v1
+kind: Service
+metadata: {name: hello}
+spec:
+  ipFamilyPolicy: PreferDualStack
+  selector: {mcs: hello}
+  ports: [{name: http, port: 80, targetPort: 8080}]
+---
+apiVersion: multicluster.x-k8s.io/v1beta1
+kind: ServiceExport
+metadata: {name: hello}
+SVC
+eval "$("$RIG" env c1 --dir "$DIR")"
+for i in $(seq 1 40); do
+  [ -n "$(kubectl get serviceimport hello -o jsonpath='{.spec.ips[0]}' 2>/dev/null)" ] && break
+  sleep 0.5
+done
+kubectl get serviceimport hello -o wide
+CSIP=$(kubectl get serviceimport hello -o jsonpath='{.spec.ips[0]}')
+echo "x-1 in c1 -> hello.default.svc.clusterset.local ($CSIP): one OVN load balancer in c1, its backend x-2's pod address in c2"
+kubectl exec x-1 -- /testbox dns hello.default.svc.clusterset.local A
+kubectl exec x-1 -- /testbox get "http://$CSIP/" || { sleep 2; kubectl exec x-1 -- /testbox get "http://$CSIP/"; }
+kubectl get endpointslices -l multicluster.kubernetes.io/service-name=hello -o wide
+
 step "a centralized subnet: its egress leaves through the first live gateway node, as OVN's BFD judges it"
 kubectl create namespace central --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl apply -f - >/dev/null <<SUBNET

@@ -19,10 +19,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	mcsv1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/cluster"
 	"github.com/kovn/kovn/pkg/interconnect"
+	"github.com/kovn/kovn/pkg/interconnect/mcs"
 	"github.com/kovn/kovn/pkg/ovn"
 )
 
@@ -62,7 +64,7 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 		return fmt.Errorf("no OVN northbound address: set --ovn-nb-addr or OVN_NB_DB")
 	}
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kovnv1.AddToScheme, apiextv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kovnv1.AddToScheme, apiextv1.AddToScheme, mcsv1.Install} {
 		if err := add(scheme); err != nil {
 			return err
 		}
@@ -82,6 +84,9 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 	setupCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if err := cluster.InstallCRDs(setupCtx, direct); err != nil {
+		return err
+	}
+	if err := mcs.InstallCRDs(setupCtx, direct); err != nil {
 		return err
 	}
 	nb, err := ovn.ConnectNB(setupCtx, ovn.Config{Endpoints: ovn.SplitEndpoints(nbAddr), Logger: ctrl.Log.WithName("nb")})
@@ -130,6 +135,9 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 	icr := &interconnect.Reconciler{Client: mgr.GetClient(), State: st, NB: nb, Health: health,
 		Recorder: mgr.GetEventRecorderFor("kovn-interconnect")}
 	if err := icr.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := mcs.Setup(mgr, mcs.NewClusterset()); err != nil {
 		return err
 	}
 	return mgr.Start(ctx)

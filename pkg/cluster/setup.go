@@ -40,23 +40,28 @@ func InstallCRDs(ctx context.Context, c client.Client) error {
 		if err := yaml.Unmarshal(b, &want); err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
-		var cur apiextv1.CustomResourceDefinition
-		err := c.Get(ctx, types.NamespacedName{Name: want.Name}, &cur)
-		switch {
-		case apierrors.IsNotFound(err):
-			err = c.Create(ctx, &want)
-		case err == nil:
-			cur.Spec = want.Spec
-			err = c.Update(ctx, &cur)
-		}
-		if err != nil {
-			return fmt.Errorf("install CRD %s: %w", want.Name, err)
-		}
-		if err := waitEstablished(ctx, c, want.Name); err != nil {
+		if err := ApplyCRD(ctx, c, &want); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// ApplyCRD creates want or updates its spec, and waits until the apiserver serves it.
+func ApplyCRD(ctx context.Context, c client.Client, want *apiextv1.CustomResourceDefinition) error {
+	var cur apiextv1.CustomResourceDefinition
+	err := c.Get(ctx, types.NamespacedName{Name: want.Name}, &cur)
+	switch {
+	case apierrors.IsNotFound(err):
+		err = c.Create(ctx, want)
+	case err == nil:
+		cur.Spec = want.Spec
+		err = c.Update(ctx, &cur)
+	}
+	if err != nil {
+		return fmt.Errorf("install CRD %s: %w", want.Name, err)
+	}
+	return waitEstablished(ctx, c, want.Name)
 }
 
 func waitEstablished(ctx context.Context, c client.Client, name string) error {

@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kovn/kovn/pkg/interconnect/mcs"
 )
 
 // Cluster DNS: CoreDNS (test/images/coredns, built from its Go module) runs as a Deployment in
@@ -37,9 +39,11 @@ const (
 	dnsClusterRole = "kovn-rig:coredns"
 )
 
-// Corefile is the DNS server's configuration: cluster.local and the reverse zones from the
-// Kubernetes API, nothing else (the lab has no upstream resolver). Short TTLs keep answers
-// close to the API: a test sees a pod turn unready within seconds.
+// Corefile is the DNS server's configuration: cluster.local, the MCS zone clusterset.local
+// (ServiceImports and kovn's MCS EndpointSlices, through the kubernetes plugin's multicluster
+// option) and the reverse zones from the Kubernetes API, nothing else (the lab has no
+// upstream resolver). Short TTLs keep answers close to the API: a test sees a pod turn
+// unready within seconds.
 const Corefile = `.:53 {
     errors
     log . {
@@ -47,8 +51,9 @@ const Corefile = `.:53 {
     }
     health :8080
     ready :8181
-    kubernetes cluster.local in-addr.arpa ip6.arpa {
+    kubernetes cluster.local clusterset.local in-addr.arpa ip6.arpa {
         pods insecure
+        multicluster clusterset.local
         fallthrough in-addr.arpa ip6.arpa
         ttl 5
     }
@@ -94,7 +99,19 @@ func DNSObjects(clusterIPs []string) ([]*unstructured.Unstructured, error) {
 		return &corev1.Probe{PeriodSeconds: period, FailureThreshold: failures, TimeoutSeconds: 2,
 			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(port)}}}
 	}
-	typed := []runtime.Object{
+	// mcs-api's CRDs come first, as in mcs-api's own kind rig: the multicluster option lists
+	// ServiceImports, and DNS is not ready until that list succeeds. kovn-controller installs
+	// the same CRDs.
+	crds, err := mcs.CRDs()
+	if err != nil {
+		return nil, err
+	}
+	var typed []runtime.Object
+	for _, crd := range crds {
+		crd.TypeMeta = tm("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+		typed = append(typed, crd)
+	}
+	typed = append(typed, []runtime.Object{
 		&corev1.ServiceAccount{TypeMeta: tm("v1", "ServiceAccount"), ObjectMeta: meta(DNSDeployment)},
 		// The kubernetes plugin lists and watches these (pods only with `pods verified`).
 		&rbacv1.ClusterRole{TypeMeta: tm("rbac.authorization.k8s.io/v1", "ClusterRole"),
@@ -102,6 +119,7 @@ func DNSObjects(clusterIPs []string) ([]*unstructured.Unstructured, error) {
 			Rules: []rbacv1.PolicyRule{
 				{APIGroups: []string{""}, Resources: []string{"services", "namespaces"}, Verbs: []string{"list", "watch"}},
 				{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+				{APIGroups: []string{"multicluster.x-k8s.io"}, Resources: []string{"serviceimports"}, Verbs: []string{"list", "watch"}},
 			}},
 		&rbacv1.ClusterRoleBinding{TypeMeta: tm("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
 			ObjectMeta: metav1.ObjectMeta{Name: dnsClusterRole, Labels: labels},
@@ -143,7 +161,7 @@ func DNSObjects(clusterIPs []string) ([]*unstructured.Unstructured, error) {
 				{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(53)},
 				{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(53)},
 			}}},
-	}
+	}...)
 	var out []*unstructured.Unstructured
 	for _, o := range typed {
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
@@ -164,7 +182,7 @@ func tm(apiVersion, kind string) metav1.TypeMeta {
 }
 
 // dnsResources names the resource of each kind DNSObjects returns.
-var dnsResources = map[string]string{"ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles",
+var dnsResources = map[string]string{"CustomResourceDefinition": "customresourcedefinitions", "ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles",
 	"ClusterRoleBinding": "clusterrolebindings", "ConfigMap": "configmaps", "Deployment": "deployments", "Service": "services"}
 
 // ApplyDNS server-side applies the cluster DNS objects with the admin kubeconfig, retrying until

@@ -50,7 +50,7 @@ func TestDNSObjects(t *testing.T) {
 				_ = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &dep)
 			}
 		}
-		if got := strings.Join(kinds, ","); got != "ServiceAccount,ClusterRole,ClusterRoleBinding,ConfigMap,Deployment,Service" {
+		if got := strings.Join(kinds, ","); got != "CustomResourceDefinition,CustomResourceDefinition,ServiceAccount,ClusterRole,ClusterRoleBinding,ConfigMap,Deployment,Service" {
 			t.Fatalf("kinds in apply order: %s", got)
 		}
 		wantPolicy := corev1.IPFamilyPolicySingleStack

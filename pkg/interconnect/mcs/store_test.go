@@ -1,6 +1,8 @@
 package mcs
 
 import (
+	"k8s.io/utils/ptr"
+
 	"context"
 	"fmt"
 	"reflect"
@@ -49,8 +51,6 @@ func eventually(t *testing.T, what string, f func() error) {
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // TestSyncExports: a cluster's exports reach the other cluster's cache whole (ports,
 // affinity, policies, labels, export time); an unchanged sync writes nothing; a change
 // rewrites the row in place; a cluster writes and deletes only its own rows; exports come
@@ -60,9 +60,9 @@ func TestSyncExports(t *testing.T) {
 	defer cancel()
 	c1, c2 := twoClusters(ctx, t)
 	t0 := time.Date(2026, 11, 25, 3, 0, 0, 0, time.UTC)
-	web := Export{Namespace: "ns", Name: "web", Type: "ClusterSetIP", SessionAffinity: "ClientIP", AffinityTimeout: ptr(10),
-		InternalTrafficPolicy: ptr("Cluster"), IPFamilies: []string{"IPv4", "IPv6"}, Labels: map[string]string{"app": "web"},
-		Ports:      []Port{{Name: "http", Protocol: "TCP", Port: 80}, {Name: "dns", Protocol: "UDP", Port: 53, AppProtocol: ptr("dns")}},
+	web := Export{Namespace: "ns", Name: "web", Type: "ClusterSetIP", SessionAffinity: "ClientIP", AffinityTimeout: ptr.To(10),
+		InternalTrafficPolicy: ptr.To("Cluster"), IPFamilies: []string{"IPv4", "IPv6"}, Labels: map[string]string{"app": "web"},
+		Ports:      []Port{{Name: "http", Protocol: "TCP", Port: 80}, {Name: "dns", Protocol: "UDP", Port: 53, AppProtocol: ptr.To("dns")}},
 		ExportedAt: t0.Add(time.Second)}
 	if wrote, err := c1.SyncExports(ctx, []Export{web}, nil); err != nil || !wrote {
 		t.Fatalf("first sync: wrote %v, %v", wrote, err)
@@ -139,7 +139,7 @@ func TestSyncSlicesAndForget(t *testing.T) {
 		t.Fatal(err)
 	}
 	slice := Slice{Name: "web-abc", AddressType: "IPv4", Ports: []Port{{Name: "http", Protocol: "TCP", Port: 8080}},
-		Endpoints: []Endpoint{{Addresses: []string{"10.16.0.5"}, Ready: true, Serving: true, Hostname: ptr("web-0"), NodeName: ptr("c1-n1")},
+		Endpoints: []Endpoint{{Addresses: []string{"10.16.0.5"}, Ready: true, Serving: true, Hostname: ptr.To("web-0"), NodeName: ptr.To("c1-n1")},
 			{Addresses: []string{"10.16.0.4"}, Serving: true, Terminating: true}}}
 	if wrote, err := c1.SyncSlices(ctx, "ns", "web", []Slice{slice}); err != nil || !wrote {
 		t.Fatalf("sync: wrote %v, %v", wrote, err)

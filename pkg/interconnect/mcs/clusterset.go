@@ -1,0 +1,121 @@
+package mcs
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ovn-org/libovsdb/cache"
+	libovsdb "github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/kovn/kovn/pkg/ovn"
+	"github.com/kovn/kovn/pkg/ovn/model/clusterset"
+)
+
+// Clusterset is this cluster's membership of the clusterset as MCS sees it: the connection to
+// the clusterset store (served by the IC-SB servers the InterConnect names) and the cluster's
+// id there. Changes in the store re-queue the export and import reconcilers of the Service
+// they concern.
+type Clusterset struct {
+	mu      sync.Mutex
+	member  bool // an InterConnect exists and is not being deleted
+	eps     []string
+	db      libovsdb.Client
+	store   *Store
+	queues  []workqueue.TypedRateLimitingInterface[reconcile.Request]
+	connect func(ctx context.Context, eps []string) (libovsdb.Client, error)
+}
+
+// NewClusterset returns a Clusterset that connects with ovn.ConnectClusterSet.
+func NewClusterset() *Clusterset {
+	return &Clusterset{connect: func(ctx context.Context, eps []string) (libovsdb.Client, error) {
+		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		return ovn.ConnectClusterSet(ctx, ovn.Config{Endpoints: eps, LeaderOnly: true,
+			Logger: ctrl.Log.WithName("clusterset"), MaxRetryInterval: 2 * time.Second})
+	}}
+}
+
+// Store is the store while connected, else nil; member says whether the cluster is in a
+// clusterset at all (without an InterConnect its imports go; while merely disconnected they
+// stay as they were).
+func (c *Clusterset) Store() (store *Store, member bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.store, c.member
+}
+
+// set makes the connection match: endpoints eps as cluster id (none: not a member). It
+// returns whether the store changed (a new connection or cluster id).
+func (c *Clusterset) set(ctx context.Context, id string, eps []string) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.member = id != ""
+	if c.db != nil && id != "" && slices.Equal(eps, c.eps) {
+		if c.store.Cluster == id {
+			return false, nil
+		}
+		c.store = &Store{DB: c.db, Cluster: id}
+		return true, nil
+	}
+	c.closeLocked()
+	if id == "" {
+		return true, nil
+	}
+	db, err := c.connect(ctx, eps)
+	if err != nil {
+		return true, err
+	}
+	db.Cache().AddEventHandler(&cache.EventHandlerFuncs{
+		AddFunc:    func(_ string, m model.Model) { c.changed(m) },
+		UpdateFunc: func(_ string, old, m model.Model) { c.changed(old); c.changed(m) },
+		DeleteFunc: func(_ string, m model.Model) { c.changed(m) },
+	})
+	c.db, c.eps, c.store = db, slices.Clone(eps), &Store{DB: db, Cluster: id}
+	return true, nil
+}
+
+func (c *Clusterset) closeLocked() {
+	if c.db != nil {
+		c.db.Close()
+	}
+	c.db, c.eps, c.store = nil, nil, nil
+}
+
+// changed re-queues the Service a store row belongs to (child rows change with their parent).
+func (c *Clusterset) changed(m model.Model) {
+	switch r := m.(type) {
+	case *clusterset.ServiceExport:
+		c.Enqueue(r.Namespace, r.Name)
+	case *clusterset.EndpointSlice:
+		c.Enqueue(r.Namespace, r.Service)
+	}
+}
+
+// Enqueue re-queues namespace/name in every reconciler fed by the clusterset.
+func (c *Clusterset) Enqueue(namespace, name string) {
+	c.mu.Lock()
+	qs := slices.Clone(c.queues)
+	c.mu.Unlock()
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}}
+	for _, q := range qs {
+		q.Add(req)
+	}
+}
+
+// Source feeds a controller the Services whose rows changed in the store.
+func (c *Clusterset) Source() source.Source {
+	return source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.queues = append(c.queues, q)
+		return nil
+	})
+}

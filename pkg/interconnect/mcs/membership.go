@@ -1,0 +1,114 @@
+package mcs
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	mcsv1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/interconnect"
+)
+
+// Finalizer keeps a deleted InterConnect until this cluster's rows are out of the store, so
+// every other cluster drops its exports at once.
+const Finalizer = "kovn.io/mcs"
+
+// MembershipReconciler connects the clusterset store while the InterConnect exists: the store
+// is served by the IC-SB servers it names, and the cluster's id there is its AZ name. Leaving
+// (the InterConnect deleted) removes the cluster's rows; a rename moves them.
+type MembershipReconciler struct {
+	client.Client
+	Set *Clusterset
+}
+
+// +kubebuilder:rbac:groups=kovn.io,resources=interconnects,verbs=get;list;watch;update
+
+// Reconcile implements reconcile.Reconciler.
+func (r *MembershipReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	var ic kovnv1.InterConnect
+	err := r.Get(ctx, types.NamespacedName{Name: interconnect.Name}, &ic)
+	if client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, err
+	}
+	if err != nil || !ic.DeletionTimestamp.IsZero() {
+		if err == nil && controllerutil.ContainsFinalizer(&ic, Finalizer) {
+			if err := r.forget(ctx, &ic); err != nil {
+				return ctrl.Result{}, err
+			}
+			controllerutil.RemoveFinalizer(&ic, Finalizer)
+			if err := r.Update(ctx, &ic); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		if _, err := r.Set.set(ctx, "", nil); err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{}, r.requeueAll(ctx)
+	}
+	if controllerutil.AddFinalizer(&ic, Finalizer) {
+		if err := r.Update(ctx, &ic); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	var oldID string
+	if s, _ := r.Set.Store(); s != nil {
+		oldID = s.Cluster
+	}
+	changed, err := r.Set.set(ctx, ic.Spec.AZName, ic.Spec.ICSouthbound)
+	if err != nil {
+		ctrl.Log.WithName("mcs").Error(err, "clusterset store unreachable", "endpoints", ic.Spec.ICSouthbound)
+		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+	store, _ := r.Set.Store()
+	if oldID != "" && oldID != store.Cluster {
+		if err := store.ForgetCluster(ctx, oldID); err != nil { // renamed: the rows move to the new id
+			return ctrl.Result{}, err
+		}
+	}
+	if err := store.RegisterCluster(ctx, ic.Spec.AZName); err != nil {
+		return ctrl.Result{}, fmt.Errorf("registering in the clusterset store: %w", err)
+	}
+	if changed {
+		return ctrl.Result{}, r.requeueAll(ctx)
+	}
+	return ctrl.Result{}, nil
+}
+
+// forget removes this cluster's rows from the store it was connected to (or connects to the
+// InterConnect's endpoints for it).
+func (r *MembershipReconciler) forget(ctx context.Context, ic *kovnv1.InterConnect) error {
+	store, _ := r.Set.Store()
+	if store == nil {
+		if _, err := r.Set.set(ctx, ic.Spec.AZName, ic.Spec.ICSouthbound); err != nil {
+			return fmt.Errorf("leaving the clusterset store: %w", err)
+		}
+		store, _ = r.Set.Store()
+	}
+	return store.ForgetCluster(ctx, store.Cluster)
+}
+
+// requeueAll re-queues every local export and import: after a (re)connection the store may
+// hold anything.
+func (r *MembershipReconciler) requeueAll(ctx context.Context) error {
+	var exports mcsv1.ServiceExportList
+	if err := r.List(ctx, &exports); err != nil {
+		return err
+	}
+	for _, e := range exports.Items {
+		r.Set.Enqueue(e.Namespace, e.Name)
+	}
+	var imports mcsv1.ServiceImportList
+	if err := r.List(ctx, &imports); err != nil {
+		return err
+	}
+	for _, i := range imports.Items {
+		r.Set.Enqueue(i.Namespace, i.Name)
+	}
+	return nil
+}

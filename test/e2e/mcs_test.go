@@ -1,0 +1,321 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kovn/kovn/test/rig"
+)
+
+// TestMultiClusterServices: three one-node clusters joined by OVN-IC. Service web (HTTP 80 ->
+// 8080, in every family of the rig) runs in c1 (backend be1) and c2 (be2) and is exported from
+// both; c3 only consumes. Every cluster, the exporters too, gets a ServiceImport whose
+// ClusterSetIPs (one per family) are answered by one OVN load balancer with backends in both
+// clusters; the backend sees the caller's pod address. Removing c1's backend leaves only be2;
+// unexporting in c2 leaves only be1's cluster; the last unexport removes the import everywhere.
+// An export into a namespace c3 lacks is imported there only once the namespace exists.
+func TestMultiClusterServices(t *testing.T) {
+	cfg := rigConfig(t, 3, 1)
+	cfg.Kovn = true
+	r := upRig(t, cfg)
+	var cs []*cluster
+	for i := 1; i <= 3; i++ {
+		c := newCluster(t, r, fmt.Sprintf("c%d", i))
+		c.createNamespace("mcs")
+		cs = append(cs, c)
+	}
+	for i, c := range cs {
+		c.applyInterConnect(fmt.Sprintf("az%d", i+1), rig.NodeName(i+1, 1))
+	}
+	for _, c := range cs {
+		c.waitInterConnect(func(s icStatus) error {
+			if s.ready != "True" || len(s.peers) != 2 {
+				return fmt.Errorf("ready %q (%s), peers %v", s.ready, s.message, s.peers)
+			}
+			return nil
+		})
+	}
+	c1, c2, c3 := cs[0], cs[1], cs[2]
+	for i, c := range cs[:2] {
+		c.createPod(mcsBackend(fmt.Sprintf("be%d", i+1), rig.NodeName(i+1, 1)))
+		c.createService(mcsService("web", map[string]string{"mcs": "web"}))
+	}
+	c3.createPod(testboxPod("mcs", "client", onNode(rig.NodeName(3, 1))))
+	client := c3.waitRunning("mcs", "client", 90*time.Second)
+	for i, c := range cs[:2] {
+		c.waitRunning("mcs", fmt.Sprintf("be%d", i+1), 90*time.Second)
+	}
+
+	start := time.Now()
+	c1.exportService("mcs", "web")
+	c2.exportService("mcs", "web")
+	var ips []string
+	for _, c := range cs {
+		si := c.waitImport("mcs", "web", func(si serviceImport) error {
+			if len(si.Spec.IPs) != len(cfg.ServiceCIDRs(1)) || !slices.Equal(si.clusters(), []string{"az1", "az2"}) {
+				return fmt.Errorf("ips %v, clusters %v", si.Spec.IPs, si.clusters())
+			}
+			return nil
+		})
+		if c == c3 {
+			ips = si.Spec.IPs
+		}
+	}
+	t.Logf("exported from c1 and c2: ServiceImport with ClusterSetIPs in all three clusters %.1fs later; c3's: %v", time.Since(start).Seconds(), ips)
+
+	t.Run("a pod in c3 reaches backends in c1 and c2 through the ClusterSetIP, no NAT", func(t *testing.T) {
+		c3.t = t
+		start := time.Now()
+		for _, ip := range ips {
+			c3.waitBackends("mcs", "client", ip, []string{"be1", "be2"}, 60*time.Second)
+		}
+		t.Logf("both clusters' backends answered on %v %.1fs after the import was complete", ips, time.Since(start).Seconds())
+		for f, ip := range ips {
+			out := c3.mustExec("mcs", "client", "get", "-n", "10", "http://"+hostPort(ip, 80)+"/")
+			seen := strings.TrimSuffix(hostPort(client.Status.PodIPs[f].IP, 0), "0")
+			for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+				if strings.HasPrefix(l, "be") && !strings.Contains(l, " "+seen) {
+					t.Errorf("%s: backend answered %q, want it to see the client's pod address %s", ip, l, client.Status.PodIPs[f].IP)
+				}
+			}
+		}
+		for _, c := range cs[:2] {
+			c.t = t
+			if got := c.exportConditions("mcs", "web"); got != "Valid=True Ready=True Conflict=False" {
+				t.Errorf("%s export conditions %q", c.info.Name, got)
+			}
+		}
+	})
+
+	t.Run("clusterset.local DNS: the ClusterSetIPs by name; a Service not exported does not resolve", func(t *testing.T) {
+		c1.t, c3.t = t, t
+		start := time.Now()
+		for _, ip := range ips {
+			qtype := map[bool]string{false: "A", true: "AAAA"}[strings.Contains(ip, ":")]
+			for _, name := range []string{"web.mcs.svc.clusterset.local.", "web.mcs.svc.clusterset.local"} {
+				c3.waitMCSLookup("client", name, qtype, []string{ip}, 20*time.Second)
+			}
+		}
+		t.Logf("web.mcs.svc.clusterset.local answered with %v from c3 %.1fs after the import", ips, time.Since(start).Seconds())
+		// c1 runs Service local-only too, never exported: cluster.local has it, clusterset.local not.
+		local := mcsService("local-only", map[string]string{"mcs": "web"})
+		localIPs := c1.createService(local)
+		qtype := map[bool]string{false: "A", true: "AAAA"}[strings.Contains(localIPs[0], ":")]
+		c1.waitMCSLookup("be1", "local-only.mcs.svc.cluster.local.", qtype, localIPs[:1], 20*time.Second)
+		out, _ := c1.exec("mcs", "be1", "dns", "-W", "3s", "local-only.mcs.svc.clusterset.local.", qtype)
+		if got := dnsAnswers(out, qtype); len(got) != 0 {
+			t.Errorf("local-only.mcs.svc.clusterset.local (not exported) resolved to %v:\n%s", got, out)
+		}
+	})
+
+	t.Run("c1's backend gone: only c2's answers", func(t *testing.T) {
+		c1.t, c3.t = t, t
+		c1.deletePod("mcs", "be1")
+		start := time.Now()
+		for _, ip := range ips {
+			c3.waitBackends("mcs", "client", ip, []string{"be2"}, 60*time.Second)
+		}
+		t.Logf("be1 deleted in c1: c3's ClusterSetIPs answered by be2 alone %.1fs later", time.Since(start).Seconds())
+		c1.createPod(mcsBackend("be1", rig.NodeName(1, 1)))
+		c1.waitRunning("mcs", "be1", 90*time.Second)
+		for _, ip := range ips {
+			c3.waitBackends("mcs", "client", ip, []string{"be1", "be2"}, 60*time.Second)
+		}
+	})
+
+	t.Run("unexport: c2's endpoints leave, the last unexport removes the import everywhere", func(t *testing.T) {
+		for _, c := range cs {
+			c.t = t
+		}
+		c2.unexportService("mcs", "web")
+		start := time.Now()
+		for _, ip := range ips {
+			c3.waitBackends("mcs", "client", ip, []string{"be1"}, 60*time.Second)
+		}
+		t.Logf("unexported in c2: c3 reached be1 alone %.1fs later", time.Since(start).Seconds())
+		c1.unexportService("mcs", "web")
+		start = time.Now()
+		for _, c := range cs {
+			c.waitNoImport("mcs", "web", 20*time.Second)
+		}
+		t.Logf("unexported in c1 too: the import gone from all three clusters %.1fs later", time.Since(start).Seconds())
+	})
+
+	t.Run("an export into a namespace c3 lacks: imported there once it exists", func(t *testing.T) {
+		for _, c := range cs {
+			c.t = t
+		}
+		c1.createNamespace("late")
+		late := mcsService("late", map[string]string{"mcs": "web"})
+		late.Namespace = "late"
+		c1.createService(late)
+		c1.exportService("late", "late")
+		c1.waitImport("late", "late", func(serviceImport) error { return nil })
+		time.Sleep(3 * time.Second)
+		c3.waitNoImport("late", "late", time.Second)
+		c3.createNamespace("late")
+		start := time.Now()
+		c3.waitImport("late", "late", func(si serviceImport) error {
+			if len(si.Spec.IPs) == 0 {
+				return fmt.Errorf("no ClusterSetIP yet")
+			}
+			return nil
+		})
+		t.Logf("namespace created in c3: import there %.1fs later", time.Since(start).Seconds())
+	})
+}
+
+// mcsService is the exported Service: HTTP 80 -> 8080 in every family of the rig.
+func mcsService(name string, selector map[string]string) *corev1.Service {
+	dual := corev1.IPFamilyPolicyPreferDualStack
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "mcs", Name: name}, Spec: corev1.ServiceSpec{
+		Selector: selector, IPFamilyPolicy: &dual,
+		Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}}}}
+}
+
+func (c *cluster) exportService(ns, name string) {
+	c.t.Helper()
+	y := fmt.Sprintf("apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceExport\nmetadata: {namespace: %s, name: %s}\n", ns, name)
+	if out, err := c.apply(y); err != nil {
+		c.t.Fatalf("export %s/%s: %v\n%s", ns, name, err, out)
+	}
+}
+
+func (c *cluster) unexportService(ns, name string) {
+	c.t.Helper()
+	if out, err := c.kubectl("delete", "serviceexports.multicluster.x-k8s.io", "-n", ns, name); err != nil {
+		c.t.Fatalf("unexport %s/%s: %v\n%s", ns, name, err, out)
+	}
+}
+
+// serviceImport is what the tests read of a ServiceImport.
+type serviceImport struct {
+	Spec struct {
+		IPs   []string `json:"ips"`
+		Type  string   `json:"type"`
+		Ports []struct {
+			Name string `json:"name"`
+			Port int    `json:"port"`
+		} `json:"ports"`
+	} `json:"spec"`
+	Status struct {
+		Clusters []struct {
+			Cluster string `json:"cluster"`
+		} `json:"clusters"`
+	} `json:"status"`
+}
+
+func (si serviceImport) clusters() []string {
+	var out []string
+	for _, c := range si.Status.Clusters {
+		out = append(out, c.Cluster)
+	}
+	return out
+}
+
+func (c *cluster) getImport(ns, name string) (serviceImport, bool, error) {
+	var si serviceImport
+	out, err := c.kubectl("get", "serviceimports.multicluster.x-k8s.io", "-n", ns, name, "-o", "json", "--ignore-not-found")
+	if err != nil || strings.TrimSpace(out) == "" {
+		return si, false, err
+	}
+	return si, true, json.Unmarshal([]byte(out), &si)
+}
+
+// waitImport waits (20 s, the mcs-api conformance limit) for the ServiceImport to exist and
+// satisfy ok.
+func (c *cluster) waitImport(ns, name string, ok func(serviceImport) error) serviceImport {
+	c.t.Helper()
+	var si serviceImport
+	err := eventually(20*time.Second, func() error {
+		var found bool
+		var err error
+		if si, found, err = c.getImport(ns, name); err != nil || !found {
+			return fmt.Errorf("no ServiceImport (%v)", err)
+		}
+		return ok(si)
+	})
+	if err != nil {
+		c.t.Fatalf("%s: ServiceImport %s/%s: %v", c.info.Name, ns, name, err)
+	}
+	return si
+}
+
+func (c *cluster) waitNoImport(ns, name string, timeout time.Duration) {
+	c.t.Helper()
+	err := eventually(timeout, func() error {
+		if _, found, err := c.getImport(ns, name); err != nil || found {
+			return fmt.Errorf("ServiceImport still there (%v)", err)
+		}
+		return nil
+	})
+	if err != nil {
+		c.t.Fatalf("%s: %s/%s: %v", c.info.Name, ns, name, err)
+	}
+}
+
+// exportConditions are the ServiceExport's Valid, Ready and Conflict statuses ("Valid=True ...").
+func (c *cluster) exportConditions(ns, name string) string {
+	c.t.Helper()
+	var se struct {
+		Status struct {
+			Conditions []metav1.Condition `json:"conditions"`
+		} `json:"status"`
+	}
+	var last string
+	_ = eventually(20*time.Second, func() error {
+		out, err := c.kubectl("get", "serviceexports.multicluster.x-k8s.io", "-n", ns, name, "-o", "json")
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal([]byte(out), &se); err != nil {
+			return err
+		}
+		var parts []string
+		for _, t := range []string{"Valid", "Ready", "Conflict"} {
+			for _, cond := range se.Status.Conditions {
+				if cond.Type == t {
+					parts = append(parts, t+"="+string(cond.Status))
+				}
+			}
+		}
+		last = strings.Join(parts, " ")
+		if last != "Valid=True Ready=True Conflict=False" {
+			return fmt.Errorf("%s", last)
+		}
+		return nil
+	})
+	return last
+}
+
+// waitMCSLookup repeats a lookup from pod (namespace mcs) until its records are exactly want.
+func (c *cluster) waitMCSLookup(pod, name, qtype string, want []string, timeout time.Duration) {
+	c.t.Helper()
+	var out string
+	err := eventually(timeout, func() error {
+		var err error
+		out, err = c.exec("mcs", pod, "dns", "-W", "3s", name, qtype)
+		if got := dnsAnswers(out, qtype); err != nil || !equalSets(got, want) {
+			return fmt.Errorf("got %v (%v), want %v", got, err, want)
+		}
+		return nil
+	})
+	if err != nil {
+		c.t.Fatalf("%s: lookup %s %s: %v\n%s", c.info.Name, name, qtype, err, out)
+	}
+}
+
+// mcsBackend is a testbox backend of Service web in namespace mcs.
+func mcsBackend(name, node string) *corev1.Pod {
+	p := backendPod(name, node, map[string]string{"mcs": "web"})
+	p.Namespace = "mcs"
+	return p
+}
