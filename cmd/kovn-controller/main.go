@@ -21,6 +21,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	mcsv1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	aboutv1 "github.com/kovn/kovn/api/about/v1beta1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/cluster"
 	"github.com/kovn/kovn/pkg/interconnect"
@@ -64,7 +65,7 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 		return fmt.Errorf("no OVN northbound address: set --ovn-nb-addr or OVN_NB_DB")
 	}
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kovnv1.AddToScheme, apiextv1.AddToScheme, mcsv1.Install} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kovnv1.AddToScheme, apiextv1.AddToScheme, mcsv1.Install, aboutv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return err
 		}

@@ -35,7 +35,10 @@ type nbWatch struct {
 	wake     chan struct{} // closed and replaced on every update
 }
 
-func watchNB(t *testing.T, r *rig.Rig) *nbWatch {
+func watchNB(t *testing.T, r *rig.Rig) *nbWatch { return watchNBOf(t, r.State.Clusters[0].NBAddr) }
+
+// watchNBOf is watchNB for the NB database at addr.
+func watchNBOf(t *testing.T, addr string) *nbWatch {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -44,7 +47,7 @@ func watchNB(t *testing.T, r *rig.Rig) *nbWatch {
 		t.Fatal(err)
 	}
 	w := &nbWatch{backends: map[string]map[string]bool{}, wake: make(chan struct{})}
-	w.c, err = ovn.Connect(ctx, dbModel, ovn.Config{Endpoints: []string{r.State.Clusters[0].NBAddr}}, &nb.LoadBalancer{}, &nb.NBGlobal{})
+	w.c, err = ovn.Connect(ctx, dbModel, ovn.Config{Endpoints: []string{addr}}, &nb.LoadBalancer{}, &nb.NBGlobal{})
 	if err != nil {
 		t.Fatal(err)
 	}

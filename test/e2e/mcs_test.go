@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -70,6 +71,12 @@ func TestMultiClusterServices(t *testing.T) {
 		}
 	}
 	t.Logf("exported from c1 and c2: ServiceImport with ClusterSetIPs in all three clusters %.1fs later; c3's: %v", time.Since(start).Seconds(), ips)
+	for i, c := range cs {
+		out, err := c.kubectl("get", "clusterproperties.about.k8s.io", "cluster.clusterset.k8s.io", "-o", "jsonpath={.spec.value}")
+		if want := fmt.Sprintf("az%d", i+1); err != nil || out != want {
+			t.Errorf("%s: ClusterProperty cluster.clusterset.k8s.io = %q (%v), want %s (the AZ name when kovn created it)", c.info.Name, out, err, want)
+		}
+	}
 
 	t.Run("a pod in c3 reaches backends in c1 and c2 through the ClusterSetIP, no NAT", func(t *testing.T) {
 		c3.t = t
@@ -89,7 +96,7 @@ func TestMultiClusterServices(t *testing.T) {
 		}
 		for _, c := range cs[:2] {
 			c.t = t
-			if got := c.exportConditions("mcs", "web"); got != "Valid=True Ready=True Conflict=False" {
+			if got := c.waitExportConditions("mcs", "web", "Valid=True Ready=True Conflict=False"); got != "" {
 				t.Errorf("%s export conditions %q", c.info.Name, got)
 			}
 		}
@@ -105,12 +112,43 @@ func TestMultiClusterServices(t *testing.T) {
 			}
 		}
 		t.Logf("web.mcs.svc.clusterset.local answered with %v from c3 %.1fs after the import", ips, time.Since(start).Seconds())
+		// SRV for the named port: one record, the service port.
+		var out string
+		if err := eventually(20*time.Second, func() error {
+			out, _ = c3.exec("mcs", "client", "dns", "-W", "3s", "_http._tcp.web.mcs.svc.clusterset.local.", "SRV")
+			if !strings.Contains(out, "SRV web.mcs.svc.clusterset.local. 80") || strings.Count(out, "\nSRV ") != 1 {
+				return fmt.Errorf("no single SRV record for port 80")
+			}
+			return nil
+		}); err != nil {
+			t.Errorf("_http._tcp.web.mcs.svc.clusterset.local SRV: %v\n%s", err, out)
+		}
+		// A headless Service exported from both clusters: the ready pods of both by name.
+		var want []string
+		for i, c := range cs[:2] {
+			hl := mcsService("hl", map[string]string{"mcs": "web"})
+			hl.Spec.ClusterIP = corev1.ClusterIPNone
+			if _, err := c.kc.CoreV1().Services("mcs").Create(context.Background(), hl, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			c.exportService("mcs", "hl")
+			want = append(want, c.waitRunning("mcs", fmt.Sprintf("be%d", i+1), time.Minute).Status.PodIPs[0].IP)
+		}
+		c3.waitImport("mcs", "hl", func(si serviceImport) error {
+			if si.Spec.Type != "Headless" || len(si.Spec.IPs) != 0 || len(si.clusters()) != 2 {
+				return fmt.Errorf("type %s ips %v clusters %v", si.Spec.Type, si.Spec.IPs, si.clusters())
+			}
+			return nil
+		})
+		qtype := map[bool]string{false: "A", true: "AAAA"}[strings.Contains(want[0], ":")]
+		c3.waitMCSLookup("client", "hl.mcs.svc.clusterset.local.", qtype, want, 20*time.Second)
+		t.Logf("_http._tcp SRV: port 80; headless hl: a Headless import without IPs, its name resolving to both clusters' pods %v", want)
 		// c1 runs Service local-only too, never exported: cluster.local has it, clusterset.local not.
 		local := mcsService("local-only", map[string]string{"mcs": "web"})
 		localIPs := c1.createService(local)
-		qtype := map[bool]string{false: "A", true: "AAAA"}[strings.Contains(localIPs[0], ":")]
+		qtype = map[bool]string{false: "A", true: "AAAA"}[strings.Contains(localIPs[0], ":")]
 		c1.waitMCSLookup("be1", "local-only.mcs.svc.cluster.local.", qtype, localIPs[:1], 20*time.Second)
-		out, _ := c1.exec("mcs", "be1", "dns", "-W", "3s", "local-only.mcs.svc.clusterset.local.", qtype)
+		out, _ = c1.exec("mcs", "be1", "dns", "-W", "3s", "local-only.mcs.svc.clusterset.local.", qtype)
 		if got := dnsAnswers(out, qtype); len(got) != 0 {
 			t.Errorf("local-only.mcs.svc.clusterset.local (not exported) resolved to %v:\n%s", got, out)
 		}
@@ -124,6 +162,90 @@ func TestMultiClusterServices(t *testing.T) {
 			c3.waitBackends("mcs", "client", ip, []string{"be2"}, 60*time.Second)
 		}
 		t.Logf("be1 deleted in c1: c3's ClusterSetIPs answered by be2 alone %.1fs later", time.Since(start).Seconds())
+		c1.createPod(mcsBackend("be1", rig.NodeName(1, 1)))
+		c1.waitRunning("mcs", "be1", 90*time.Second)
+		for _, ip := range ips {
+			c3.waitBackends("mcs", "client", ip, []string{"be1", "be2"}, 60*time.Second)
+		}
+	})
+
+	t.Run("conflicts: ports unioned and routed only to the clusters exposing them; headless against ClusterSetIP, the oldest wins", func(t *testing.T) {
+		for _, c := range cs {
+			c.t = t
+		}
+		mixed := func(extra bool) *corev1.Service {
+			s := mcsService("mixed", map[string]string{"mcs": "web"})
+			if extra {
+				s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "alt", Protocol: corev1.ProtocolTCP, Port: 81, TargetPort: intstr.FromInt32(8080)})
+			}
+			return s
+		}
+		c1.createService(mixed(false))
+		c2.createService(mixed(true))
+		c1.exportService("mcs", "mixed")
+		c1.waitImport("mcs", "mixed", func(serviceImport) error { return nil })
+		c2.exportService("mcs", "mixed")
+		si := c3.waitImport("mcs", "mixed", func(si serviceImport) error {
+			if got := si.portList(); got != "alt/81,http/80" || len(si.Spec.IPs) == 0 {
+				return fmt.Errorf("ports %s, ips %v", got, si.Spec.IPs)
+			}
+			return nil
+		})
+		for _, c := range cs[:2] {
+			if got := c.waitExportConditions("mcs", "mixed", "Valid=True Ready=True Conflict=True(PortConflict)"); got != "" {
+				t.Errorf("%s: export conditions %s", c.info.Name, got)
+			}
+		}
+		ip := si.Spec.IPs[0]
+		c3.waitBackends("mcs", "client", ip, []string{"be1", "be2"}, 60*time.Second)
+		c3.waitBackendsAt("mcs", "client", hostPort(ip, 81), []string{"be2"}, 60*time.Second)
+		t.Logf("ports {http 80} in c1 and {http 80, alt 81} in c2: import ports %s, :80 answered by be1 and be2, :81 by be2 alone; PortConflict on both exports", si.portList())
+
+		hl := mcsService("kind", map[string]string{"mcs": "web"})
+		c1.createService(hl)
+		hl = mcsService("kind", map[string]string{"mcs": "web"})
+		hl.Spec.ClusterIP = corev1.ClusterIPNone
+		if _, err := c2.kc.CoreV1().Services("mcs").Create(context.Background(), hl, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c1.exportService("mcs", "kind")
+		c1.waitImport("mcs", "kind", func(serviceImport) error { return nil })
+		c2.exportService("mcs", "kind")
+		for _, c := range cs[:2] {
+			if got := c.waitExportConditions("mcs", "kind", "Valid=True Ready=True Conflict=True(TypeConflict)"); got != "" {
+				t.Errorf("%s: export conditions %s", c.info.Name, got)
+			}
+		}
+		si = c3.waitImport("mcs", "kind", func(si serviceImport) error {
+			if si.Spec.Type != "ClusterSetIP" || len(si.Spec.IPs) == 0 {
+				return fmt.Errorf("type %s ips %v", si.Spec.Type, si.Spec.IPs)
+			}
+			return nil
+		})
+		c3.waitBackends("mcs", "client", si.Spec.IPs[0], []string{"be1", "be2"}, 60*time.Second)
+		t.Logf("ClusterIP in c1 (older), headless in c2: a ClusterSetIP import answered by both, TypeConflict on both exports")
+	})
+
+	t.Run("c1's kovn-controller killed: the import keeps answering, nothing rewritten, the new leader exports", func(t *testing.T) {
+		for _, c := range cs {
+			c.t = t
+		}
+		before := c1.importVersions("mcs", "web")
+		holder, takeover := killLeader(t, c1, c1.st)
+		for _, ip := range ips {
+			c3.waitBackends("mcs", "client", ip, []string{"be1", "be2"}, 10*time.Second)
+		}
+		time.Sleep(5 * time.Second)
+		if after := c1.importVersions("mcs", "web"); after != before {
+			t.Errorf("the new leader rewrote c1's import of web: %s, was %s", after, before)
+		}
+		c1.deletePod("mcs", "be1")
+		start := time.Now()
+		for _, ip := range ips {
+			c3.waitBackends("mcs", "client", ip, []string{"be2"}, 30*time.Second)
+		}
+		t.Logf("new leader %s after %.1fs; c1's import untouched; be1 deleted after the takeover: gone from c3's ClusterSetIPs %.1fs later",
+			holder, takeover.Seconds(), time.Since(start).Seconds())
 		c1.createPod(mcsBackend("be1", rig.NodeName(1, 1)))
 		c1.waitRunning("mcs", "be1", 90*time.Second)
 		for _, ip := range ips {
@@ -171,6 +293,58 @@ func TestMultiClusterServices(t *testing.T) {
 		})
 		t.Logf("namespace created in c3: import there %.1fs later", time.Since(start).Seconds())
 	})
+
+	t.Run("c2 leaves the clusterset: its endpoints leave every import, its own imports go", func(t *testing.T) {
+		for _, c := range cs {
+			c.t = t
+		}
+		c1.exportService("mcs", "web")
+		c2.exportService("mcs", "web")
+		c3.waitImport("mcs", "web", func(si serviceImport) error {
+			if len(si.Spec.IPs) == 0 || !slices.Equal(si.clusters(), []string{"az1", "az2"}) {
+				return fmt.Errorf("ips %v clusters %v", si.Spec.IPs, si.clusters())
+			}
+			return nil
+		})
+		si, _, _ := c3.getImport("mcs", "web")
+		c3.waitBackends("mcs", "client", si.Spec.IPs[0], []string{"be1", "be2"}, 60*time.Second)
+		if out, err := c2.kubectl("delete", "interconnect", "default", "--wait=false"); err != nil {
+			t.Fatalf("delete c2's InterConnect: %v %s", err, out)
+		}
+		start := time.Now()
+		c3.waitImport("mcs", "web", func(si serviceImport) error {
+			if !slices.Equal(si.clusters(), []string{"az1"}) {
+				return fmt.Errorf("clusters %v", si.clusters())
+			}
+			return nil
+		})
+		c3.waitBackends("mcs", "client", si.Spec.IPs[0], []string{"be1"}, 30*time.Second)
+		t.Logf("c2's InterConnect deleted: c3's import lists az1 alone and only be1 answers %.1fs later", time.Since(start).Seconds())
+		c2.waitNoImport("mcs", "web", 20*time.Second)
+		c2.waitNoImport("mcs", "mixed", 20*time.Second)
+	})
+}
+
+// portList is the import's ports as "name/port,..." in name order.
+func (si serviceImport) portList() string {
+	var out []string
+	for _, p := range si.Spec.Ports {
+		out = append(out, fmt.Sprintf("%s/%d", p.Name, p.Port))
+	}
+	slices.Sort(out)
+	return strings.Join(out, ",")
+}
+
+// importVersions are the resourceVersions of the ServiceImport, its derived Service and its
+// EndpointSlices: equal strings mean nothing was rewritten.
+func (c *cluster) importVersions(ns, name string) string {
+	c.t.Helper()
+	out, err := c.kubectl("get", "serviceimports.multicluster.x-k8s.io,services,endpointslices", "-n", ns,
+		"-o", "custom-columns=KIND:.kind,NAME:.metadata.name,RV:.metadata.resourceVersion", "--no-headers")
+	if err != nil {
+		c.t.Fatalf("%v %s", err, out)
+	}
+	return out
 }
 
 // mcsService is the exported Service: HTTP 80 -> 8080 in every family of the rig.
@@ -262,16 +436,18 @@ func (c *cluster) waitNoImport(ns, name string, timeout time.Duration) {
 	}
 }
 
-// exportConditions are the ServiceExport's Valid, Ready and Conflict statuses ("Valid=True ...").
-func (c *cluster) exportConditions(ns, name string) string {
+// waitExportConditions waits (20 s) until the ServiceExport's Valid, Ready and Conflict
+// conditions read want ("Valid=True Ready=True Conflict=True(PortConflict)": a True Conflict
+// with its reason); it returns "" or what they read last.
+func (c *cluster) waitExportConditions(ns, name, want string) string {
 	c.t.Helper()
-	var se struct {
-		Status struct {
-			Conditions []metav1.Condition `json:"conditions"`
-		} `json:"status"`
-	}
 	var last string
-	_ = eventually(20*time.Second, func() error {
+	err := eventually(20*time.Second, func() error {
+		var se struct {
+			Status struct {
+				Conditions []metav1.Condition `json:"conditions"`
+			} `json:"status"`
+		}
 		out, err := c.kubectl("get", "serviceexports.multicluster.x-k8s.io", "-n", ns, name, "-o", "json")
 		if err != nil {
 			return err
@@ -283,17 +459,23 @@ func (c *cluster) exportConditions(ns, name string) string {
 		for _, t := range []string{"Valid", "Ready", "Conflict"} {
 			for _, cond := range se.Status.Conditions {
 				if cond.Type == t {
-					parts = append(parts, t+"="+string(cond.Status))
+					p := t + "=" + string(cond.Status)
+					if t == "Conflict" && cond.Status == metav1.ConditionTrue {
+						p += "(" + cond.Reason + ")"
+					}
+					parts = append(parts, p)
 				}
 			}
 		}
-		last = strings.Join(parts, " ")
-		if last != "Valid=True Ready=True Conflict=False" {
+		if last = strings.Join(parts, " "); last != want {
 			return fmt.Errorf("%s", last)
 		}
 		return nil
 	})
-	return last
+	if err != nil {
+		return last
+	}
+	return ""
 }
 
 // waitMCSLookup repeats a lookup from pod (namespace mcs) until its records are exactly want.

@@ -182,9 +182,15 @@ func (r *ImportReconciler) syncSlices(ctx context.Context, im Import, si *mcsv1.
 
 // finish writes the import's spec (with the ClusterSetIPs) and status.
 func (r *ImportReconciler) finish(ctx context.Context, si *mcsv1.ServiceImport, spec mcsv1.ServiceImportSpec, im Import) (ctrl.Result, error) {
-	if !apiequality.Semantic.DeepEqual(si.Spec, spec) || !maps.Equal(si.Labels, im.Labels) {
-		si.Spec = spec
-		si.Labels = im.Labels
+	// exportedLabels and exportedAnnotations of the winning export; the derived Service's
+	// name stays annotated as the mcs-api reference controllers do.
+	annotations := maps.Clone(im.Annotations)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[AnnotationDerivedService] = DerivedName(im.Name)
+	if !apiequality.Semantic.DeepEqual(si.Spec, spec) || !maps.Equal(si.Labels, im.Labels) || !maps.Equal(si.Annotations, annotations) {
+		si.Spec, si.Labels, si.Annotations = spec, im.Labels, annotations
 		if err := r.Update(ctx, si); err != nil {
 			return ctrl.Result{}, err
 		}

@@ -3,14 +3,19 @@ package mcs
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	mcsv1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	aboutv1 "github.com/kovn/kovn/api/about/v1beta1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/interconnect"
 )
@@ -20,14 +25,16 @@ import (
 const Finalizer = "kovn.io/mcs"
 
 // MembershipReconciler connects the clusterset store while the InterConnect exists: the store
-// is served by the IC-SB servers it names, and the cluster's id there is its AZ name. Leaving
-// (the InterConnect deleted) removes the cluster's rows; a rename moves them.
+// is served by the IC-SB servers it names, and the cluster's id there is the value of the
+// ClusterProperty cluster.clusterset.k8s.io (KEP-2149), created with the AZ name when missing.
+// Leaving (the InterConnect deleted) removes the cluster's rows; a new id moves them.
 type MembershipReconciler struct {
 	client.Client
 	Set *Clusterset
 }
 
 // +kubebuilder:rbac:groups=kovn.io,resources=interconnects,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=about.k8s.io,resources=clusterproperties,verbs=get;list;watch;create
 
 // Reconcile implements reconcile.Reconciler.
 func (r *MembershipReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
@@ -60,7 +67,11 @@ func (r *MembershipReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (c
 	if s, _ := r.Set.Store(); s != nil {
 		oldID = s.Cluster
 	}
-	changed, err := r.Set.set(ctx, ic.Spec.AZName, ic.Spec.ICSouthbound)
+	id, err := r.clusterID(ctx, ic.Spec.AZName)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	changed, err := r.Set.set(ctx, id, ic.Spec.ICSouthbound)
 	if err != nil {
 		ctrl.Log.WithName("mcs").Error(err, "clusterset store unreachable", "endpoints", ic.Spec.ICSouthbound)
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
@@ -80,12 +91,36 @@ func (r *MembershipReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (c
 	return ctrl.Result{}, nil
 }
 
+// clusterID is the value of the ClusterProperty cluster.clusterset.k8s.io, which is created
+// with the AZ name when missing. It names the cluster in the store and in the source-cluster
+// label of every imported slice, so it must be a DNS label.
+func (r *MembershipReconciler) clusterID(ctx context.Context, az string) (string, error) {
+	cp := &aboutv1.ClusterProperty{}
+	err := r.Get(ctx, types.NamespacedName{Name: aboutv1.ClusterIDProperty}, cp)
+	if apierrors.IsNotFound(err) {
+		cp = &aboutv1.ClusterProperty{ObjectMeta: metav1.ObjectMeta{Name: aboutv1.ClusterIDProperty},
+			Spec: aboutv1.ClusterPropertySpec{Value: az}}
+		err = r.Create(ctx, cp)
+	}
+	if err != nil {
+		return "", err
+	}
+	if errs := validation.IsDNS1123Label(cp.Spec.Value); len(errs) > 0 {
+		return "", fmt.Errorf("ClusterProperty %s: %q is not a valid cluster id: %s", aboutv1.ClusterIDProperty, cp.Spec.Value, strings.Join(errs, "; "))
+	}
+	return cp.Spec.Value, nil
+}
+
 // forget removes this cluster's rows from the store it was connected to (or connects to the
 // InterConnect's endpoints for it).
 func (r *MembershipReconciler) forget(ctx context.Context, ic *kovnv1.InterConnect) error {
 	store, _ := r.Set.Store()
 	if store == nil {
-		if _, err := r.Set.set(ctx, ic.Spec.AZName, ic.Spec.ICSouthbound); err != nil {
+		id, err := r.clusterID(ctx, ic.Spec.AZName)
+		if err != nil {
+			return err
+		}
+		if _, err := r.Set.set(ctx, id, ic.Spec.ICSouthbound); err != nil {
 			return fmt.Errorf("leaving the clusterset store: %w", err)
 		}
 		store, _ = r.Set.Store()

@@ -16,6 +16,7 @@ import (
 	mcsv1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	"sigs.k8s.io/yaml"
 
+	aboutv1 "github.com/kovn/kovn/api/about/v1beta1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/cluster"
 )
@@ -41,6 +42,9 @@ func Setup(mgr ctrl.Manager, set *Clusterset) error {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 	}
 	err := ctrl.NewControllerManagedBy(mgr).Named("mcs-membership").For(&kovnv1.InterConnect{}).
+		Watches(&aboutv1.ClusterProperty{}, handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+			return byName("", "default")
+		})).
 		Complete(&MembershipReconciler{Client: c, Set: set})
 	if err != nil {
 		return err
