@@ -162,11 +162,7 @@ func TestMultiClusterServices(t *testing.T) {
 			c3.waitBackends("mcs", "client", ip, []string{"be2"}, 60*time.Second)
 		}
 		t.Logf("be1 deleted in c1: c3's ClusterSetIPs answered by be2 alone %.1fs later", time.Since(start).Seconds())
-		c1.createPod(mcsBackend("be1", rig.NodeName(1, 1)))
-		c1.waitRunning("mcs", "be1", 90*time.Second)
-		for _, ip := range ips {
-			c3.waitBackends("mcs", "client", ip, []string{"be1", "be2"}, 60*time.Second)
-		}
+		recreateBe1(c1, c3, ips)
 	})
 
 	t.Run("conflicts: ports unioned and routed only to the clusters exposing them; headless against ClusterSetIP, the oldest wins", func(t *testing.T) {
@@ -246,11 +242,7 @@ func TestMultiClusterServices(t *testing.T) {
 		}
 		t.Logf("new leader %s after %.1fs; c1's import untouched; be1 deleted after the takeover: gone from c3's ClusterSetIPs %.1fs later",
 			holder, takeover.Seconds(), time.Since(start).Seconds())
-		c1.createPod(mcsBackend("be1", rig.NodeName(1, 1)))
-		c1.waitRunning("mcs", "be1", 90*time.Second)
-		for _, ip := range ips {
-			c3.waitBackends("mcs", "client", ip, []string{"be1", "be2"}, 60*time.Second)
-		}
+		recreateBe1(c1, c3, ips)
 	})
 
 	t.Run("unexport: c2's endpoints leave, the last unexport removes the import everywhere", func(t *testing.T) {
@@ -492,6 +484,17 @@ func (c *cluster) waitMCSLookup(pod, name, qtype string, want []string, timeout 
 	})
 	if err != nil {
 		c.t.Fatalf("%s: lookup %s %s: %v\n%s", c.info.Name, name, qtype, err, out)
+	}
+}
+
+// recreateBe1 starts c1's backend be1 again and waits until c3's client reaches both
+// clusters' backends through the ClusterSetIPs again.
+func recreateBe1(c1, c3 *cluster, ips []string) {
+	c1.t.Helper()
+	c1.createPod(mcsBackend("be1", rig.NodeName(1, 1)))
+	c1.waitRunning("mcs", "be1", 90*time.Second)
+	for _, ip := range ips {
+		c3.waitBackends("mcs", "client", ip, []string{"be1", "be2"}, 60*time.Second)
 	}
 }
 

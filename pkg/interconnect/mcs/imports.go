@@ -48,24 +48,34 @@ func DerivedService(im Import) *corev1.Service {
 			AppProtocol: p.AppProtocol, TargetPort: intstr.FromInt32(int32(p.Port))})
 	}
 	spec.SessionAffinity = corev1.ServiceAffinity(im.SessionAffinity)
-	if im.AffinityTimeout != nil {
-		t := int32(*im.AffinityTimeout)
-		spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: &t}}
-	}
-	if im.InternalTrafficPolicy != nil {
-		p := corev1.ServiceInternalTrafficPolicy(*im.InternalTrafficPolicy)
-		spec.InternalTrafficPolicy = &p
-	}
+	spec.SessionAffinityConfig, spec.InternalTrafficPolicy, spec.IPFamilies = im.serviceFields()
 	spec.TrafficDistribution = im.TrafficDistribution
-	for _, f := range im.IPFamilies {
-		spec.IPFamilies = append(spec.IPFamilies, corev1.IPFamily(f))
-	}
 	policy := corev1.IPFamilyPolicySingleStack
 	if len(spec.IPFamilies) > 1 {
 		policy = corev1.IPFamilyPolicyRequireDualStack
 	}
 	spec.IPFamilyPolicy = &policy
 	return svc
+}
+
+// serviceFields are the import's affinity timeout, internal traffic policy and IP families
+// as the Service and ServiceImport APIs spell them.
+func (im Import) serviceFields() (*corev1.SessionAffinityConfig, *corev1.ServiceInternalTrafficPolicy, []corev1.IPFamily) {
+	var affinity *corev1.SessionAffinityConfig
+	if im.AffinityTimeout != nil {
+		t := int32(*im.AffinityTimeout)
+		affinity = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: &t}}
+	}
+	var itp *corev1.ServiceInternalTrafficPolicy
+	if im.InternalTrafficPolicy != nil {
+		p := corev1.ServiceInternalTrafficPolicy(*im.InternalTrafficPolicy)
+		itp = &p
+	}
+	var families []corev1.IPFamily
+	for _, f := range im.IPFamilies {
+		families = append(families, corev1.IPFamily(f))
+	}
+	return affinity, itp, families
 }
 
 // ImportSpec is the ServiceImport's spec for im, with the derived Service's ClusterIPs.
@@ -76,17 +86,7 @@ func ImportSpec(im Import, derived *corev1.Service) mcsv1.ServiceImportSpec {
 		spec.Ports = append(spec.Ports, mcsv1.ServicePort{Name: p.Name, Protocol: corev1.Protocol(p.Protocol), Port: int32(p.Port),
 			AppProtocol: p.AppProtocol})
 	}
-	if im.AffinityTimeout != nil {
-		t := int32(*im.AffinityTimeout)
-		spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: &t}}
-	}
-	if im.InternalTrafficPolicy != nil {
-		p := corev1.ServiceInternalTrafficPolicy(*im.InternalTrafficPolicy)
-		spec.InternalTrafficPolicy = &p
-	}
-	for _, f := range im.IPFamilies {
-		spec.IPFamilies = append(spec.IPFamilies, corev1.IPFamily(f))
-	}
+	spec.SessionAffinityConfig, spec.InternalTrafficPolicy, spec.IPFamilies = im.serviceFields()
 	if im.Type != string(mcsv1.Headless) && derived != nil {
 		for _, ip := range derived.Spec.ClusterIPs {
 			if ip != "" && ip != corev1.ClusterIPNone {
