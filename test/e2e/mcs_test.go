@@ -245,6 +245,44 @@ func TestMultiClusterServices(t *testing.T) {
 		recreateBe1(c1, c3, ips)
 	})
 
+	t.Run("IC-SB (and the clusterset store beside it) restarted: imports kept while it is down, a change made meanwhile converges after", func(t *testing.T) {
+		for _, c := range cs {
+			c.t = t
+		}
+		st := c1.st
+		if err := st.StopDaemon("ic", "ovsdb-server-icsb"); err != nil {
+			t.Fatal(err)
+		}
+		started := false
+		defer func() {
+			if !started {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				_, _ = st.StartDaemon(ctx, "ic", "ovsdb-server-icsb")
+			}
+		}()
+		for _, ip := range ips {
+			c3.waitBackends("mcs", "client", ip, []string{"be1", "be2"}, 10*time.Second)
+		}
+		c1.deletePod("mcs", "be1") // while the store is down: c3 cannot learn it yet
+		time.Sleep(3 * time.Second)
+		if si, found, err := c3.getImport("mcs", "web"); err != nil || !found || len(si.Spec.IPs) == 0 {
+			t.Fatalf("c3's import while the store is down: found %t, %+v, %v", found, si, err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := st.StartDaemon(ctx, "ic", "ovsdb-server-icsb"); err != nil {
+			t.Fatal(err)
+		}
+		started = true
+		start := time.Now()
+		for _, ip := range ips {
+			c3.waitBackends("mcs", "client", ip, []string{"be2"}, 60*time.Second)
+		}
+		t.Logf("IC-SB stopped: c3's import stayed and answered; be1 deleted meanwhile left c3's ClusterSetIPs %.1fs after IC-SB started again", time.Since(start).Seconds())
+		recreateBe1(c1, c3, ips)
+	})
+
 	t.Run("unexport: c2's endpoints leave, the last unexport removes the import everywhere", func(t *testing.T) {
 		for _, c := range cs {
 			c.t = t

@@ -192,7 +192,9 @@ func (c Config) interconnectSpec() (SupervisorSpec, error) {
 				files = append(files, file)
 			}
 			st := c.ovsdbServerStep(ICDBMemberName(srv.dbs[0].name, m), files[0], run, icMemberPort(srv.port, m), logs, files[1:]...)
-			st.Restart = c.ICRaft
+			// Restarted when it exits, as a service manager would, standalone too: the tests
+			// stop and start it (StopDaemon/StartDaemon) to prove the clusters reconnect.
+			st.Restart = true
 			steps = append(steps, st)
 		}
 	}

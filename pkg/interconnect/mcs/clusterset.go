@@ -24,6 +24,10 @@ import (
 // id there. Changes in the store re-queue the export and import reconcilers of the Service
 // they concern.
 type Clusterset struct {
+	// writers orders this cluster's writes against membership changes: an export reconcile
+	// holds it shared while it writes, leaving or renaming holds it alone, so no export is
+	// written under an id after its rows were removed (they would stay behind for good).
+	writers sync.RWMutex
 	mu      sync.Mutex
 	member  bool // an InterConnect exists and is not being deleted
 	eps     []string
@@ -50,6 +54,14 @@ func (c *Clusterset) Store() (store *Store, member bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.store, c.member
+}
+
+// Writer is Store for a reconciler that writes this cluster's rows: release must be called
+// once it is done writing.
+func (c *Clusterset) Writer() (store *Store, release func()) {
+	c.writers.RLock()
+	store, _ = c.Store()
+	return store, c.writers.RUnlock
 }
 
 // set makes the connection match: endpoints eps as cluster id (none: not a member). It

@@ -30,7 +30,8 @@ type ExportReconciler struct {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *ExportReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
-	store, _ := r.Set.Store()
+	store, release := r.Set.Writer()
+	defer release()
 	var se mcsv1.ServiceExport
 	if err := r.Get(ctx, req.NamespacedName, &se); err != nil || !se.DeletionTimestamp.IsZero() {
 		if client.IgnoreNotFound(err) != nil {

@@ -41,6 +41,11 @@ func (r *ImportReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if store == nil && member {
 		return ctrl.Result{}, nil // disconnected: the last good imports stay; a reconnection re-queues
 	}
+	if store != nil && !store.Registered(ctx) {
+		// Connecting, reconnecting, or not registered yet: the cache is not the store's view
+		// yet, and the last good imports stay.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
 	var exports []Export
 	var slices []Slice
 	if store != nil {

@@ -43,6 +43,8 @@ func (r *MembershipReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (c
 	if client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, err
 	}
+	r.Set.writers.Lock() // no export is written while the membership changes
+	defer r.Set.writers.Unlock()
 	if err != nil || !ic.DeletionTimestamp.IsZero() {
 		if err == nil && controllerutil.ContainsFinalizer(&ic, Finalizer) {
 			if err := r.forget(ctx, &ic); err != nil {
@@ -82,13 +84,15 @@ func (r *MembershipReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (c
 			return ctrl.Result{}, err
 		}
 	}
-	if err := store.RegisterCluster(ctx, ic.Spec.AZName); err != nil {
+	missing, err := store.RegisterCluster(ctx, ic.Spec.AZName)
+	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("registering in the clusterset store: %w", err)
 	}
-	if changed {
-		return ctrl.Result{}, r.requeueAll(ctx)
+	// Checked again every 30 s: a store that came back empty (a new database) is refilled.
+	if changed || missing {
+		return ctrl.Result{RequeueAfter: 30 * time.Second}, r.requeueAll(ctx)
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
 }
 
 // clusterID is the value of the ClusterProperty cluster.clusterset.k8s.io, which is created

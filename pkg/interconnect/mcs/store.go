@@ -245,25 +245,33 @@ func (s *Store) ForgetCluster(ctx context.Context, cluster string) error {
 }
 
 // RegisterCluster records this cluster and its availability zone (the other clusters remove
-// the rows of a cluster whose AZ left OVN-IC).
-func (s *Store) RegisterCluster(ctx context.Context, az string) error {
+// the rows of a cluster whose AZ left OVN-IC). It returns whether the row was missing: a
+// store that lost it (a new database) lost this cluster's exports too.
+func (s *Store) RegisterCluster(ctx context.Context, az string) (bool, error) {
 	row := &clusterset.Cluster{Name: s.Cluster}
 	if err := s.DB.Get(ctx, row); err == nil {
 		if row.AvailabilityZone == az {
-			return nil
+			return false, nil
 		}
 		row.AvailabilityZone = az
 		ops, err := s.DB.Where(row).Update(row, &row.AvailabilityZone)
 		if err == nil {
 			_, err = ovn.Transact(ctx, s.DB, ops)
 		}
-		return err
+		return false, err
 	}
 	ops, err := s.DB.Create(&clusterset.Cluster{UUID: ovn.NewNamedUUID(), Name: s.Cluster, AvailabilityZone: az})
 	if err == nil {
 		_, err = ovn.Transact(ctx, s.DB, ops)
 	}
-	return err
+	return true, err
+}
+
+// Registered says whether this cluster's own row is in the cache. libovsdb empties its cache
+// when it reconnects and refills it from the new monitor: until the row is back, the cache
+// is not a view of the store (an empty one would read as "nothing exported anywhere").
+func (s *Store) Registered(ctx context.Context) bool {
+	return s.DB.Get(ctx, &clusterset.Cluster{Name: s.Cluster}) == nil
 }
 
 // Clusters are the registered clusters and their availability zones.

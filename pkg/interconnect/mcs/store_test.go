@@ -135,7 +135,7 @@ func TestSyncSlicesAndForget(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c1, c2 := twoClusters(ctx, t)
-	if err := c1.RegisterCluster(ctx, "az1"); err != nil {
+	if _, err := c1.RegisterCluster(ctx, "az1"); err != nil {
 		t.Fatal(err)
 	}
 	slice := Slice{Name: "web-abc", AddressType: "IPv4", Ports: []Port{{Name: "http", Protocol: "TCP", Port: 8080}},
