@@ -220,6 +220,26 @@ func TestMultiClusterServices(t *testing.T) {
 		})
 		c3.waitBackends("mcs", "client", si.Spec.IPs[0], []string{"be1", "be2"}, 60*time.Second)
 		t.Logf("ClusterIP in c1 (older), headless in c2: a ClusterSetIP import answered by both, TypeConflict on both exports")
+
+		// c2's Service mixed deleted, its export kept: NoService there, c2 withdrawn everywhere,
+		// the import back to c1's ports, and c1's export no longer in conflict.
+		if err := c2.kc.CoreV1().Services("mcs").Delete(context.Background(), "mixed", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		c3.waitImport("mcs", "mixed", func(si serviceImport) error {
+			if got := si.portList(); got != "http/80" || !slices.Equal(si.clusters(), []string{"az1"}) {
+				return fmt.Errorf("ports %s, clusters %v", got, si.clusters())
+			}
+			return nil
+		})
+		if got := c2.waitExportConditions("mcs", "mixed", "Valid=False Ready=False"); got != "" {
+			t.Errorf("c2: export of a deleted Service: conditions %s", got)
+		}
+		if got := c1.waitExportConditions("mcs", "mixed", "Valid=True Ready=True Conflict=False"); got != "" {
+			t.Errorf("c1: export conditions once c2 withdrew: %s", got)
+		}
+		t.Logf("c2's Service mixed deleted: c3's import back to c1's ports and cluster %.1fs later; c2's export Valid=False (NoService), c1's conflict cleared", time.Since(start).Seconds())
 	})
 
 	t.Run("c1's kovn-controller killed: the import keeps answering, nothing rewritten, the new leader exports", func(t *testing.T) {
