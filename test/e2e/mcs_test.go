@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/kovn/kovn/test/rig"
 )
@@ -142,7 +143,11 @@ func TestMultiClusterServices(t *testing.T) {
 		})
 		qtype := map[bool]string{false: "A", true: "AAAA"}[strings.Contains(want[0], ":")]
 		c3.waitMCSLookup("client", "hl.mcs.svc.clusterset.local.", qtype, want, 20*time.Second)
-		t.Logf("_http._tcp SRV: port 80; headless hl: a Headless import without IPs, its name resolving to both clusters' pods %v", want)
+		// Each pod by <hostname>.<cluster id>.hl.mcs.svc.clusterset.local.
+		for i, ip := range want {
+			c3.waitMCSLookup("client", fmt.Sprintf("be%d.az%d.hl.mcs.svc.clusterset.local.", i+1, i+1), qtype, []string{ip}, 20*time.Second)
+		}
+		t.Logf("_http._tcp SRV: port 80; headless hl: a Headless import without IPs, its name resolving to both clusters' pods %v, be1.az1.hl... and be2.az2.hl... to each", want)
 		// c1 runs Service local-only too, never exported: cluster.local has it, clusterset.local not.
 		local := mcsService("local-only", map[string]string{"mcs": "web"})
 		localIPs := c1.createService(local)
@@ -328,9 +333,23 @@ func TestMultiClusterServices(t *testing.T) {
 		c1.createNamespace("late")
 		late := mcsService("late", map[string]string{"mcs": "web"})
 		late.Namespace = "late"
+		local := corev1.ServiceInternalTrafficPolicyLocal
+		late.Spec.SessionAffinity, late.Spec.InternalTrafficPolicy = corev1.ServiceAffinityClientIP, &local
+		late.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](60)}}
 		c1.createService(late)
 		c1.exportService("late", "late")
-		c1.waitImport("late", "late", func(serviceImport) error { return nil })
+		out := ""
+		if err := eventually(20*time.Second, func() error {
+			var err error
+			out, err = c1.kubectl("get", "serviceimports.multicluster.x-k8s.io", "-n", "late", "late", "-o",
+				"jsonpath={.spec.sessionAffinity} {.spec.sessionAffinityConfig.clientIP.timeoutSeconds} {.spec.internalTrafficPolicy} {.spec.ipFamilies}")
+			if want := "ClientIP 60 Local " + familiesJSON(cfg); err != nil || out != want {
+				return fmt.Errorf("%q, want %q", out, want)
+			}
+			return nil
+		}); err != nil {
+			t.Fatalf("c1's import of late: affinity, timeout, traffic policy, families: %v", err)
+		}
 		time.Sleep(3 * time.Second)
 		c3.waitNoImport("late", "late", time.Second)
 		c3.createNamespace("late")
@@ -528,6 +547,20 @@ func (c *cluster) waitExportConditions(ns, name, want string) string {
 	return ""
 }
 
+// familiesJSON is how kubectl's jsonpath prints the import's ipFamilies: the rig's families,
+// primary first.
+func familiesJSON(cfg rig.Config) string {
+	var fs []string
+	for _, p := range cfg.ServiceCIDRs(1) {
+		if p.Addr().Is4() {
+			fs = append(fs, `"IPv4"`)
+		} else {
+			fs = append(fs, `"IPv6"`)
+		}
+	}
+	return "[" + strings.Join(fs, ",") + "]"
+}
+
 // waitMCSLookup repeats a lookup from pod (namespace mcs) until its records are exactly want.
 func (c *cluster) waitMCSLookup(pod, name, qtype string, want []string, timeout time.Duration) {
 	c.t.Helper()
@@ -560,5 +593,6 @@ func recreateBe1(c1, c3 *cluster, ips []string) {
 func mcsBackend(name, node string) *corev1.Pod {
 	p := backendPod(name, node, map[string]string{"mcs": "web"})
 	p.Namespace = "mcs"
+	p.Spec.Hostname, p.Spec.Subdomain = name, "hl" // a name of its own under the headless Service hl
 	return p
 }

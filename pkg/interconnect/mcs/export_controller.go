@@ -68,7 +68,7 @@ func (r *ExportReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 	if err := r.List(ctx, &eps, client.InNamespace(req.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: req.Name}); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := publish(ctx, store, exp, SlicesOf(eps.Items)); err != nil {
+	if err := publish(ctx, store, exp, SlicesOf(&svc, eps.Items)); err != nil {
 		setExportCondition(&se, mcsv1.ServiceExportConditionReady, false, mcsv1.ServiceExportReasonFailed, err.Error())
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 	}

@@ -48,12 +48,22 @@ func ExportOf(cluster string, svc *corev1.Service, se *mcsv1.ServiceExport) (Exp
 	return e, "", ""
 }
 
-// SlicesOf are the store's copies of a Service's EndpointSlices in this cluster: slices that
-// kovn itself made for an import are never exported again.
-func SlicesOf(eps []discoveryv1.EndpointSlice) []Slice {
+// endpointSliceController manages the EndpointSlices of a Service with a selector.
+const endpointSliceController = "endpointslice-controller.k8s.io"
+
+// SlicesOf are the store's copies of svc's EndpointSlices in this cluster. Slices that kovn
+// itself made for an import are never exported again. For a Service with a selector only the
+// endpointslice controller's slices count: another slice carrying the service-name label is
+// something anyone allowed to write EndpointSlices in the namespace could add, and exporting
+// it would send every cluster's traffic to addresses nobody vetted. A selector-less Service's
+// slices are its owner's by design and are exported as they are.
+func SlicesOf(svc *corev1.Service, eps []discoveryv1.EndpointSlice) []Slice {
 	var out []Slice
 	for _, s := range eps {
 		if _, imported := s.Labels[mcsv1.LabelServiceName]; imported || s.AddressType == discoveryv1.AddressTypeFQDN {
+			continue
+		}
+		if len(svc.Spec.Selector) > 0 && s.Labels[discoveryv1.LabelManagedBy] != endpointSliceController {
 			continue
 		}
 		sl := Slice{Name: s.Name, AddressType: string(s.AddressType)}

@@ -96,10 +96,20 @@ func TestSlicesOfSkipsImportedSlices(t *testing.T) {
 		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.16.0.4"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}}}}
 	imported := discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "derived", Labels: map[string]string{mcsv1.LabelServiceName: "web"}},
 		AddressType: discoveryv1.AddressTypeIPv4}
-	got := SlicesOf([]discoveryv1.EndpointSlice{own, imported})
+	selectorless := &corev1.Service{}
+	got := SlicesOf(selectorless, []discoveryv1.EndpointSlice{own, imported})
 	if len(got) != 1 || got[0].Name != "web-abc" || got[0].Ports[0] != (Port{Name: "http", Protocol: "TCP", Port: 8080}) ||
 		got[0].Endpoints[0].Ready || !got[0].Endpoints[0].Serving {
 		t.Fatalf("got %+v", got)
+	}
+	// With a selector, only the endpointslice controller's slices: a hand-made one with the
+	// service-name label is not exported.
+	selected := &corev1.Service{Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"}}}
+	managed := own.DeepCopy()
+	managed.Name, managed.Labels = "web-managed", map[string]string{discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}
+	got = SlicesOf(selected, []discoveryv1.EndpointSlice{own, *managed, imported})
+	if len(got) != 1 || got[0].Name != "web-managed" {
+		t.Fatalf("Service with a selector exported %+v, want only the endpointslice controller's slice", got)
 	}
 }
 
