@@ -190,7 +190,7 @@ done
 kubectl get serviceimport hello -o wide
 CSIP=$(kubectl get serviceimport hello -o jsonpath='{.spec.ips[0]}')
 echo "x-1 in c1 -> hello.default.svc.clusterset.local ($CSIP): one OVN load balancer in c1, its backend x-2's pod address in c2"
-kubectl exec x-1 -- /testbox dns hello.default.svc.clusterset.local A
+kubectl exec x-1 -- /testbox dns hello.default.svc.clusterset.local. A
 kubectl exec x-1 -- /testbox get "http://$CSIP/" || { sleep 2; kubectl exec x-1 -- /testbox get "http://$CSIP/"; }
 kubectl get endpointslices -l multicluster.kubernetes.io/service-name=hello -o wide
 
