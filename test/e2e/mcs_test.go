@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/kovn/kovn/pkg/interconnect/mcs"
 	"github.com/kovn/kovn/test/rig"
 )
 
@@ -258,7 +259,7 @@ func TestMultiClusterServices(t *testing.T) {
 		}
 		time.Sleep(5 * time.Second)
 		if after := c1.importVersions("mcs", "web"); after != before {
-			t.Errorf("the new leader rewrote c1's import of web: %s, was %s", after, before)
+			t.Errorf("the new leader rewrote c1's import of web:\n%s\nwas\n%s", after, before)
 		}
 		c1.deletePod("mcs", "be1")
 		start := time.Now()
@@ -404,16 +405,20 @@ func (si serviceImport) portList() string {
 	return strings.Join(out, ",")
 }
 
-// importVersions are the resourceVersions of the ServiceImport, its derived Service and its
-// EndpointSlices: equal strings mean nothing was rewritten.
+// importVersions are the resourceVersions of the ServiceImport ns/name, its derived Service
+// and its EndpointSlices: equal strings mean nothing of that import was rewritten.
 func (c *cluster) importVersions(ns, name string) string {
 	c.t.Helper()
-	out, err := c.kubectl("get", "serviceimports.multicluster.x-k8s.io,services,endpointslices", "-n", ns,
-		"-o", "custom-columns=KIND:.kind,NAME:.metadata.name,RV:.metadata.resourceVersion", "--no-headers")
+	cols := "custom-columns=KIND:.kind,NAME:.metadata.name,RV:.metadata.resourceVersion"
+	out, err := c.kubectl("get", "serviceimports.multicluster.x-k8s.io/"+name, "services/"+mcs.DerivedName(name), "-n", ns, "-o", cols, "--no-headers")
 	if err != nil {
 		c.t.Fatalf("%v %s", err, out)
 	}
-	return out
+	slices, err := c.kubectl("get", "endpointslices", "-n", ns, "-l", "multicluster.kubernetes.io/service-name="+name, "-o", cols, "--no-headers")
+	if err != nil {
+		c.t.Fatalf("%v %s", err, slices)
+	}
+	return out + slices
 }
 
 // mcsService is the exported Service: HTTP 80 -> 8080 in every family of the rig.
