@@ -83,9 +83,7 @@ func TestMultiClusterServices(t *testing.T) {
 	t.Run("a pod in c3 reaches backends in c1 and c2 through the ClusterSetIP, no NAT", func(t *testing.T) {
 		c3.t = t
 		start := time.Now()
-		for _, ip := range ips {
-			c3.waitBackends("mcs", "client", ip, []string{"be1", "be2"}, 60*time.Second)
-		}
+		c3.waitBackendsOn(ips, []string{"be1", "be2"}, 60*time.Second)
 		t.Logf("both clusters' backends answered on %v %.1fs after the import was complete", ips, time.Since(start).Seconds())
 		for f, ip := range ips {
 			out := c3.mustExec("mcs", "client", "get", "-n", "10", "http://"+hostPort(ip, 80)+"/")
@@ -164,9 +162,7 @@ func TestMultiClusterServices(t *testing.T) {
 		c1.t, c3.t = t, t
 		c1.deletePod("mcs", "be1")
 		start := time.Now()
-		for _, ip := range ips {
-			c3.waitBackends("mcs", "client", ip, []string{"be2"}, 60*time.Second)
-		}
+		c3.waitBackendsOn(ips, []string{"be2"}, 60*time.Second)
 		t.Logf("be1 deleted in c1: c3's ClusterSetIPs answered by be2 alone %.1fs later", time.Since(start).Seconds())
 		recreateBe1(c1, c3, ips)
 	})
@@ -254,18 +250,14 @@ func TestMultiClusterServices(t *testing.T) {
 		}
 		before := c1.importVersions("mcs", "web")
 		holder, takeover := killLeader(t, c1, c1.st)
-		for _, ip := range ips {
-			c3.waitBackends("mcs", "client", ip, []string{"be1", "be2"}, 10*time.Second)
-		}
+		c3.waitBackendsOn(ips, []string{"be1", "be2"}, 10*time.Second)
 		time.Sleep(5 * time.Second)
 		if after := c1.importVersions("mcs", "web"); after != before {
 			t.Errorf("the new leader rewrote c1's import of web:\n%s\nwas\n%s", after, before)
 		}
 		c1.deletePod("mcs", "be1")
 		start := time.Now()
-		for _, ip := range ips {
-			c3.waitBackends("mcs", "client", ip, []string{"be2"}, 30*time.Second)
-		}
+		c3.waitBackendsOn(ips, []string{"be2"}, 30*time.Second)
 		t.Logf("new leader %s after %.1fs; c1's import untouched; be1 deleted after the takeover: gone from c3's ClusterSetIPs %.1fs later",
 			holder, takeover.Seconds(), time.Since(start).Seconds())
 		recreateBe1(c1, c3, ips)
@@ -287,9 +279,7 @@ func TestMultiClusterServices(t *testing.T) {
 				_, _ = st.StartDaemon(ctx, "ic", "ovsdb-server-icsb")
 			}
 		}()
-		for _, ip := range ips {
-			c3.waitBackends("mcs", "client", ip, []string{"be1", "be2"}, 10*time.Second)
-		}
+		c3.waitBackendsOn(ips, []string{"be1", "be2"}, 10*time.Second)
 		c1.deletePod("mcs", "be1") // while the store is down: c3 cannot learn it yet
 		time.Sleep(3 * time.Second)
 		if si, found, err := c3.getImport("mcs", "web"); err != nil || !found || len(si.Spec.IPs) == 0 {
@@ -302,9 +292,7 @@ func TestMultiClusterServices(t *testing.T) {
 		}
 		started = true
 		start := time.Now()
-		for _, ip := range ips {
-			c3.waitBackends("mcs", "client", ip, []string{"be2"}, 60*time.Second)
-		}
+		c3.waitBackendsOn(ips, []string{"be2"}, 60*time.Second)
 		t.Logf("IC-SB stopped: c3's import stayed and answered; be1 deleted meanwhile left c3's ClusterSetIPs %.1fs after IC-SB started again", time.Since(start).Seconds())
 		recreateBe1(c1, c3, ips)
 	})
@@ -315,9 +303,7 @@ func TestMultiClusterServices(t *testing.T) {
 		}
 		c2.unexportService("mcs", "web")
 		start := time.Now()
-		for _, ip := range ips {
-			c3.waitBackends("mcs", "client", ip, []string{"be1"}, 60*time.Second)
-		}
+		c3.waitBackendsOn(ips, []string{"be1"}, 60*time.Second)
 		t.Logf("unexported in c2: c3 reached be1 alone %.1fs later", time.Since(start).Seconds())
 		c1.unexportService("mcs", "web")
 		start = time.Now()
@@ -583,15 +569,22 @@ func (c *cluster) waitMCSLookup(pod, name, qtype string, want []string, timeout 
 	}
 }
 
+// waitBackendsOn waits until the client pod in namespace mcs is answered on every one of
+// ips by exactly the backends want.
+func (c *cluster) waitBackendsOn(ips, want []string, timeout time.Duration) {
+	c.t.Helper()
+	for _, ip := range ips {
+		c.waitBackends("mcs", "client", ip, want, timeout)
+	}
+}
+
 // recreateBe1 starts c1's backend be1 again and waits until c3's client reaches both
 // clusters' backends through the ClusterSetIPs again.
 func recreateBe1(c1, c3 *cluster, ips []string) {
 	c1.t.Helper()
 	c1.createPod(mcsBackend("be1", rig.NodeName(1, 1)))
 	c1.waitRunning("mcs", "be1", 90*time.Second)
-	for _, ip := range ips {
-		c3.waitBackends("mcs", "client", ip, []string{"be1", "be2"}, 60*time.Second)
-	}
+	c3.waitBackendsOn(ips, []string{"be1", "be2"}, 60*time.Second)
 }
 
 // mcsBackend is a testbox backend of Service web in namespace mcs.

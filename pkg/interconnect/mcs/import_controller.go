@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,13 +48,13 @@ func (r *ImportReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	var exports []Export
-	var slices []Slice
+	var exported []Slice
 	if store != nil {
 		var err error
 		if exports, err = store.Exports(ctx, req.Namespace, req.Name); err != nil {
 			return ctrl.Result{}, err
 		}
-		if slices, err = store.Slices(ctx, req.Namespace, req.Name); err != nil {
+		if exported, err = store.Slices(ctx, req.Namespace, req.Name); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -76,7 +77,7 @@ func (r *ImportReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err != nil {
 		return r.notReady(ctx, si, err.Error())
 	}
-	if err := r.syncSlices(ctx, im, si, ImportedSlices(im, slices)); err != nil {
+	if err := r.syncSlices(ctx, im, si, ImportedSlices(im, exported)); err != nil {
 		return ctrl.Result{}, err
 	}
 	return r.finish(ctx, si, ImportSpec(im, derived), im)
@@ -112,7 +113,7 @@ func (r *ImportReconciler) ensureDerived(ctx context.Context, im Import, si *mcs
 	case !metav1.IsControlledBy(&cur, si):
 		return nil, fmt.Errorf("Service %s/%s exists and is not kovn's derived Service of this import: not touched", cur.Namespace, cur.Name)
 	case (cur.Spec.ClusterIP == corev1.ClusterIPNone) != (want.Spec.ClusterIP == corev1.ClusterIPNone) ||
-		!equalFamilies(cur.Spec.IPFamilies, want.Spec.IPFamilies):
+		!slices.Equal(cur.Spec.IPFamilies, want.Spec.IPFamilies):
 		if err := r.Delete(ctx, &cur); err != nil {
 			return nil, err
 		}
@@ -133,18 +134,6 @@ func (r *ImportReconciler) ensureDerived(ctx context.Context, im Import, si *mcs
 		return &cur, nil
 	}
 	return next, r.Update(ctx, next)
-}
-
-func equalFamilies(a, b []corev1.IPFamily) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // syncSlices makes the derived Service's MCS slices exactly want.
