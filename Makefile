@@ -34,10 +34,13 @@ vet:
 unit:
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/e2e)
 
-## e2e: end-to-end tests on a real rig (needs root)
+## e2e: end-to-end tests on a real rig (needs root). The output goes through hack/testsummary:
+## the same -v text, then (on failure) each failing test's last messages, so the tail of a long
+## run names what failed even after the rig diagnostics a failed test prints at its cleanup.
+SUMMARY = $(GO) run ./hack/testsummary
 e2e: build
 	hack/install-deps.sh --check
-	KOVN_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 40m -v ./test/e2e/...
+	set -o pipefail; KOVN_BIN_DIR=$(BIN) $(GO) test -json -count=1 -timeout 40m ./test/e2e/... | $(SUMMARY)
 
 ## test: what CI runs — install deps, unit tests, then e2e on the rig
 test: deps build vet unit e2e

@@ -116,18 +116,39 @@ func TestInterconnectSet(t *testing.T) {
 			c.t = t
 		}
 		c4.createSubnet("clash", clash)
-		start := time.Now()
-		c4.applyInterConnect("az4", rig.NodeName(4, 1))
-		c4.waitRoutesAccepted("False", clash.String(), "withdrawn here")
-		c1.waitRoutesAccepted("False", clash.String(), "az4")
-		t.Logf("conflict named by c4 (withdrawing %s) and c1 %.1fs after c4's InterConnect was created", clash, time.Since(start).Seconds())
-		for i, c := range cs {
-			c.waitLearned(cfg, i+1, 4) // c2 and c3 never learn the clash from c4
+		// Existing traffic between c2 and c1 (through both gateways, which each get a tunnel
+		// to c4's gateway) loses nothing while c4 joins and the set converges: a probe stream
+		// covers the join, the conflict and the new mesh.
+		var start time.Time
+		var learned, meshed time.Duration
+		stream := cs[1].streamAround("default", "p", pods[0], failbackCount, func() {
+			start = time.Now()
+			c4.applyInterConnect("az4", rig.NodeName(4, 1))
+			c4.waitRoutesAccepted("False", clash.String(), "withdrawn here")
+			c1.waitRoutesAccepted("False", clash.String(), "az4")
+			t.Logf("conflict named by c4 (withdrawing %s) and c1 %.1fs after c4's InterConnect was created", clash, time.Since(start).Seconds())
+			for i, c := range cs {
+				c.waitLearned(cfg, i+1, 4) // c2 and c3 never learn the clash from c4
+			}
+			learned = time.Since(start)
+			waitMesh(t, cs, pods)
+			meshed = time.Since(start)
+		})
+		if lost, outage, err := parseStream(stream, failbackCount); err != nil || lost != 0 || meshed > 26*time.Second {
+			t.Fatalf("c2 -> c1 across c4's join: %d of %d probes lost (want 0; longest outage %s), the mesh %.1fs after the join (the stream covers 26 s): %v\n%s",
+				lost, failbackCount, outage, meshed.Seconds(), err, stream)
 		}
-		start = time.Now()
-		waitMesh(t, cs, pods)
-		t.Logf("every pod of the four clusters answered the others %.1fs after the routes were learned", time.Since(start).Seconds())
-		meshPing(t, 4)
+		t.Logf("routes learned %.1fs and every pod of the four clusters answered the others %.1fs after c4's InterConnect was created; c2 -> c1 lost 0 of %d probes across it",
+			learned.Seconds(), meshed.Seconds(), failbackCount)
+		// The new pairs, c4 to and from each of the others, answer every request but perhaps
+		// the first to a new tunnel peer.
+		for i, c := range cs {
+			for j, ip := range pods {
+				if i != j && (i == 3 || j == 3) {
+					c.pingNewPeer("default", "p", ip)
+				}
+			}
+		}
 	})
 	t.Run("the subnet deleted: the conflict clears on both", func(t *testing.T) {
 		for _, c := range cs {

@@ -25,7 +25,10 @@ const restartPings = 300
 
 // controllerRestart kills the leading kovn-controller while pods ping each other and checks
 // that the replacement takes the lease over, restores, syncs and serves a new pod with no
-// packet lost, no duplicate address and no stale row.
+// packet lost, no duplicate address and no stale row. The new pod runs on c1-n3, off the
+// ping's path: its port would reconfigure the userspace datapath of the node it lands on,
+// which can drop a tunnelled packet crossing that node in the same instant (a rig artifact,
+// see rig.Config.DatapathPortChanges), and the stream's two nodes must see no such change.
 func controllerRestart(t *testing.T, c *cluster, st *rig.State, aIP string) {
 	c.t = t
 	type result struct {
@@ -38,6 +41,7 @@ func controllerRestart(t *testing.T, c *cluster, st *rig.State, aIP string) {
 		done <- result{out, time.Now()}
 	}()
 	before := c.settledNBSnapshot()
+	portsBefore := pathPortChanges(t, st, 1, 2)
 	time.Sleep(2 * time.Second)
 	kill := time.Now()
 	holder, takeover := killLeader(t, c, st)
@@ -54,14 +58,15 @@ func controllerRestart(t *testing.T, c *cluster, st *rig.State, aIP string) {
 		}
 		t.Errorf("the new leader rewrote NB rows though nothing changed: %s\n%s", strings.Join(changed, "; "), rows.String())
 	}
-	c.createPod(testboxPod("default", "after", onNode("c1-n2")))
+	c.createPod(testboxPod("default", "after", onNode("c1-n3")))
 	p := c.waitRunning("default", "after", 90*time.Second)
 	running := time.Now()
 	c.ping("default", "a", p.Status.PodIP)
 	res := <-done
 	sent, lost, err := pingLoss(res.out)
 	if err != nil || sent != restartPings || lost != 0 {
-		t.Fatalf("pings across the controller restart: %d sent, %d lost (want %d, 0): %v\n%s", sent, lost, restartPings, err, res.out)
+		t.Fatalf("pings across the controller restart: %d sent, %d lost (want %d, 0): %v; datapath port changes on c1-n1, c1-n2 during the stream: %v\n%s",
+			sent, lost, restartPings, err, diffInts(portsBefore, pathPortChanges(t, st, 1, 2)), res.out)
 	}
 	if !res.end.After(running) {
 		t.Fatalf("the pings ended %.1fs after the kill, before the new pod ran (%.1fs): they did not cover the takeover",
@@ -83,6 +88,28 @@ func controllerRestart(t *testing.T, c *cluster, st *rig.State, aIP string) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// pathPortChanges reads rig.Config.DatapathPortChanges of c1's nodes ns.
+func pathPortChanges(t *testing.T, st *rig.State, ns ...int) []int {
+	t.Helper()
+	var out []int
+	for _, n := range ns {
+		v, err := st.Config.DatapathPortChanges(1, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func diffInts(before, after []int) []int {
+	d := make([]int, len(after))
+	for i := range after {
+		d[i] = after[i] - before[i]
+	}
+	return d
 }
 
 // leaseHolder is the identity holding kovn-controller's leader lease ("" if none).

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+const sample = `{"Action":"run","Package":"p","Test":"TestA"}
+{"Action":"output","Package":"p","Test":"TestA","Output":"=== RUN   TestA\n"}
+{"Action":"run","Package":"p","Test":"TestA/sub"}
+{"Action":"output","Package":"p","Test":"TestA/sub","Output":"=== RUN   TestA/sub\n"}
+{"Action":"output","Package":"p","Test":"TestA/sub","Output":"    a_test.go:10: first note\n"}
+{"Action":"output","Package":"p","Test":"TestA/sub","Output":"    a_test.go:20: pings: 300 sent, 1 lost\n"}
+{"Action":"output","Package":"p","Test":"TestA/sub","Output":"        continuation\n"}
+{"Action":"run","Package":"p","Test":"TestA/ok"}
+{"Action":"output","Package":"p","Test":"TestA/ok","Output":"    a_test.go:30: fine\n"}
+{"Action":"pass","Package":"p","Test":"TestA/ok"}
+{"Action":"output","Package":"p","Test":"TestA","Output":"    rig_test.go:56: diagnostics of c1-n1:\n"}
+{"Action":"output","Package":"p","Test":"TestA/sub","Output":"    --- FAIL: TestA/sub (1.00s)\n"}
+{"Action":"fail","Package":"p","Test":"TestA/sub"}
+{"Action":"fail","Package":"p","Test":"TestA"}
+{"Action":"output","Package":"p","Test":"TestB","Output":"    b_test.go:5: rig up: boom\n"}
+{"Action":"fail","Package":"p","Test":"TestB"}
+not json: build failed
+{"Action":"fail","Package":"p"}
+`
+
+func TestSummaryNamesFailingLeavesWithTheirLastMessages(t *testing.T) {
+	var out strings.Builder
+	failed := passThrough(strings.NewReader(sample), &out)
+	if !strings.Contains(out.String(), "pings: 300 sent, 1 lost\n        continuation\n") || !strings.Contains(out.String(), "not json: build failed") {
+		t.Fatalf("output not passed through:\n%s", out.String())
+	}
+	var names []string
+	for _, f := range failed {
+		names = append(names, f.name)
+	}
+	if strings.Join(names, ",") != "TestA/sub,TestB" {
+		t.Fatalf("failing tests %v, want TestA/sub and TestB (TestA failed only through its subtest)", names)
+	}
+	s := summary(failed)
+	for _, want := range []string{"--- TestA/sub\n", "a_test.go:20: pings: 300 sent, 1 lost\n        continuation\n", "--- TestB\n    b_test.go:5: rig up: boom"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("summary lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "--- FAIL") || strings.Contains(s, "fine") {
+		t.Errorf("summary holds a status line or a passing test's message:\n%s", s)
+	}
+}
+
+func TestSummaryCutsLongMessages(t *testing.T) {
+	lines := []string{"    a_test.go:1: long"}
+	for i := 0; i < 40; i++ {
+		lines = append(lines, "        line")
+	}
+	s := summary([]failure{{"TestX", lines}})
+	if got := strings.Count(s, "        line"); got != linesPerMessage-1 || !strings.Contains(s, "… 29 more lines") {
+		t.Fatalf("cut to %d lines:\n%s", got, s)
+	}
+}
