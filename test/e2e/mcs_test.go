@@ -297,6 +297,68 @@ func TestMultiClusterServices(t *testing.T) {
 		recreateBe1(c1, c3, ips)
 	})
 
+	t.Run("internalTrafficPolicy=Local: a client reaches only its own node's endpoints, none without one", func(t *testing.T) {
+		for _, c := range cs {
+			c.t = t
+		}
+		local := corev1.ServiceInternalTrafficPolicyLocal
+		for i, c := range []*cluster{c1, c2} {
+			c.createPod(testboxPod("mcs", "client", onNode(rig.NodeName(i+1, 1))))
+			c.waitRunning("mcs", "client", 90*time.Second)
+			svc := mcsService("itp", map[string]string{"mcs": "web"})
+			svc.Spec.InternalTrafficPolicy = &local
+			c.createService(svc)
+			c.exportService("mcs", "itp")
+		}
+		// Each cluster has one node: be1 is c1's client's node-local endpoint, be2 c2's; c3
+		// has none. Another cluster's endpoint is never local, whatever its node is called.
+		for _, tc := range []struct {
+			c    *cluster
+			want string
+		}{{c1, "be1"}, {c2, "be2"}} {
+			si := tc.c.waitImport("mcs", "itp", func(si serviceImport) error {
+				if len(si.Spec.IPs) == 0 || !slices.Equal(si.clusters(), []string{"az1", "az2"}) {
+					return fmt.Errorf("ips %v clusters %v", si.Spec.IPs, si.clusters())
+				}
+				return nil
+			})
+			for _, ip := range si.Spec.IPs {
+				tc.c.waitBackends("mcs", "client", ip, []string{tc.want}, 30*time.Second)
+				got := backendsSeen(tc.c.mustExec("mcs", "client", "get", "-n", "20", "http://"+hostPort(ip, 80)+"/"))
+				if !equalSets(got, []string{tc.want}) {
+					t.Fatalf("%s: 20 requests to the ITP=Local ClusterSetIP %s answered by %v, want %s alone", tc.c.info.Name, ip, got, tc.want)
+				}
+			}
+		}
+		si := c3.waitImport("mcs", "itp", func(si serviceImport) error {
+			if len(si.Spec.IPs) == 0 {
+				return fmt.Errorf("no ClusterSetIP yet")
+			}
+			return nil
+		})
+		// c3 holds both clusters' endpoints (so its load balancer is programmed), none local.
+		if err := eventually(20*time.Second, func() error {
+			out, err := c3.kubectl("get", "endpointslices", "-n", "mcs", "-l", "multicluster.kubernetes.io/service-name=itp",
+				"-o", "jsonpath={.items[*].metadata.labels.multicluster\\.kubernetes\\.io/source-cluster}")
+			if got := strings.Fields(out); err != nil || !slices.Contains(got, "az1") || !slices.Contains(got, "az2") {
+				return fmt.Errorf("c3's slices of itp come from %q (%v)", out, err)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		for _, ip := range si.Spec.IPs {
+			if out, _ := c3.exec("mcs", "client", "connect", hostPort(ip, 80)); strings.Contains(out, "connected") || !strings.Contains(out, "timeout") {
+				t.Fatalf("c3 (no endpoint of its own) -> ITP=Local ClusterSetIP %s: want no answer: %s", ip, out)
+			}
+		}
+		t.Logf("ITP=Local import: c1's client reached be1 alone, c2's be2 alone, c3's none")
+		for _, c := range []*cluster{c1, c2} {
+			c.unexportService("mcs", "itp")
+		}
+	})
+
 	t.Run("unexport: c2's endpoints leave, the last unexport removes the import everywhere", func(t *testing.T) {
 		for _, c := range cs {
 			c.t = t

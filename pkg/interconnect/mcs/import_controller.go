@@ -49,7 +49,9 @@ func (r *ImportReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	var exports []Export
 	var exported []Slice
+	var local string
 	if store != nil {
+		local = store.Cluster
 		var err error
 		if exports, err = store.Exports(ctx, req.Namespace, req.Name); err != nil {
 			return ctrl.Result{}, err
@@ -77,7 +79,7 @@ func (r *ImportReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err != nil {
 		return r.notReady(ctx, si, err.Error())
 	}
-	if err := r.syncSlices(ctx, im, si, ImportedSlices(im, exported)); err != nil {
+	if err := r.syncSlices(ctx, im, si, ImportedSlices(im, exported, local)); err != nil {
 		return ctrl.Result{}, err
 	}
 	return r.finish(ctx, si, ImportSpec(im, derived), im)

@@ -100,8 +100,10 @@ func ImportSpec(im Import, derived *corev1.Service) mcsv1.ServiceImportSpec {
 // ImportedSlices are the EndpointSlices of the derived Service: one per exported slice, each
 // from one source cluster, labelled as mcs-api and CoreDNS's multicluster option expect.
 // Only the ports the import carries are kept, by name (a port a cluster lost in a conflict is
-// not routed to it).
-func ImportedSlices(im Import, store []Slice) []*discoveryv1.EndpointSlice {
+// not routed to it). Endpoints of local, this cluster's own, keep their node, so that
+// internalTrafficPolicy=Local picks the client node's endpoints; another cluster's node names
+// mean nothing here (and may be a local node's name too), so its endpoints carry none.
+func ImportedSlices(im Import, store []Slice, local string) []*discoveryv1.EndpointSlice {
 	names := map[string]bool{}
 	for _, p := range im.Ports {
 		names[p.Name+"/"+p.Protocol] = true
@@ -129,8 +131,12 @@ func ImportedSlices(im Import, store []Slice) []*discoveryv1.EndpointSlice {
 		}
 		for _, e := range s.Endpoints {
 			ready, serving, terminating := e.Ready, e.Serving, e.Terminating
-			es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: slices.Clone(e.Addresses), Hostname: e.Hostname,
-				Zone: e.Zone, Conditions: discoveryv1.EndpointConditions{Ready: &ready, Serving: &serving, Terminating: &terminating}})
+			ep := discoveryv1.Endpoint{Addresses: slices.Clone(e.Addresses), Hostname: e.Hostname,
+				Zone: e.Zone, Conditions: discoveryv1.EndpointConditions{Ready: &ready, Serving: &serving, Terminating: &terminating}}
+			if s.Cluster == local {
+				ep.NodeName = e.NodeName
+			}
+			es.Endpoints = append(es.Endpoints, ep)
 		}
 		out = append(out, es)
 	}

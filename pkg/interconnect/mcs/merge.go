@@ -169,20 +169,25 @@ func Merge(exports []Export) Import {
 }
 
 // mergePorts unions the exports' ports, oldest export first: a named port is taken from the
-// first export that has the name; an unnamed one by protocol and number.
+// first export that has the name; an unnamed one by protocol and number. The union must still
+// be a valid Service's ports (several ports all named, no protocol and number twice), so a
+// later export adds only named ports with a new protocol and number, and nothing to an oldest
+// export whose one port is unnamed; what it cannot add is part of its PortConflict.
 func mergePorts(exports []Export) []Port {
-	var out []Port
-	seen := map[string]bool{}
-	for _, e := range exports {
+	out := slices.Clone(exports[0].Ports)
+	names, numbers := map[string]bool{}, map[string]bool{}
+	unnamed := false
+	for _, p := range out {
+		names[p.Name], numbers[fmt.Sprintf("%s/%d", p.Protocol, p.Port)] = true, true
+		unnamed = unnamed || p.Name == ""
+	}
+	for _, e := range exports[1:] {
 		for _, p := range e.Ports {
-			key := "name:" + p.Name
-			if p.Name == "" {
-				key = fmt.Sprintf("%s/%d", p.Protocol, p.Port)
-			}
-			if seen[key] {
+			number := fmt.Sprintf("%s/%d", p.Protocol, p.Port)
+			if unnamed || p.Name == "" || names[p.Name] || numbers[number] {
 				continue
 			}
-			seen[key] = true
+			names[p.Name], numbers[number] = true, true
 			out = append(out, p)
 		}
 	}

@@ -1,6 +1,7 @@
 package mcs
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -40,6 +41,38 @@ func TestMergeUnionsPortsAndFlagsConflicts(t *testing.T) {
 		im := Merge([]Export{export("a", 2, http), export("b", 1, other)})
 		if !slices.Equal(im.Ports, []Port{http}) || !slices.Contains(im.Conflicts, mcsv1.ServiceExportReasonPortConflict) {
 			t.Fatalf("got %+v", im)
+		}
+	})
+	t.Run("the union stays a valid Service's ports: unnamed ports and a number twice are not added", func(t *testing.T) {
+		bare80 := Port{Protocol: "TCP", Port: 80}
+		bare81 := Port{Protocol: "TCP", Port: 81}
+		web80 := Port{Name: "web", Protocol: "TCP", Port: 80}
+		for _, tc := range []struct {
+			name          string
+			oldest, newer []Port
+			want          []Port
+		}{
+			{"two unnamed ports", []Port{bare80}, []Port{bare81}, []Port{bare80}},
+			{"a named port beside an unnamed one", []Port{bare80}, []Port{dns}, []Port{bare80}},
+			{"an unnamed port beside named ones", []Port{http}, []Port{bare81}, []Port{http}},
+			{"one protocol and number under two names", []Port{http}, []Port{web80, dns}, []Port{dns, http}},
+		} {
+			im := Merge([]Export{export("a", 2, tc.oldest...), export("b", 1, tc.newer...)})
+			if !slices.Equal(im.Ports, tc.want) || !slices.Contains(im.Conflicts, mcsv1.ServiceExportReasonPortConflict) {
+				t.Errorf("%s: ports %v conflicts %v, want %v and PortConflict", tc.name, im.Ports, im.Conflicts, tc.want)
+			}
+			svc := DerivedService(im)
+			var errs []string
+			seen := map[string]bool{}
+			for _, p := range svc.Spec.Ports {
+				if len(svc.Spec.Ports) > 1 && p.Name == "" || seen[string(p.Protocol)+fmt.Sprint(p.Port)] {
+					errs = append(errs, fmt.Sprintf("%+v", p))
+				}
+				seen[string(p.Protocol)+fmt.Sprint(p.Port)] = true
+			}
+			if len(errs) > 0 {
+				t.Errorf("%s: the derived Service's ports are invalid: %v", tc.name, errs)
+			}
 		}
 	})
 	t.Run("headless against ClusterSetIP: the oldest's type, TypeConflict", func(t *testing.T) {
@@ -118,14 +151,22 @@ func TestImportedSlicesAndDerivedService(t *testing.T) {
 	im := Merge([]Export{export("a", 2, http), export("b", 1, http)})
 	store := []Slice{
 		{Cluster: "a", Name: "web-1", AddressType: "IPv4", Ports: []Port{{Name: "http", Protocol: "TCP", Port: 8080}, {Name: "gone", Protocol: "TCP", Port: 1}},
-			Endpoints: []Endpoint{{Addresses: []string{"10.16.0.4"}, Ready: true, Serving: true}}},
+			Endpoints: []Endpoint{{Addresses: []string{"10.16.0.4"}, Ready: true, Serving: true, NodeName: ptr.To("n1")}}},
 		{Cluster: "b", Name: "web-1", AddressType: "IPv4", Ports: []Port{{Name: "http", Protocol: "TCP", Port: 8080}},
-			Endpoints: []Endpoint{{Addresses: []string{"10.17.0.4"}, Ready: true, Serving: true}}},
+			Endpoints: []Endpoint{{Addresses: []string{"10.17.0.4"}, Ready: true, Serving: true, NodeName: ptr.To("n1")}}},
 		{Cluster: "left", Name: "web-1", AddressType: "IPv4"},
 	}
-	got := ImportedSlices(im, store)
+	got := ImportedSlices(im, store, "a")
 	if len(got) != 2 {
 		t.Fatalf("%d slices, want one per exporting cluster's slice", len(got))
+	}
+	for _, es := range got {
+		// internalTrafficPolicy=Local needs the node of this cluster's own endpoints; b's
+		// node "n1" is not this cluster's n1.
+		local := es.Labels[mcsv1.LabelSourceCluster] == "a"
+		if n := es.Endpoints[0].NodeName; local != (n != nil && *n == "n1") {
+			t.Errorf("cluster %s's endpoint has node %v, want it only on this cluster's (a) endpoints", es.Labels[mcsv1.LabelSourceCluster], n)
+		}
 	}
 	if got[0].Name == got[1].Name {
 		t.Fatal("slices of two clusters with the same name collide")

@@ -244,9 +244,10 @@ func (s *Store) ForgetCluster(ctx context.Context, cluster string) error {
 	return err
 }
 
-// RegisterCluster records this cluster and its availability zone (the other clusters remove
-// the rows of a cluster whose AZ left OVN-IC). It returns whether the row was missing: a
-// store that lost it (a new database) lost this cluster's exports too.
+// RegisterCluster records this cluster and its availability zone. It returns whether the row
+// was missing: a store that lost it (a new database) lost this cluster's exports too. A
+// cluster removes its own rows when it leaves (ForgetCluster); the rows of a cluster that
+// vanished without leaving stay until it comes back or an operator forgets it.
 func (s *Store) RegisterCluster(ctx context.Context, az string) (bool, error) {
 	row := &clusterset.Cluster{Name: s.Cluster}
 	if err := s.DB.Get(ctx, row); err == nil {
