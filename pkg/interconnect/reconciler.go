@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
@@ -63,6 +62,7 @@ type Reconciler struct {
 	ic       icConn
 	icEvents chan event.GenericEvent
 	holds    holds
+	pending  pendingKeys // transit keys waiting for the gateways (transitKeysDue)
 }
 
 // +kubebuilder:rbac:groups=kovn.io,resources=interconnects,verbs=get;list;watch;update
@@ -165,8 +165,14 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 	}
 	in.TransitSwitches, in.ECMP = tss, ecmp
 	in.SwitchPortKeys = transitPortKeys(ctx, r.NB, in.AZ, tss)
-	if err := r.publishTransitKeys(ctx, nodes.Items, gateways, in.SwitchPortKeys); err != nil {
+	keysDue, err := r.transitKeysDue(ctx, nodes.Items, gateways, in.SwitchPortKeys)
+	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if keysDue {
+		if err := r.publishTransitKeys(ctx, nodes.Items, gateways, in.SwitchPortKeys); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	in.Joined = joined
 	holding, err := r.updateHolds(ctx, ic, &in, cs)
@@ -202,7 +208,7 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 		}
 	}
 	r.fillStatus(ic, in, d, cs)
-	res, err := readiness(ic, in, cs, applyErr)
+	res, err := readiness(ic, in, cs, applyErr, keysDue)
 	if holding && err == nil && (res.RequeueAfter == 0 || res.RequeueAfter > holdPoll) {
 		res.RequeueAfter = holdPoll
 	}
@@ -210,7 +216,8 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 }
 
 // readiness sets Ready from what was applied and what OVN-IC reports, and says when to look again.
-func readiness(ic *kovnv1.InterConnect, in Input, cs clusterset, applyErr error) (ctrl.Result, error) {
+// keysDue is false while new transit keys wait for the gateways (transitKeysDue).
+func readiness(ic *kovnv1.InterConnect, in Input, cs clusterset, applyErr error, keysDue bool) (ctrl.Result, error) {
 	unbound := slices.ContainsFunc(in.TransitSwitches, func(ts string) bool { return cs.portGateway[SwitchPortName(in.AZ, ts)] == "" })
 	unkeyed := slices.ContainsFunc(in.TransitSwitches, func(ts string) bool { return in.SwitchPortKeys[SwitchPortName(in.AZ, ts)] == "" })
 	switch {
@@ -231,6 +238,10 @@ func readiness(ic *kovnv1.InterConnect, in Input, cs clusterset, applyErr error)
 		// The router ports carry their peers' keys once ovn-ic gave them (PeerTunnelKeyID).
 		setCondition(ic, kovnv1.ConditionReady, false, ReasonWaitingForOVNIC, "transit ports not keyed by ovn-ic yet")
 		return ctrl.Result{RequeueAfter: time.Second}, nil
+	case !keysDue:
+		setCondition(ic, kovnv1.ConditionReady, false, ReasonWaitingForOVNIC,
+			"waiting for the gateways' ovn-controllers to install the transit ports' keys")
+		return ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil
 	}
 	setCondition(ic, kovnv1.ConditionReady, true, kovnv1.ReasonReconciled,
 		fmt.Sprintf("AZ %s joined with %d peer(s)", in.AZ, len(cs.peers(in.AZ))))
@@ -389,12 +400,7 @@ func gatewayNodes(spec *kovnv1.InterConnectSpec, nodes []corev1.Node) ([]string,
 // switch ports (their daemons copy them into Open_vSwitch, so ovn-controller rebuilds its
 // physical flows after a re-key); other nodes lose the annotation.
 func (r *Reconciler) publishTransitKeys(ctx context.Context, nodes []corev1.Node, gateways []string, keys map[string]string) error {
-	var pairs []string
-	for port, key := range keys {
-		pairs = append(pairs, port+"="+key)
-	}
-	slices.Sort(pairs)
-	return r.annotateGateways(ctx, nodes, gateways, annotation.ICTransitKeys, strings.Join(pairs, ","))
+	return r.annotateGateways(ctx, nodes, gateways, annotation.ICTransitKeys, joinKeys(keys))
 }
 
 // markGateways annotates the gateway nodes (their daemons then set ovn-is-interconn, which
