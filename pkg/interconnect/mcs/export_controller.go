@@ -88,15 +88,8 @@ func (r *ExportReconciler) invalid(se *mcsv1.ServiceExport, reason mcsv1.Service
 	meta.RemoveStatusCondition(&se.Status.Conditions, string(mcsv1.ServiceExportConditionConflict))
 }
 
-// storeWriteTimeout bounds a write to the store: libovsdb holds a transaction while it
-// reconnects, and a reconcile blocked on a store that stays away would hold its worker, and
-// keep the cluster from leaving the set, for as long.
-const storeWriteTimeout = 10 * time.Second
-
 // publish writes the export and its endpoint slices, this cluster's rows of namespace/name.
 func publish(ctx context.Context, store *Store, exp Export, slices []Slice) error {
-	ctx, cancel := context.WithTimeout(ctx, storeWriteTimeout)
-	defer cancel()
 	if _, err := store.SyncExports(ctx, []Export{exp}, scopeOf(exp.Namespace, exp.Name)); err != nil {
 		return fmt.Errorf("writing the export to the clusterset store: %w", err)
 	}
@@ -111,8 +104,6 @@ func withdraw(ctx context.Context, store *Store, namespace, name string) error {
 	if store == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, storeWriteTimeout)
-	defer cancel()
 	if _, err := store.SyncSlices(ctx, namespace, name, nil); err != nil {
 		return err
 	}

@@ -79,14 +79,12 @@ func (r *MembershipReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (c
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 	}
 	store, _ := r.Set.Store()
-	wctx, cancel := context.WithTimeout(ctx, storeWriteTimeout)
-	defer cancel()
 	if oldID != "" && oldID != store.Cluster {
-		if err := store.ForgetCluster(wctx, oldID); err != nil { // renamed: the rows move to the new id
+		if err := store.ForgetCluster(ctx, oldID); err != nil { // renamed: the rows move to the new id
 			return ctrl.Result{}, err
 		}
 	}
-	missing, err := store.RegisterCluster(wctx, ic.Spec.AZName)
+	missing, err := store.RegisterCluster(ctx, ic.Spec.AZName)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("registering in the clusterset store: %w", err)
 	}
@@ -131,8 +129,6 @@ func (r *MembershipReconciler) forget(ctx context.Context, ic *kovnv1.InterConne
 		}
 		store, _ = r.Set.Store()
 	}
-	ctx, cancel := context.WithTimeout(ctx, storeWriteTimeout)
-	defer cancel()
 	return store.ForgetCluster(ctx, store.Cluster)
 }
 

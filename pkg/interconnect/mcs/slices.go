@@ -39,7 +39,7 @@ func (s *Store) SyncSlices(ctx context.Context, namespace, service string, want 
 	if err != nil {
 		return false, err
 	}
-	if _, err := ovn.Transact(ctx, s.DB, ops); err != nil {
+	if _, err := s.transact(ctx, ops); err != nil {
 		return false, fmt.Errorf("clusterset endpoint slices of %s/%s from %s: %w", namespace, service, s.Cluster, err)
 	}
 	return len(ops) > 0, nil

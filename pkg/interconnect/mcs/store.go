@@ -85,7 +85,7 @@ func (s *Store) SyncExports(ctx context.Context, want []Export, scope func(names
 	if err != nil {
 		return false, err
 	}
-	if _, err := ovn.Transact(ctx, s.DB, ops); err != nil {
+	if _, err := s.transact(ctx, ops); err != nil {
 		return false, fmt.Errorf("clusterset exports of %s: %w", s.Cluster, err)
 	}
 	return len(ops) > 0, nil
@@ -225,6 +225,19 @@ func (s *Store) ports(ctx context.Context, uuids []string) []Port {
 	return out
 }
 
+// storeWriteTimeout bounds a write to the store: libovsdb holds a transaction while it
+// reconnects, and a reconcile blocked on a store that stays away would hold its worker, and
+// keep the cluster from leaving the set, for as long.
+const storeWriteTimeout = 10 * time.Second
+
+// transact commits ops, giving up after storeWriteTimeout. Every write of the store goes
+// through it; reads come from the cache and do not wait.
+func (s *Store) transact(ctx context.Context, ops []ovsdb.Operation) ([]ovsdb.OperationResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, storeWriteTimeout)
+	defer cancel()
+	return ovn.Transact(ctx, s.DB, ops)
+}
+
 // ForgetCluster deletes every row of cluster (it left the set): exports, slices and its
 // Cluster row, in one transaction. Child rows go with them.
 func (s *Store) ForgetCluster(ctx context.Context, cluster string) error {
@@ -240,7 +253,7 @@ func (s *Store) ForgetCluster(ctx context.Context, cluster string) error {
 		}
 		ops = append(ops, o...)
 	}
-	_, err := ovn.Transact(ctx, s.DB, ops)
+	_, err := s.transact(ctx, ops)
 	return err
 }
 
@@ -257,13 +270,13 @@ func (s *Store) RegisterCluster(ctx context.Context, az string) (bool, error) {
 		row.AvailabilityZone = az
 		ops, err := s.DB.Where(row).Update(row, &row.AvailabilityZone)
 		if err == nil {
-			_, err = ovn.Transact(ctx, s.DB, ops)
+			_, err = s.transact(ctx, ops)
 		}
 		return false, err
 	}
 	ops, err := s.DB.Create(&clusterset.Cluster{UUID: ovn.NewNamedUUID(), Name: s.Cluster, AvailabilityZone: az})
 	if err == nil {
-		_, err = ovn.Transact(ctx, s.DB, ops)
+		_, err = s.transact(ctx, ops)
 	}
 	return true, err
 }
