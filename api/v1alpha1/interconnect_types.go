@@ -22,13 +22,13 @@ type BFDTimers struct {
 	// MinRxMillis is the slowest rate, in ms, at which this end wants BFD packets.
 	// +kubebuilder:validation:Minimum=10
 	// +kubebuilder:validation:Maximum=10000
-	// +kubebuilder:default=100
+	// +kubebuilder:default=60
 	// +optional
 	MinRxMillis int32 `json:"minRxMillis,omitempty"`
 	// MinTxMillis is the fastest rate, in ms, at which this end sends BFD packets.
 	// +kubebuilder:validation:Minimum=10
 	// +kubebuilder:validation:Maximum=10000
-	// +kubebuilder:default=100
+	// +kubebuilder:default=60
 	// +optional
 	MinTxMillis int32 `json:"minTxMillis,omitempty"`
 	// Multiplier is how many missed packets declare the session down.
@@ -96,7 +96,7 @@ type InterConnectSpec struct {
 	// +optional
 	RefuseCIDRs []string `json:"refuseCIDRs,omitempty"`
 
-	// BFD tunes gateway failure detection (default 100 ms x 3).
+	// BFD tunes gateway failure detection (default 60 ms x 3).
 	// +optional
 	BFD *BFDTimers `json:"bfd,omitempty"`
 }

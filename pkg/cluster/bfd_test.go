@@ -35,7 +35,7 @@ func TestEnsureGatewayBFD(t *testing.T) {
 	if err := EnsureGatewayBFD(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"bfd-min-rx": "100", "bfd-min-tx": "100", "bfd-mult": "5", "northd-probe": "5000"}
+	want := map[string]string{"bfd-min-rx": "60", "bfd-min-tx": "60", "bfd-mult": "5", "northd-probe": "5000"}
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		rows = nil
 		if err := c.List(ctx, &rows); err == nil && len(rows) == 1 && maps.Equal(rows[0].Options, want) {

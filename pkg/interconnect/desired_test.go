@@ -36,7 +36,7 @@ func baseInput() Input {
 	return Input{AZ: "az1", Router: "ovn-cluster", TransitSwitches: []string{DefaultTransitSwitch}, TransitIndex: 3, IPv4: true, IPv6: true,
 		Gateways: []string{"n1", "n2"}, LocalCIDRs: pfx("10.16.0.0/16", "fd00:10:16::/64"),
 		JoinCIDRs: pfx("100.64.0.0/16", "fd00:100:64::/112"), NodeIPs: []netip.Addr{netip.MustParseAddr("172.30.1.11")},
-		Remote: map[string][]netip.Prefix{"az2": pfx("10.17.0.0/16", "fd00:10:17::/64")}, BFD: BFD{100, 100, 3},
+		Remote: map[string][]netip.Prefix{"az2": pfx("10.17.0.0/16", "fd00:10:17::/64")}, BFD: BFD{60, 60, 3},
 		SwitchPortKeys: keyedPorts("az1")}
 }
 
@@ -166,7 +166,7 @@ func TestForDenyListAndLearned(t *testing.T) {
 		d.Conflicts[0].Local.String() != "10.16.0.0/16" {
 		t.Errorf("conflicts %v", d.Conflicts)
 	}
-	if d.Options["ic-route-adv"] != "true" || d.Options["ic-route-learn"] != "true" || d.Options["bfd-min-rx"] != "100" || d.Options["bfd-mult"] != "3" {
+	if d.Options["ic-route-adv"] != "true" || d.Options["ic-route-learn"] != "true" || d.Options["bfd-min-rx"] != "60" || d.Options["bfd-mult"] != "3" {
 		t.Errorf("options %v", d.Options)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/cluster"
 )
 
 // parsedSpec is the part of an InterConnect spec that needs parsing beyond the CRD's schema.
@@ -23,7 +24,7 @@ func parseSpec(s *kovnv1.InterConnectSpec) (parsedSpec, error) {
 	if out.refuse, err = parseCIDRs("refuseCIDRs", s.RefuseCIDRs); err != nil {
 		return out, err
 	}
-	out.bfd = BFD{MinRx: 100, MinTx: 100, Mult: 3}
+	out.bfd = BFD{MinRx: cluster.GatewayBFDIntervalMillis, MinTx: cluster.GatewayBFDIntervalMillis, Mult: cluster.GatewayBFDMult}
 	if b := s.BFD; b != nil {
 		if b.MinRxMillis > 0 {
 			out.bfd.MinRx = int(b.MinRxMillis)

@@ -292,7 +292,7 @@ func centralFailover(t *testing.T, c *cluster, what string, fail, restore, after
 	}()
 	lost, outage := c.measureStream(t, "central", "c", c.plan.ext(), streamCount, fail)
 	afterFail()
-	// BFD at 100 ms x 3 rebinds in about 0.3 s; OVN's default timers (1 s x 3) lost 27 probes
+	// BFD at 60 ms x 3 (kovn's default) rebinds in about 0.2-0.3 s; OVN's default timers (1 s x 3) lost 27 probes
 	// here, Node readiness more than the stream's 17 s after the event.
 	if lost > maxCentralFailoverLoss {
 		t.Errorf("gateway c1-n2's %s lost: %d of %d probes lost (longest outage %s), want at most %d", what, lost, streamCount, outage, maxCentralFailoverLoss)
