@@ -21,7 +21,14 @@ func TestAddressPlanIsDisjoint(t *testing.T) {
 	}
 	add("ic", ICDBIP().String())
 	add("ext", ExternalHostIP().String())
+	add("tor", ToRIP().String())
+	if fabricPrefix.Overlaps(outsideNet) || !outsideNet.Contains(OutsideHostIP()) {
+		t.Fatalf("outside network %s overlaps the fabric or misses the outside host", outsideNet)
+	}
 	for c := 1; c <= 9; c++ {
+		if PodCIDR(c).Overlaps(outsideNet) || ServiceCIDR(c).Overlaps(outsideNet) {
+			t.Fatalf("cluster %d overlaps the outside network", c)
+		}
 		add("cp", ControlPlaneIP(c).String())
 		for n := 1; n <= 50; n++ {
 			ip := NodeIP(c, n)
@@ -57,7 +64,14 @@ func TestIPv6AddressPlanMirrorsIPv4(t *testing.T) {
 	}
 	add("ic", ICDBIP6())
 	add("ext", ExternalHostIP6())
+	add("tor", ToRIP6())
+	if fabricPrefix6.Overlaps(outsideNet6) || !outsideNet6.Contains(OutsideHostIP6()) {
+		t.Fatalf("outside network %s overlaps the fabric or misses the outside host", outsideNet6)
+	}
 	for c := 1; c <= 9; c++ {
+		if PodCIDR6(c).Overlaps(outsideNet6) || ServiceCIDR6(c).Overlaps(outsideNet6) {
+			t.Fatalf("cluster %d overlaps the outside network", c)
+		}
 		add("cp", ControlPlaneIP6(c))
 		for n := 1; n <= 50; n++ {
 			add(NodeName(c, n), NodeIP6(c, n))

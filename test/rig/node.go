@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/kovn/kovn/pkg/annotation"
@@ -116,6 +117,7 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 	for _, a := range FabricAddrs(ips) {
 		brPhyAddrs = append(brPhyAddrs, "ip "+strings.Join(addrAddArgs(a, "br-phy"), " "))
 	}
+	outsideRoutes := c.outsideRouteCmds()
 	dbSock := filepath.Join(ovsRun, "db.sock")
 	env := []string{"OVS_RUNDIR=" + ovsRun, "OVN_RUNDIR=" + ovnRun, "OVS_DBDIR=" + filepath.Dir(confDB)}
 	vsctl := "ovs-vsctl --db=unix:" + dbSock + " --timeout=30 "
@@ -140,7 +142,7 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 		"while :; do",
 		"  if ip link show br-phy >/dev/null 2>&1 && ! ip -br addr show dev br-phy | grep -qF ' " + ip + "/'; then",
 		"    echo \"$(date -Is) br-phy is back without its addresses (ovs-vswitchd restarted): restoring them\"",
-		"    " + strings.Join(brPhyAddrs[1:], "; ") + "; ip link set br-phy up; ethtool -K br-phy tx off >/dev/null",
+		"    " + strings.Join(append(brPhyAddrs[1:], outsideRoutes...), "; ") + "; ip link set br-phy up; ethtool -K br-phy tx off >/dev/null",
 		"  fi",
 		"  sleep 0.5",
 		"done"}, "\n"))
@@ -166,12 +168,12 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 		// is only OVS's port, but the kernel still sees every frame on it: without ARP off
 		// and IPv6 disabled there, it answered ARP for the node address with eth0's MAC
 		// (racing br-phy's answer) and kept neighbours of its own on eth0.
-		sh("br-phy", append(append([]string{
+		sh("br-phy", slices.Concat([]string{
 			vsctl + "-- --may-exist add-br br-phy -- set bridge br-phy datapath_type=netdev -- --may-exist add-port br-phy eth0",
 			"for i in $(seq 100); do ip link show br-phy >/dev/null 2>&1 && break; sleep 0.1; done"},
-			brPhyAddrs...),
-			"ip link set br-phy up", "ip link set eth0 arp off", "sysctl -qw net.ipv6.conf.eth0.disable_ipv6=1",
-			"ethtool -K eth0 tx off >/dev/null", "ethtool -K br-phy tx off >/dev/null")...),
+			brPhyAddrs, []string{"ip link set br-phy up"}, outsideRoutes,
+			[]string{"ip link set eth0 arp off", "sysctl -qw net.ipv6.conf.eth0.disable_ipv6=1",
+				"ethtool -K eth0 tx off >/dev/null", "ethtool -K br-phy tx off >/dev/null"})...),
 		brPhyKeeper,
 		ovnController,
 		daemon("containerd", Ready{Unix: "/run/containerd/containerd.sock"}, "containerd", "--config",

@@ -146,6 +146,9 @@ func (r *Rig) network(context.Context) error {
 	if err := plug(cfg.ExtNS(), "ext", cfg.ExternalHostIPs()); err != nil {
 		return err
 	}
+	if err := r.plugToR(plug); err != nil {
+		return err
+	}
 	for cl := 1; cl <= cfg.Clusters; cl++ {
 		if err := plug(cfg.ControlPlaneNS(cl), fmt.Sprintf("c%dcp", cl), cfg.ControlPlaneIPs(cl)); err != nil {
 			return err
@@ -261,12 +264,20 @@ func (r *Rig) startControlPlanes(ctx context.Context) error {
 		}
 		procs = append(procs, p)
 	}
-	ext := cfg.externalHostSpec()
-	p, err := r.launch(cfg.ExtNS(), ext)
+	tor, err := cfg.torSpec()
 	if err != nil {
 		return err
 	}
-	procs = append(procs, p)
+	for _, l := range []struct {
+		ns   string
+		spec SupervisorSpec
+	}{{cfg.ExtNS(), cfg.externalHostSpec()}, {cfg.ToRNS(), tor}, {cfg.OutsideNS(), cfg.outsideHostSpec()}} {
+		p, err := r.launch(l.ns, l.spec)
+		if err != nil {
+			return err
+		}
+		procs = append(procs, p)
+	}
 	for cl := 1; cl <= cfg.Clusters; cl++ {
 		var nodes []string
 		for n := 1; n <= cfg.Nodes; n++ {
