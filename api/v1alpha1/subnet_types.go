@@ -135,9 +135,20 @@ type SubnetSpec struct {
 	// +optional
 	Default bool `json:"default,omitempty"`
 
-	// BGPAdvertise announces cidrBlock to the cluster's BGP peers.
+	// BGPAdvertise lets kovn-speaker announce this subnet's addresses to the cluster's BGP peers
+	// (subnets of the default VPC only: nodes route nothing else). How is bgpPolicy's choice.
+	// Pods may also ask for a host route of their own (the kovn.io/bgp annotation) only in a
+	// subnet that has it.
 	// +optional
 	BGPAdvertise bool `json:"bgpAdvertise,omitempty"`
+
+	// BGPPolicy says who announces what when bgpAdvertise is on. Cluster: every speaker node
+	// announces cidrBlock (external traffic enters at any of them). Local: no cidrBlock route;
+	// each pod's address is announced by the node that hosts it (traffic enters there).
+	// +kubebuilder:validation:Enum=Cluster;Local
+	// +kubebuilder:default=Cluster
+	// +optional
+	BGPPolicy BGPPolicy `json:"bgpPolicy,omitempty"`
 
 	// LogicalSwitch is the name of the OVN logical switch; empty means the Subnet's name.
 	// Immutable once set (including set/unset).
@@ -145,6 +156,14 @@ type SubnetSpec struct {
 	// +optional
 	LogicalSwitch string `json:"logicalSwitch,omitempty"`
 }
+
+// BGPPolicy is who announces a subnet's addresses over BGP.
+type BGPPolicy string
+
+const (
+	BGPPolicyCluster BGPPolicy = "Cluster"
+	BGPPolicyLocal   BGPPolicy = "Local"
+)
 
 // SubnetStatus is the observed state of a Subnet.
 //

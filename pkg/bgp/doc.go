@@ -1,6 +1,5 @@
-// Package bgp will hold kovn-speaker: a pure computation of the paths to advertise (pod,
-// subnet and service CIDRs, cluster-wide or node-local) and a driver that keeps an embedded
-// GoBGP v3 server's advertised set equal to it (level-triggered, withdrawn on delete and on
-// shutdown, next hops re-derived on every pass). Not implemented yet: it arrives with the BGP
-// issue, tested against FRR in the rig.
+// Package bgp is kovn-speaker: Desired computes the routes a node announces from Kubernetes
+// state (a pure function), PeersFor the sessions it holds, and a Speaker (GoBGP v3 embedded,
+// gobgp.go) is made to match both on every event: level-triggered, withdrawn on delete and on
+// shutdown, and with each route's next hop left to its session, so it is never stale.
 package bgp

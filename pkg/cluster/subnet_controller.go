@@ -182,9 +182,6 @@ func setSupported(sn *kovnv1.Subnet) {
 	if sn.Spec.Vlan != "" {
 		unimpl = append(unimpl, "vlan (underlay networks)")
 	}
-	if sn.Spec.BGPAdvertise {
-		unimpl = append(unimpl, "bgpAdvertise (kovn-speaker)")
-	}
 	if len(unimpl) == 0 {
 		setCondition(sn, kovnv1.ConditionSupported, true, kovnv1.ReasonImplemented, "every field of the spec is implemented")
 		return

@@ -1,0 +1,189 @@
+package bgp
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	api "github.com/osrg/gobgp/v3/api"
+	"github.com/osrg/gobgp/v3/pkg/server"
+)
+
+// routerPeer is a plain GoBGP server standing in for a ToR: it listens on loopback and accepts
+// the speaker as a neighbour. (The e2e tests use FRR; this one checks the driver's logic.)
+func routerPeer(t *testing.T, ctx context.Context, addr string, speakerASN uint32) (*server.BgpServer, uint16) {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
+	if err != nil {
+		t.Skipf("no %s loopback: %v", addr, err)
+	}
+	port := uint16(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	s := server.NewBgpServer(server.LoggerOption(&lastErrors{log: logr.Discard(), byPeer: map[string]string{}}))
+	go s.Serve()
+	t.Cleanup(s.Stop)
+	if err := s.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{Asn: 64500, RouterId: "10.255.0.1",
+		ListenPort: int32(port), ListenAddresses: []string{addr}}}); err != nil {
+		t.Fatal(err)
+	}
+	a := netip.MustParseAddr(addr)
+	if err := s.AddPeer(ctx, &api.AddPeerRequest{Peer: &api.Peer{
+		Conf:      &api.PeerConf{NeighborAddress: addr, PeerAsn: speakerASN},
+		Transport: &api.Transport{PassiveMode: true},
+		AfiSafis:  []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: familyOf(a), Enabled: true}}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	return s, port
+}
+
+// learned is what the router holds from the speaker: prefix -> next hop.
+func learned(t *testing.T, ctx context.Context, s *server.BgpServer, fam *api.Family) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := s.ListPath(ctx, &api.ListPathRequest{TableType: api.TableType_GLOBAL, Family: fam}, func(d *api.Destination) {
+		for _, p := range d.Paths {
+			if p.IsWithdraw {
+				continue
+			}
+			out[d.Prefix] = nextHop(p)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func nextHop(p *api.Path) string {
+	for _, a := range p.Pattrs {
+		var nh api.NextHopAttribute
+		if a.UnmarshalTo(&nh) == nil {
+			return nh.NextHop
+		}
+		var mp api.MpReachNLRIAttribute
+		if a.UnmarshalTo(&mp) == nil && len(mp.NextHops) > 0 {
+			return mp.NextHops[0]
+		}
+	}
+	return ""
+}
+
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var ok bool
+		if ok, last = cond(); ok {
+			return
+		}
+	}
+	t.Fatalf("%s: still %s after 20 s", what, last)
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// The driver announces exactly the routes it is given, with the session's own address as next
+// hop in each family, withdraws one route without touching the others, and withdraws all on a
+// withdrawing stop.
+func TestGoBGPAnnouncesExactlyTheDesiredRoutes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r4, port4 := routerPeer(t, ctx, "127.0.0.1", 64512)
+	r6, port6 := routerPeer(t, ctx, "::1", 64512)
+	g := NewGoBGP(logr.Discard(), false)
+	global := Global{ASN: 64512, RouterID: netip.MustParseAddr("10.255.0.2"), ListenPort: -1}
+	peers := []Peer{
+		{Name: "tor4", Address: netip.MustParseAddr("127.0.0.1"), Port: port4, PeerASN: 64500, LocalASN: 64512, HoldTime: 9, Keepalive: 3},
+		{Name: "tor6", Address: netip.MustParseAddr("::1"), Port: port6, PeerASN: 64500, LocalASN: 64512, HoldTime: 9, Keepalive: 3},
+	}
+	if err := g.SetPeers(ctx, global, peers); err != nil {
+		t.Fatal(err)
+	}
+	set := func(ps ...string) {
+		var routes []netip.Prefix
+		for _, p := range ps {
+			routes = append(routes, netip.MustParsePrefix(p))
+		}
+		if err := g.SetRoutes(ctx, routes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect := func(r *server.BgpServer, fam *api.Family, want map[string]string) {
+		waitFor(t, "router's routes", func() (bool, string) {
+			got := learned(t, ctx, r, fam)
+			return len(got) == len(want) && slices.Equal(keys(got), keys(want)) && func() bool {
+				for k, v := range want {
+					if got[k] != v {
+						return false
+					}
+				}
+				return true
+			}(), func() string {
+				b := ""
+				for k, v := range got {
+					b += k + " via " + v + "; "
+				}
+				return b
+			}()
+		})
+	}
+	v4, v6 := familyOf(netip.MustParseAddr("10.0.0.1")), familyOf(netip.MustParseAddr("fd00::1"))
+	set("10.40.0.0/16", "10.41.0.5/32", "fd00:40::/64")
+	expect(r4, v4, map[string]string{"10.40.0.0/16": "127.0.0.1", "10.41.0.5/32": "127.0.0.1"})
+	expect(r6, v6, map[string]string{"fd00:40::/64": "::1"})
+
+	set("10.40.0.0/16", "fd00:40::/64") // one withdrawn, the others stay
+	expect(r4, v4, map[string]string{"10.40.0.0/16": "127.0.0.1"})
+	expect(r6, v6, map[string]string{"fd00:40::/64": "::1"})
+
+	states, err := g.PeerStates(ctx)
+	if err != nil || len(states) != 2 {
+		t.Fatalf("peer states %+v, %v", states, err)
+	}
+	for _, st := range states {
+		if st.State != "Established" || st.Sent != 1 || st.EstablishedSince.IsZero() || st.LocalAddress != st.Address {
+			t.Errorf("peer %s: %+v, want Established with 1 prefix sent from %s", st.Name, st, st.Address)
+		}
+	}
+
+	if err := g.Stop(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	expect(r4, v4, map[string]string{})
+	expect(r6, v6, map[string]string{})
+}
+
+// A wrong peer AS keeps the session down and the reason is reported.
+func TestGoBGPReportsWhyASessionIsDown(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, port := routerPeer(t, ctx, "127.0.0.1", 64512)
+	g := NewGoBGP(logr.Discard(), false)
+	defer g.Stop(ctx, true)
+	if err := g.SetPeers(ctx, Global{ASN: 64512, RouterID: netip.MustParseAddr("10.255.0.2"), ListenPort: -1}, []Peer{
+		{Name: "tor", Address: netip.MustParseAddr("127.0.0.1"), Port: port, PeerASN: 64999, LocalASN: 64512}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "an error on the wrong-AS session", func() (bool, string) {
+		st, err := g.PeerStates(ctx)
+		if err != nil || len(st) != 1 {
+			return false, "no state"
+		}
+		return st[0].State != "Established" && st[0].LastError != "", st[0].State + " / " + st[0].LastError
+	})
+	st, _ := g.PeerStates(ctx)
+	t.Logf("wrong peer AS: %s, %q", st[0].State, st[0].LastError)
+}
