@@ -3,7 +3,7 @@ SHELL := /bin/bash
 BIN   := $(CURDIR)/_output/bin
 GO    ?= go
 # Binaries built from this module. Pod image binaries are static so they run in an empty image.
-CMDS  := kovn-rig kovn-controller kovn-daemon kovn-cni
+CMDS  := kovn-rig kovn-controller kovn-daemon kovn-cni kovn-speaker
 IMAGES := kovn-pause:./test/images/pause kovn-testbox:./test/images/testbox kovn-coredns:./test/images/coredns
 RIG_DIR ?= $(CURDIR)/_output/rig
 export KOVN_RIG_DIR := $(RIG_DIR)

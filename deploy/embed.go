@@ -6,7 +6,7 @@ import "embed"
 
 // FS holds the manifests under deploy/ (the CRDs are in package crds).
 //
-//go:embed kovn.yaml rbac/controller/role.yaml rbac/daemon/role.yaml policy/*.yaml
+//go:embed kovn.yaml rbac/controller/role.yaml rbac/daemon/role.yaml rbac/speaker/role.yaml policy/*.yaml
 var FS embed.FS
 
 // AccessFiles are the manifests that define who kovn's components are and what they may do,
@@ -15,6 +15,7 @@ var FS embed.FS
 var AccessFiles = []string{
 	"rbac/controller/role.yaml",
 	"rbac/daemon/role.yaml",
+	"rbac/speaker/role.yaml",
 	"kovn.yaml",
 	"policy/daemon-own-node.yaml",
 }

@@ -145,3 +145,38 @@ func PodNetworkFrom(ann map[string]string) (pn PodNetwork, ok bool, err error) {
 	pn.Switch, pn.PortName = ann[LogicalSwitch], ann[PortName]
 	return pn, true, nil
 }
+
+// BGP on a Service asks kovn-speaker to announce its addresses: "true" (or "cluster") by its
+// externalTrafficPolicy, "local" only from nodes with a ready endpoint of their own, whose
+// kovn-daemon then hands traffic from outside for its ClusterIPs to those endpoints (the client
+// address kept). On a pod ("true" or "local"), a host route to the pod from its own node,
+// honoured only in a subnet with spec.bgpAdvertise. It chooses among addresses; it never
+// supplies one.
+const BGP = Prefix + "bgp"
+
+// BGP announcement policies of a Service.
+const (
+	BGPCluster = "Cluster" // every speaker node announces; traffic enters anywhere
+	BGPLocal   = "Local"   // only nodes with a local endpoint announce; the client address is kept
+)
+
+// BGPServicePolicy reads a Service's BGP annotation value: "" (not announced), BGPCluster or
+// BGPLocal.
+func BGPServicePolicy(value string, etpLocal bool) string {
+	switch strings.ToLower(value) {
+	case "true", "cluster":
+		if etpLocal {
+			return BGPLocal
+		}
+		return BGPCluster
+	case "local":
+		return BGPLocal
+	}
+	return ""
+}
+
+// BGPPodRequested says whether a pod's BGP annotation value asks for a host route.
+func BGPPodRequested(value string) bool {
+	v := strings.ToLower(value)
+	return v == "true" || v == "local"
+}

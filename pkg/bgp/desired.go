@@ -11,13 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/annotation"
 )
 
-// AnnotationBGP on a Service asks kovn-speaker to announce its addresses ("true" or "cluster":
-// by its externalTrafficPolicy; "local": only from nodes with a ready local endpoint). On a pod
-// ("true" or "local") it asks for a host route to the pod from its own node, honoured only in a
-// subnet whose spec.bgpAdvertise the admin turned on.
-const AnnotationBGP = "kovn.io/bgp"
+// AnnotationBGP marks Services and pods for announcement (see annotation.BGP).
+const AnnotationBGP = annotation.BGP
 
 // Route is one prefix this node's speaker announces and why (the first reason found).
 type Route struct {
@@ -143,16 +141,8 @@ func advertisedSubnets(subnets []kovnv1.Subnet) map[string]advertisedSubnet {
 
 // servicePolicy is who announces an annotated Service: "" (not announced), Cluster or Local.
 func servicePolicy(svc *corev1.Service) kovnv1.BGPPolicy {
-	switch strings.ToLower(svc.Annotations[AnnotationBGP]) {
-	case "true", "cluster":
-		if svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
-			return kovnv1.BGPPolicyLocal
-		}
-		return kovnv1.BGPPolicyCluster
-	case "local":
-		return kovnv1.BGPPolicyLocal
-	}
-	return ""
+	return kovnv1.BGPPolicy(annotation.BGPServicePolicy(svc.Annotations[AnnotationBGP],
+		svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal))
 }
 
 // serviceAddrs are a Service's ClusterIPs, load balancer ingress IPs and the externalIPs inside

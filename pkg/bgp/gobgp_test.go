@@ -125,19 +125,19 @@ func TestGoBGPAnnouncesExactlyTheDesiredRoutes(t *testing.T) {
 		waitFor(t, "router's routes", func() (bool, string) {
 			got := learned(t, ctx, r, fam)
 			return len(got) == len(want) && slices.Equal(keys(got), keys(want)) && func() bool {
-				for k, v := range want {
-					if got[k] != v {
-						return false
+					for k, v := range want {
+						if got[k] != v {
+							return false
+						}
 					}
-				}
-				return true
-			}(), func() string {
-				b := ""
-				for k, v := range got {
-					b += k + " via " + v + "; "
-				}
-				return b
-			}()
+					return true
+				}(), func() string {
+					b := ""
+					for k, v := range got {
+						b += k + " via " + v + "; "
+					}
+					return b
+				}()
 		})
 	}
 	v4, v6 := familyOf(netip.MustParseAddr("10.0.0.1")), familyOf(netip.MustParseAddr("fd00::1"))

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/annotation"
 )
 
 // NodePortReconciler keeps the node's NodePort and external IP translation (nodeports.go)
@@ -41,11 +42,53 @@ func (r *NodePortReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	var subnets kovnv1.SubnetList
+	var ips kovnv1.IPList
+	if err := r.List(ctx, &subnets); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.List(ctx, &ips); err != nil { // the daemon caches its own node's only
+		return ctrl.Result{}, err
+	}
+	keep := keepSourcePrefixes(subnets.Items, ips.Items, r.NodeName)
 	apply := r.Apply
 	if apply == nil {
 		apply = applyNodePortRules
 	}
-	return ctrl.Result{}, r.chains.sync(func(is4 bool) string { return nodePortRules(is4, svcs) }, apply)
+	return ctrl.Result{}, r.chains.sync(func(is4 bool) string { return nodePortRules(is4, svcs, keep) }, apply)
+}
+
+// keepSourcePrefixes are the destinations traffic entering the overlay here reaches without
+// being masqueraded (see nodeports.go): the CIDRs of default-VPC subnets without natOutgoing,
+// and this node's pods in distributed-gateway subnets that have it.
+func keepSourcePrefixes(subnets []kovnv1.Subnet, ips []kovnv1.IP, node string) []netip.Prefix {
+	var out []netip.Prefix
+	localPods := map[string]bool{}
+	for i := range subnets {
+		sn := &subnets[i]
+		if sn.VpcName() != kovnv1.DefaultVpcName || sn.Spec.Vlan != "" {
+			continue
+		}
+		if !sn.Spec.NATOutgoing {
+			if cidrs, err := sn.Spec.CIDRs(); err == nil {
+				out = append(out, cidrs...)
+			}
+		} else if sn.Spec.EffectiveGatewayType() == kovnv1.GatewayDistributed {
+			localPods[sn.Name] = true
+		}
+	}
+	for i := range ips {
+		ip := &ips[i].Spec
+		if ip.PodName == "" || ip.NodeName != node || !localPods[ip.Subnet] {
+			continue
+		}
+		for _, s := range []string{ip.V4IP, ip.V6IP} {
+			if a, err := netip.ParseAddr(s); err == nil {
+				out = append(out, netip.PrefixFrom(a, a.BitLen()))
+			}
+		}
+	}
+	return out
 }
 
 // nodePortServices lists the Services that reach into the cluster through this node.
@@ -65,7 +108,7 @@ func (r *NodePortReconciler) nodePortServices(ctx context.Context) ([]NodePortSe
 		if !ok {
 			continue
 		}
-		if s.LocalOnly {
+		if s.LocalOnly || s.OutsideClusterIPs {
 			var slices discoveryv1.EndpointSliceList
 			if err := r.List(ctx, &slices, client.InNamespace(list.Items[i].Namespace),
 				client.MatchingLabels{discoveryv1.LabelServiceName: list.Items[i].Name}); err != nil {
@@ -93,8 +136,9 @@ func subnetPrefixes(subnets []kovnv1.Subnet) []netip.Prefix {
 // addresses inside inCluster (a Subnet's CIDRs) are left out: translating them would hand a
 // pod's or a node's traffic to the Service (kovn-controller refuses them with an event).
 func nodePortService(svc *corev1.Service, inCluster []netip.Prefix) (NodePortService, bool) {
-	s := NodePortService{Key: svc.Namespace + "/" + svc.Name,
-		LocalOnly: svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal}
+	etpLocal := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+	s := NodePortService{Key: svc.Namespace + "/" + svc.Name, LocalOnly: etpLocal,
+		OutsideClusterIPs: annotation.BGPServicePolicy(svc.Annotations[annotation.BGP], etpLocal) == annotation.BGPLocal}
 	for _, ip := range svc.Spec.ClusterIPs {
 		if a, err := netip.ParseAddr(ip); err == nil {
 			s.ClusterIPs = append(s.ClusterIPs, a)
@@ -118,7 +162,7 @@ func nodePortService(svc *corev1.Service, inCluster []netip.Prefix) (NodePortSer
 		s.Ports = append(s.Ports, NodePortPort{Name: p.Name, Protocol: proto, Port: p.Port, NodePort: p.NodePort})
 		hasNodePort = hasNodePort || p.NodePort > 0
 	}
-	return s, len(s.ClusterIPs) > 0 && (hasNodePort || len(s.ExternalIPs) > 0)
+	return s, len(s.ClusterIPs) > 0 && (hasNodePort || len(s.ExternalIPs) > 0 || s.OutsideClusterIPs)
 }
 
 // localEndpoints are the ready endpoints of the slices that run on node.
@@ -190,5 +234,6 @@ func (r *NodePortReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: "nodeports"}}}
 	})
 	return ctrl.NewControllerManagedBy(mgr).Named("nodeports").
-		Watches(&corev1.Service{}, one).Watches(&discoveryv1.EndpointSlice{}, one).Complete(r)
+		Watches(&corev1.Service{}, one).Watches(&discoveryv1.EndpointSlice{}, one).
+		Watches(&kovnv1.Subnet{}, one).Watches(&kovnv1.IP{}, one).Complete(r)
 }

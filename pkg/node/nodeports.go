@@ -33,12 +33,22 @@ const (
 const enterOverlayMasq = "-A " + nodePortMasqChain + " -o " + Ovn0 +
 	" -m addrtype ! --src-type LOCAL -m conntrack ! --ctstate DNAT -j MASQUERADE"
 
+// Destinations whose replies come back through this node anyway keep the client's address
+// (keepSource): pods of this node in distributed-gateway subnets (their egress is this node,
+// where conntrack undoes nothing it did not do), and whole subnets without natOutgoing (their
+// replies leave the pod's own node unmasqueraded, straight to the client). That is how a
+// client outside the cluster, routed in over BGP, reaches a pod with its own address.
+
 // NodePortService is what the node translates for one Service.
 type NodePortService struct {
 	Key         string       // namespace/name, for rule comments
 	ClusterIPs  []netip.Addr // the DNAT target of ETP=Cluster traffic
 	ExternalIPs []netip.Addr // spec.externalIPs and load balancer ingress IPs
-	Ports       []NodePortPort
+	// OutsideClusterIPs: the Service is announced over BGP with the Local policy, so traffic
+	// from outside arrives here for its ClusterIPs; it goes to this node's endpoints only
+	// (like ETP=Local), unmasqueraded. Traffic the node itself sends is left to OVN.
+	OutsideClusterIPs bool
+	Ports             []NodePortPort
 	// LocalOnly: externalTrafficPolicy=Local; LocalEndpoints are this node's ready endpoints.
 	LocalOnly      bool
 	LocalEndpoints []LocalEndpoint
@@ -61,10 +71,17 @@ type LocalEndpoint struct {
 // nodePortRules is the iptables-restore input rewriting both chains for one family. Services
 // are sorted by key and endpoints by address, so the same input always gives the same text
 // (an unchanged cluster causes no rewrite).
-func nodePortRules(is4 bool, svcs []NodePortService) string {
+func nodePortRules(is4 bool, svcs []NodePortService, keepSource []netip.Prefix) string {
 	var b, reject strings.Builder
 	fmt.Fprintf(&b, "*nat\n:%s - [0:0]\n:%s - [0:0]\n", nodePortChain, nodePortMasqChain)
 	fmt.Fprintf(&b, "-A %s -m mark --mark %s -j MASQUERADE\n", nodePortMasqChain, nodePortMark)
+	keep := append([]netip.Prefix(nil), keepSource...)
+	sort.Slice(keep, func(i, j int) bool { return keep[i].String() < keep[j].String() })
+	for _, p := range keep {
+		if p.Addr().Is4() == is4 {
+			fmt.Fprintf(&b, "-A %s -o %s -d %s -j RETURN\n", nodePortMasqChain, Ovn0, p)
+		}
+	}
 	fmt.Fprintf(&b, "%s\n", enterOverlayMasq)
 	sorted := append([]NodePortService(nil), svcs...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Key < sorted[j].Key })
@@ -82,6 +99,13 @@ func nodePortRules(is4 bool, svcs []NodePortService) string {
 			for _, ip := range s.ExternalIPs {
 				if ip.Is4() == is4 {
 					matches = append(matches, fmt.Sprintf("-d %s -p %s --dport %d", netip.PrefixFrom(ip, ip.BitLen()), proto, p.Port))
+				}
+			}
+			if s.OutsideClusterIPs {
+				m := fmt.Sprintf("-d %s -p %s --dport %d -m addrtype ! --src-type LOCAL", netip.PrefixFrom(cip, cip.BitLen()), proto, p.Port)
+				head := fmt.Sprintf("-A %s %s -m comment --comment %q", nodePortChain, m, s.Key+":"+p.Name)
+				if !writeLocalTargets(&b, head, localTargets(s.LocalEndpoints, p.Name, is4)) {
+					fmt.Fprintf(&reject, "-A %s %s -m comment --comment %q -j REJECT\n", nodePortRejectChain, m, s.Key+":"+p.Name)
 				}
 			}
 			for _, m := range matches {

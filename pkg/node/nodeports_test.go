@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 )
 
 func addrList(ss ...string) []netip.Addr {
@@ -30,7 +32,7 @@ var (
 // TestNodePortRulesCluster: ETP=Cluster NodePorts and external IPs are marked for masquerade
 // and sent to the ClusterIP of their family.
 func TestNodePortRulesCluster(t *testing.T) {
-	v4 := nodePortRules(true, []NodePortService{webCluster})
+	v4 := nodePortRules(true, []NodePortService{webCluster}, nil)
 	for _, want := range []string{
 		`-A KOVN-NODEPORT-MASQ -m mark --mark 0x4000/0x4000 -j MASQUERADE`,
 		`-A KOVN-NODEPORT-MASQ -o ovn0 -m addrtype ! --src-type LOCAL -m conntrack ! --ctstate DNAT -j MASQUERADE`,
@@ -42,7 +44,7 @@ func TestNodePortRulesCluster(t *testing.T) {
 			t.Errorf("IPv4 rules lack %q:\n%s", want, v4)
 		}
 	}
-	v6 := nodePortRules(false, []NodePortService{webCluster})
+	v6 := nodePortRules(false, []NodePortService{webCluster}, nil)
 	if !strings.Contains(v6, "--dport 30080 -m comment --comment \"ns/web:http\" -j DNAT --to-destination [fd00:10:96::14]:80\n") ||
 		strings.Contains(v6, "172.30.200.1") {
 		t.Errorf("IPv6 rules:\n%s", v6)
@@ -52,7 +54,7 @@ func TestNodePortRulesCluster(t *testing.T) {
 // TestNodePortRulesLocal: ETP=Local goes straight to this node's endpoints, spread evenly and
 // not masqueraded; a port without a local endpoint is rejected.
 func TestNodePortRulesLocal(t *testing.T) {
-	v4 := nodePortRules(true, []NodePortService{webLocal})
+	v4 := nodePortRules(true, []NodePortService{webLocal}, nil)
 	head := `-A KOVN-NODEPORTS -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http"`
 	for _, want := range []string{
 		head + " -m statistic --mode random --probability 0.50000 -j DNAT --to-destination 10.16.0.5:8080",
@@ -66,7 +68,7 @@ func TestNodePortRulesLocal(t *testing.T) {
 	if strings.Contains(v4, "ns/local:http\" -j MARK") {
 		t.Errorf("ETP=Local traffic is masqueraded (the client address would be lost):\n%s", v4)
 	}
-	if v6 := nodePortRules(false, []NodePortService{webLocal}); strings.Contains(v6, "ns/local") {
+	if v6 := nodePortRules(false, []NodePortService{webLocal}, nil); strings.Contains(v6, "ns/local") {
 		t.Errorf("an IPv4-only Service has IPv6 rules:\n%s", v6)
 	}
 }
@@ -78,7 +80,7 @@ func TestNodePortRulesApply(t *testing.T) {
 		for _, is4 := range []bool{true, false} {
 			tool := map[bool]string{true: "iptables", false: "ip6tables"}[is4]
 			for _, svcs := range [][]NodePortService{{webCluster, webLocal}, {webCluster}} {
-				if err := applyNodePortRules(is4, nodePortRules(is4, svcs)); err != nil {
+				if err := applyNodePortRules(is4, nodePortRules(is4, svcs, nil)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -110,5 +112,50 @@ func TestNodePortServiceSkipsInClusterExternalIPs(t *testing.T) {
 	svc.Spec.ExternalIPs = []string{"10.16.0.5"}
 	if s, ok := nodePortService(svc, []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16")}); ok {
 		t.Errorf("a Service left with no node-facing address was kept: %+v", s)
+	}
+}
+
+// Traffic from outside (routed in over BGP) keeps its client address where the reply comes
+// back through this node: this node's pods in distributed natOutgoing subnets, and subnets
+// without natOutgoing; a Local-policy announced Service's ClusterIP goes to local endpoints.
+func TestKeepSourceAndOutsideClusterIPs(t *testing.T) {
+	sub := func(name, cidr string, nat bool, gw kovnv1.GatewayType, vpc string) kovnv1.Subnet {
+		return kovnv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: kovnv1.SubnetSpec{CIDRBlock: cidr, NATOutgoing: nat, GatewayType: gw, Vpc: vpc}}
+	}
+	ip := func(pod, subnet, node, v4 string) kovnv1.IP {
+		return kovnv1.IP{Spec: kovnv1.IPSpec{PodName: pod, Namespace: "ns", Subnet: subnet, NodeName: node, V4IP: v4}}
+	}
+	subnets := []kovnv1.Subnet{
+		sub("natted", "10.16.0.0/16", true, "", ""),
+		sub("central", "10.17.0.0/24", true, kovnv1.GatewayCentralized, ""),
+		sub("routed", "10.18.0.0/24,fd00:18::/64", false, "", ""),
+		sub("tenant", "10.19.0.0/24", false, "", "vpc1"),
+	}
+	ips := []kovnv1.IP{ip("a", "natted", "n1", "10.16.0.5"), ip("b", "natted", "n2", "10.16.0.6"),
+		ip("c", "central", "n1", "10.17.0.5"), ip("", "natted", "n1", "10.16.0.2")}
+	var got []string
+	for _, p := range keepSourcePrefixes(subnets, ips, "n1") {
+		got = append(got, p.String())
+	}
+	if strings.Join(got, " ") != "10.18.0.0/24 fd00:18::/64 10.16.0.5/32" {
+		t.Errorf("keep source for %v, want the routed subnet and n1's pod in the natted distributed subnet", got)
+	}
+	svc := NodePortService{Key: "ns/bgp", ClusterIPs: addrList("10.96.0.30"), OutsideClusterIPs: true,
+		Ports:          []NodePortPort{{Name: "http", Protocol: "TCP", Port: 80}, {Name: "dns", Protocol: "UDP", Port: 53}},
+		LocalEndpoints: []LocalEndpoint{{Addr: netip.MustParseAddr("10.16.0.5"), Ports: map[string]int32{"http": 8080}}}}
+	v4 := nodePortRules(true, []NodePortService{svc}, keepSourcePrefixes(subnets, ips, "n1"))
+	for _, want := range []string{
+		`-A KOVN-NODEPORT-MASQ -o ovn0 -d 10.16.0.5/32 -j RETURN`,
+		`-A KOVN-NODEPORT-MASQ -o ovn0 -d 10.18.0.0/24 -j RETURN`,
+		`-A KOVN-NODEPORTS -d 10.96.0.30/32 -p tcp --dport 80 -m addrtype ! --src-type LOCAL -m comment --comment "ns/bgp:http" -j DNAT --to-destination 10.16.0.5:8080`,
+		`-A KOVN-NODEPORT-REJECT -d 10.96.0.30/32 -p udp --dport 53 -m addrtype ! --src-type LOCAL -m comment --comment "ns/bgp:dns" -j REJECT`,
+	} {
+		if !strings.Contains(v4, want+"\n") {
+			t.Errorf("IPv4 rules lack %q:\n%s", want, v4)
+		}
+	}
+	if strings.Index(v4, "-j RETURN") > strings.Index(v4, "--ctstate DNAT -j MASQUERADE") {
+		t.Errorf("the exemptions must come before the masquerade:\n%s", v4)
 	}
 }

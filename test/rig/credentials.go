@@ -23,6 +23,7 @@ const (
 	KovnNamespace            = "kube-system"
 	ControllerServiceAccount = "kovn-controller"
 	DaemonServiceAccount     = "kovn-daemon"
+	SpeakerServiceAccount    = "kovn-speaker"
 	// NodeNameExtra is the user extra a Node-bound (or DaemonSet pod) token carries.
 	NodeNameExtra = "authentication.kubernetes.io/node-name"
 )
@@ -34,6 +35,11 @@ func (c Config) ControllerKubeconfig(cl int) string {
 }
 func (c Config) DaemonKubeconfig(cl, n int) string {
 	return filepath.Join(c.NodeDir(cl, n), "kovn-daemon.kubeconfig")
+}
+
+// SpeakerKubeconfig is node n's kovn-speaker kubeconfig.
+func (c Config) SpeakerKubeconfig(cl, n int) string {
+	return filepath.Join(c.NodeDir(cl, n), "kovn-speaker.kubeconfig")
 }
 
 // RestConfigAs returns a client config that authenticates as kubeconfig does (e.g. a

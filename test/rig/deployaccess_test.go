@@ -19,9 +19,10 @@ func TestAccessObjects(t *testing.T) {
 	}
 	sort.Strings(got)
 	want := []string{
-		"ClusterRole//kovn-controller", "ClusterRole//kovn-daemon",
-		"ClusterRoleBinding//kovn-controller", "ClusterRoleBinding//kovn-daemon",
-		"ServiceAccount/kube-system/kovn-controller", "ServiceAccount/kube-system/kovn-daemon",
+		"ClusterRole//kovn-controller", "ClusterRole//kovn-daemon", "ClusterRole//kovn-speaker",
+		"ClusterRoleBinding//kovn-controller", "ClusterRoleBinding//kovn-daemon", "ClusterRoleBinding//kovn-speaker",
+		"Role/kube-system/kovn-speaker", "RoleBinding/kube-system/kovn-speaker",
+		"ServiceAccount/kube-system/kovn-controller", "ServiceAccount/kube-system/kovn-daemon", "ServiceAccount/kube-system/kovn-speaker",
 		"ValidatingAdmissionPolicy//kovn-daemon-own-node", "ValidatingAdmissionPolicyBinding//kovn-daemon-own-node",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

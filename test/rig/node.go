@@ -198,7 +198,18 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 			"--cni-conf-dir=/etc/cni/net.d", "--mtu=1400", "--netdev",
 			"--ovn-remote="+sbRemote, "--service-cidrs="+annotation.JoinAddrs(c.ServiceCIDRs(cl)))
 		d.Restart = true
-		steps = append(steps, d)
+		speakerKubeconfig := c.SpeakerKubeconfig(cl, n)
+		steps = append(steps, d, c.credentialsStep("kovn-speaker-credentials", logs, Credentials{
+			AdminKubeconfig: filepath.Join(c.ClusterDir(cl), "admin-internal.kubeconfig"),
+			ServiceAccount:  SpeakerServiceAccount, Node: name, Out: speakerKubeconfig}))
+		// Every node speaks BGP in the rig; with no BgpPeer a speaker holds no session. Its
+		// state dir (the graceful-restart marker) outlives the process, as /run/kovn does.
+		sp := daemon("kovn-speaker", Ready{}, filepath.Join(c.KovnBinDir, "kovn-speaker"),
+			"--kubeconfig="+speakerKubeconfig, "--node-name="+name, "--namespace="+KovnNamespace,
+			"--state-dir="+filepath.Join(filepath.Dir(ovsRun), "speaker"),
+			"--external-ip-cidrs="+SpeakerExternalIPCIDR.String())
+		sp.Restart = true
+		steps = append(steps, sp)
 	}
 	return steps
 }

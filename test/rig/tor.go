@@ -22,6 +22,9 @@ const (
 	SpeakerASN = 64512
 )
 
+// SpeakerExternalIPCIDR is the range the rig's speakers may announce Service externalIPs from.
+var SpeakerExternalIPCIDR = netip.MustParsePrefix("192.0.2.0/24")
+
 // ToRIP is the ToR's fabric address; OutsideHostIP the host behind it, on 172.31.0.0/24.
 func ToRIP() netip.Addr         { return netip.AddrFrom4([4]byte{172, 30, 0, 254}) }
 func ToRIP6() netip.Addr        { return v6(fabricPrefix6, 0, 0x254) }
@@ -74,7 +77,10 @@ func (r *Rig) plugToR(plug func(ns, port string, ips []netip.Addr) error) error 
 			return err
 		}
 	}
-	for _, s := range []string{"net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"} {
+	// Multipath by ports too (as ToRs hash), so several connections of one client spread over
+	// the speakers: every entry node gets exercised.
+	for _, s := range []string{"net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1",
+		"net.ipv4.fib_multipath_hash_policy=1", "net.ipv6.fib_multipath_hash_policy=1"} {
 		if out, err := exec.Command("ip", "netns", "exec", tor, "sysctl", "-qw", s).CombinedOutput(); err != nil {
 			return fmt.Errorf("sysctl %s in %s: %v %s", s, tor, err, out)
 		}

@@ -47,7 +47,7 @@ func CheckDeps(cfg Config) error {
 		}
 	}
 	if cfg.Kovn {
-		for _, b := range []string{"kovn-controller", "kovn-daemon", "kovn-cni"} {
+		for _, b := range []string{"kovn-controller", "kovn-daemon", "kovn-cni", "kovn-speaker"} {
 			if _, err := os.Stat(filepath.Join(cfg.KovnBinDir, b)); err != nil {
 				missing = append(missing, filepath.Join(cfg.KovnBinDir, b)+" (make build)")
 			}

@@ -1,0 +1,193 @@
+package bgp
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+)
+
+// ConditionEstablished is the per-node condition of a BgpPeer session.
+const ConditionEstablished = "Established"
+
+var (
+	metricEstablished = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kovn_bgp_session_established",
+		Help: "1 while the session with the BgpPeer is Established, else 0."}, []string{"peer", "address"})
+	metricSent = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kovn_bgp_prefixes_sent",
+		Help: "Prefixes announced to the BgpPeer."}, []string{"peer", "address"})
+	metricReceived = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kovn_bgp_prefixes_received",
+		Help: "Prefixes received from the BgpPeer."}, []string{"peer", "address"})
+	metricFlaps = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kovn_bgp_session_flaps",
+		Help: "Times the session went down from Established since the speaker started."}, []string{"peer", "address"})
+	metricRoutes = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kovn_bgp_routes_announced",
+		Help: "Routes this node's speaker announces."})
+)
+
+func init() {
+	metrics.Registry.MustRegister(metricEstablished, metricSent, metricReceived, metricFlaps, metricRoutes)
+}
+
+// StatusWriter publishes this node's sessions into the BgpPeers' status, each node its own
+// entry of status.nodes through server-side apply (a field manager per node, so speakers never
+// overwrite each other), and only when something a reader cares about changed (not every
+// second of uptime). It also keeps the per-peer metrics and emits an event on every change of
+// session state.
+type StatusWriter struct {
+	Client     client.Client
+	Node       string
+	Speaker    Speaker
+	Reconciler *Reconciler
+	Recorder   record.EventRecorder
+	Interval   time.Duration
+
+	written map[string]kovnv1.BgpPeerNodeStatus
+}
+
+// Start runs until ctx ends (a manager Runnable).
+func (w *StatusWriter) Start(ctx context.Context) error {
+	if w.Interval == 0 {
+		w.Interval = time.Second
+	}
+	w.written = map[string]kovnv1.BgpPeerNodeStatus{}
+	t := time.NewTicker(w.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := w.sync(ctx); err != nil {
+				log.FromContext(ctx).Info("BgpPeer status not written; retrying", "err", err)
+			}
+		}
+	}
+}
+
+func (w *StatusWriter) sync(ctx context.Context) error {
+	plan, routes := w.Reconciler.Plan()
+	metricRoutes.Set(float64(len(routes)))
+	states, err := w.Speaker.PeerStates(ctx)
+	if err != nil {
+		return err
+	}
+	byName := map[string]PeerState{}
+	for _, st := range states {
+		byName[st.Name] = st
+		l := prometheus.Labels{"peer": st.Name, "address": st.Address.String()}
+		metricEstablished.With(l).Set(map[bool]float64{true: 1}[st.State == string(kovnv1.BgpStateEstablished)])
+		metricSent.With(l).Set(float64(st.Sent))
+		metricReceived.With(l).Set(float64(st.Received))
+		metricFlaps.With(l).Set(float64(st.Flaps))
+	}
+	selected := map[string]bool{}
+	for _, name := range plan.Selected {
+		selected[name] = true
+		st, hasSession := byName[name]
+		prev, wrote := w.written[name]
+		entry := nodeStatus(w.Node, st, hasSession, plan.Errors[name], prev)
+		if wrote && sameStatus(prev, entry) {
+			continue
+		}
+		if err := w.apply(ctx, name, &entry); err != nil {
+			return err
+		}
+		if !wrote || prev.State != entry.State {
+			w.event(name, entry)
+		}
+		w.written[name] = entry
+	}
+	for name := range w.written {
+		if !selected[name] { // no longer peers from this node: drop our entry
+			if err := w.apply(ctx, name, nil); err != nil && !isNotFound(err) {
+				return err
+			}
+			delete(w.written, name)
+		}
+	}
+	return nil
+}
+
+// nodeStatus is the status entry for one session (or the reason it has none).
+func nodeStatus(node string, st PeerState, hasSession bool, planErr string, prev kovnv1.BgpPeerNodeStatus) kovnv1.BgpPeerNodeStatus {
+	e := kovnv1.BgpPeerNodeStatus{Node: node, State: kovnv1.BgpStateIdle}
+	switch {
+	case planErr != "":
+		e.LastError = planErr
+	case hasSession:
+		e.State = kovnv1.BgpSessionState(st.State)
+		e.PrefixesSent, e.PrefixesReceived = int32(st.Sent), int32(st.Received)
+		if st.LocalAddress.IsValid() {
+			e.LocalAddress = st.LocalAddress.String()
+		}
+		if !st.EstablishedSince.IsZero() {
+			since := metav1.NewTime(st.EstablishedSince.Truncate(time.Second))
+			e.EstablishedSince = &since
+		}
+		if e.State != kovnv1.BgpStateEstablished {
+			e.LastError = st.LastError
+		}
+	default:
+		e.LastError = "no session configured yet"
+	}
+	cond := metav1.Condition{Type: ConditionEstablished, Status: metav1.ConditionFalse, Reason: string(e.State), Message: e.LastError}
+	if e.State == kovnv1.BgpStateEstablished {
+		cond.Status, cond.Message = metav1.ConditionTrue, fmt.Sprintf("session up from %s", e.LocalAddress)
+	} else if planErr != "" {
+		cond.Reason = "InvalidPeer"
+	}
+	e.Conditions = append([]metav1.Condition(nil), prev.Conditions...)
+	meta.SetStatusCondition(&e.Conditions, cond)
+	return e
+}
+
+func sameStatus(a, b kovnv1.BgpPeerNodeStatus) bool {
+	ca, cb := meta.FindStatusCondition(a.Conditions, ConditionEstablished), meta.FindStatusCondition(b.Conditions, ConditionEstablished)
+	return a.State == b.State && a.LocalAddress == b.LocalAddress && a.PrefixesSent == b.PrefixesSent &&
+		a.PrefixesReceived == b.PrefixesReceived && a.LastError == b.LastError &&
+		a.EstablishedSince.Equal(b.EstablishedSince) && ca != nil && cb != nil && *ca == *cb
+}
+
+// apply writes this node's entry of peer's status.nodes (nil: removes it).
+func (w *StatusWriter) apply(ctx context.Context, peer string, entry *kovnv1.BgpPeerNodeStatus) error {
+	nodes := []any{}
+	if entry != nil {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(entry)
+		if err != nil {
+			return err
+		}
+		nodes = append(nodes, m)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": kovnv1.GroupVersion.String(), "kind": "BgpPeer",
+		"metadata": map[string]any{"name": peer}, "status": map[string]any{"nodes": nodes}}}
+	return w.Client.Status().Patch(ctx, u, client.Apply, client.FieldOwner("kovn-speaker-"+w.Node), client.ForceOwnership)
+}
+
+func (w *StatusWriter) event(peer string, e kovnv1.BgpPeerNodeStatus) {
+	if w.Recorder == nil {
+		return
+	}
+	obj := &kovnv1.BgpPeer{}
+	if err := w.Client.Get(context.Background(), client.ObjectKey{Name: peer}, obj); err != nil {
+		return
+	}
+	if e.State == kovnv1.BgpStateEstablished {
+		w.Recorder.Eventf(obj, corev1.EventTypeNormal, "SessionEstablished", "%s: session established from %s", e.Node, e.LocalAddress)
+		return
+	}
+	w.Recorder.Eventf(obj, corev1.EventTypeWarning, "SessionNotEstablished", "%s: session %s: %s", e.Node, e.State, e.LastError)
+}
+
+func isNotFound(err error) bool { return client.IgnoreNotFound(err) == nil }
