@@ -143,8 +143,10 @@ type SubnetSpec struct {
 	BGPAdvertise bool `json:"bgpAdvertise,omitempty"`
 
 	// BGPPolicy says who announces what when bgpAdvertise is on. Cluster: every speaker node
-	// announces cidrBlock (external traffic enters at any of them). Local: no cidrBlock route;
-	// each pod's address is announced by the node that hosts it (traffic enters there).
+	// announces cidrBlock, so outside traffic enters at any of them; entering at a node other
+	// than the pod's, it is masqueraded to that node's join address (the reply must come back
+	// the same way). Local: no cidrBlock route; each pod's address is announced by the node
+	// that hosts it, where traffic enters and the pod sees the client's own address.
 	// +kubebuilder:validation:Enum=Cluster;Local
 	// +kubebuilder:default=Cluster
 	// +optional

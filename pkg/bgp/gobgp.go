@@ -15,9 +15,12 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
-// connectRetrySeconds: GoBGP waits 120 s between connection attempts by default, far too long
-// for a peer that restarted or a node whose address changed.
-const connectRetrySeconds = 3
+// connectRetrySeconds: GoBGP waits 120 s between connection attempts by default, and stays idle
+// 30 s after a reset: far too long for a peer that restarted or a node whose address changed.
+const (
+	connectRetrySeconds   = 3
+	idleAfterResetSeconds = 1
+)
 
 // GoBGP is a Speaker backed by an embedded GoBGP v3 server.
 type GoBGP struct {
@@ -32,6 +35,7 @@ type GoBGP struct {
 	global  Global
 	started bool
 	peers   map[netip.Addr]Peer
+	desired []netip.Prefix          // the last SetRoutes, announced as soon as BGP runs
 	paths   map[netip.Prefix][]byte // announced prefix -> GoBGP path UUID
 	greeted map[netip.Addr]bool     // peers already added once by this process
 }
@@ -65,6 +69,11 @@ func (g *GoBGP) SetPeers(ctx context.Context, global Global, peers []Peer) error
 			return fmt.Errorf("start BGP: %w", err)
 		}
 		g.started, g.global = true, global
+		// The routes go in before any session: a peer never sees a start without them (after
+		// a graceful restart, an end-of-RIB without them would withdraw them).
+		if err := g.applyRoutes(ctx); err != nil {
+			return err
+		}
 	}
 	want := map[netip.Addr]Peer{}
 	for _, p := range peers {
@@ -100,7 +109,8 @@ func apiPeer(p Peer, localRestarting bool) *api.Peer {
 	out := &api.Peer{
 		Conf: &api.PeerConf{NeighborAddress: p.Address.String(), PeerAsn: p.PeerASN, LocalAsn: p.LocalASN,
 			AuthPassword: p.Password, Description: p.Name},
-		Timers:    &api.Timers{Config: &api.TimersConfig{ConnectRetry: connectRetrySeconds, HoldTime: p.HoldTime, KeepaliveInterval: p.Keepalive}},
+		Timers: &api.Timers{Config: &api.TimersConfig{ConnectRetry: connectRetrySeconds, HoldTime: p.HoldTime,
+			KeepaliveInterval: p.Keepalive, IdleHoldTimeAfterReset: idleAfterResetSeconds}},
 		Transport: &api.Transport{PassiveMode: p.Passive, RemotePort: uint32(p.Port)},
 		AfiSafis:  []*api.AfiSafi{afi},
 	}
@@ -124,11 +134,17 @@ func familyOf(a netip.Addr) *api.Family {
 func (g *GoBGP) SetRoutes(ctx context.Context, routes []netip.Prefix) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.desired = append([]netip.Prefix(nil), routes...)
 	if !g.started {
-		return nil // no peer yet: SetPeers starts the server, the next pass announces
+		return nil // no peer yet: SetPeers starts the server and announces them first
 	}
+	return g.applyRoutes(ctx)
+}
+
+// applyRoutes makes GoBGP's locally originated paths g.desired.
+func (g *GoBGP) applyRoutes(ctx context.Context) error {
 	want := map[netip.Prefix]bool{}
-	for _, p := range routes {
+	for _, p := range g.desired {
 		want[p.Masked()] = true
 	}
 	for p, uuid := range g.paths {

@@ -74,15 +74,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl.R
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.Speaker.SetPeers(ctx, plan.Global, plan.Peers); err != nil {
-		return ctrl.Result{}, err
-	}
+	// Routes first: a speaker that starts (or restarts) has them before its first session.
 	routes := Desired(in)
 	prefixes := make([]netip.Prefix, len(routes))
 	for i, rt := range routes {
 		prefixes[i] = rt.Prefix
 	}
 	if err := r.Speaker.SetRoutes(ctx, prefixes); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.Speaker.SetPeers(ctx, plan.Global, plan.Peers); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.mu.Lock()

@@ -59,21 +59,14 @@ func (r *NodePortReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 }
 
 // keepSourcePrefixes are the destinations traffic entering the overlay here reaches without
-// being masqueraded (see nodeports.go): the CIDRs of default-VPC subnets without natOutgoing,
-// and this node's pods in distributed-gateway subnets that have it.
+// being masqueraded (see nodeports.go): this node's pods in default-VPC subnets with a
+// distributed gateway, whose replies leave through this node.
 func keepSourcePrefixes(subnets []kovnv1.Subnet, ips []kovnv1.IP, node string) []netip.Prefix {
 	var out []netip.Prefix
 	localPods := map[string]bool{}
 	for i := range subnets {
 		sn := &subnets[i]
-		if sn.VpcName() != kovnv1.DefaultVpcName || sn.Spec.Vlan != "" {
-			continue
-		}
-		if !sn.Spec.NATOutgoing {
-			if cidrs, err := sn.Spec.CIDRs(); err == nil {
-				out = append(out, cidrs...)
-			}
-		} else if sn.Spec.EffectiveGatewayType() == kovnv1.GatewayDistributed {
+		if sn.VpcName() == kovnv1.DefaultVpcName && sn.Spec.Vlan == "" && sn.Spec.EffectiveGatewayType() == kovnv1.GatewayDistributed {
 			localPods[sn.Name] = true
 		}
 	}

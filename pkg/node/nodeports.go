@@ -34,10 +34,11 @@ const enterOverlayMasq = "-A " + nodePortMasqChain + " -o " + Ovn0 +
 	" -m addrtype ! --src-type LOCAL -m conntrack ! --ctstate DNAT -j MASQUERADE"
 
 // Destinations whose replies come back through this node anyway keep the client's address
-// (keepSource): pods of this node in distributed-gateway subnets (their egress is this node,
-// where conntrack undoes nothing it did not do), and whole subnets without natOutgoing (their
-// replies leave the pod's own node unmasqueraded, straight to the client). That is how a
-// client outside the cluster, routed in over BGP, reaches a pod with its own address.
+// (keepSource): this node's own pods in distributed-gateway subnets, whose egress is this
+// node, where conntrack sees both directions. That is how a client outside the cluster, routed
+// in over BGP to the node hosting a pod (a Local-policy route), reaches it with its own
+// address. Traffic for a pod on another node is still masqueraded: its reply would leave
+// through that node, and OVN's stateful stages there drop a reply they never saw the start of.
 
 // NodePortService is what the node translates for one Service.
 type NodePortService struct {

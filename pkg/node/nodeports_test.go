@@ -116,8 +116,8 @@ func TestNodePortServiceSkipsInClusterExternalIPs(t *testing.T) {
 }
 
 // Traffic from outside (routed in over BGP) keeps its client address where the reply comes
-// back through this node: this node's pods in distributed natOutgoing subnets, and subnets
-// without natOutgoing; a Local-policy announced Service's ClusterIP goes to local endpoints.
+// back through this node: this node's pods in distributed-gateway subnets of the default VPC;
+// a Local-policy announced Service's ClusterIP goes to local endpoints.
 func TestKeepSourceAndOutsideClusterIPs(t *testing.T) {
 	sub := func(name, cidr string, nat bool, gw kovnv1.GatewayType, vpc string) kovnv1.Subnet {
 		return kovnv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -133,13 +133,14 @@ func TestKeepSourceAndOutsideClusterIPs(t *testing.T) {
 		sub("tenant", "10.19.0.0/24", false, "", "vpc1"),
 	}
 	ips := []kovnv1.IP{ip("a", "natted", "n1", "10.16.0.5"), ip("b", "natted", "n2", "10.16.0.6"),
-		ip("c", "central", "n1", "10.17.0.5"), ip("", "natted", "n1", "10.16.0.2")}
+		ip("c", "central", "n1", "10.17.0.5"), ip("", "natted", "n1", "10.16.0.2"), ip("d", "routed", "n1", "10.18.0.9"),
+		ip("e", "tenant", "n1", "10.19.0.9")}
 	var got []string
 	for _, p := range keepSourcePrefixes(subnets, ips, "n1") {
 		got = append(got, p.String())
 	}
-	if strings.Join(got, " ") != "10.18.0.0/24 fd00:18::/64 10.16.0.5/32" {
-		t.Errorf("keep source for %v, want the routed subnet and n1's pod in the natted distributed subnet", got)
+	if strings.Join(got, " ") != "10.16.0.5/32 10.18.0.9/32" {
+		t.Errorf("keep source for %v, want n1's pods in the default VPC's distributed subnets", got)
 	}
 	svc := NodePortService{Key: "ns/bgp", ClusterIPs: addrList("10.96.0.30"), OutsideClusterIPs: true,
 		Ports:          []NodePortPort{{Name: "http", Protocol: "TCP", Port: 80}, {Name: "dns", Protocol: "UDP", Port: 53}},
@@ -147,7 +148,7 @@ func TestKeepSourceAndOutsideClusterIPs(t *testing.T) {
 	v4 := nodePortRules(true, []NodePortService{svc}, keepSourcePrefixes(subnets, ips, "n1"))
 	for _, want := range []string{
 		`-A KOVN-NODEPORT-MASQ -o ovn0 -d 10.16.0.5/32 -j RETURN`,
-		`-A KOVN-NODEPORT-MASQ -o ovn0 -d 10.18.0.0/24 -j RETURN`,
+		`-A KOVN-NODEPORT-MASQ -o ovn0 -d 10.18.0.9/32 -j RETURN`,
 		`-A KOVN-NODEPORTS -d 10.96.0.30/32 -p tcp --dport 80 -m addrtype ! --src-type LOCAL -m comment --comment "ns/bgp:http" -j DNAT --to-destination 10.16.0.5:8080`,
 		`-A KOVN-NODEPORT-REJECT -d 10.96.0.30/32 -p udp --dport 53 -m addrtype ! --src-type LOCAL -m comment --comment "ns/bgp:dns" -j REJECT`,
 	} {

@@ -110,8 +110,10 @@ func (c Config) torConf() string {
 }
 
 // torSpec runs zebra (installs the learned routes in the ToR's kernel, which forwards) and bgpd
-// with their sockets in the rig's run directory. They run as FRR's own user, as packaged (its
-// privilege code insists on the frrvty group), so that user owns the two directories.
+// with their sockets and configuration in the rig's run directory. They run as FRR's own user,
+// as packaged (its privilege code insists on the frrvty group), so that user owns that
+// directory; the rig's own directory may not be open to it (a test's is 0700). Their logs go
+// to stdout, which the supervisor keeps in the rig directory.
 func (c Config) torSpec() (SupervisorSpec, error) {
 	dir, vty := c.torDir(), c.torVtyDir()
 	frr, err := user.Lookup("frr")
@@ -124,22 +126,25 @@ func (c Config) torSpec() (SupervisorSpec, error) {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return SupervisorSpec{}, err
 		}
-		if err := os.Chown(d, uid, gid); err != nil {
-			return SupervisorSpec{}, err
-		}
+	}
+	if err := os.Chown(vty, uid, gid); err != nil {
+		return SupervisorSpec{}, err
 	}
 	confs := map[string]string{"zebra": "frr defaults datacenter\nhostname tor\n!\n", "bgpd": c.torConf()}
 	zserv := filepath.Join(vty, "zserv.api")
 	var steps []Step
 	for _, daemon := range []string{"zebra", "bgpd"} {
-		conf := filepath.Join(dir, daemon+".conf")
+		conf := filepath.Join(vty, daemon+".conf")
 		if err := os.WriteFile(conf, []byte(confs[daemon]), 0o644); err != nil {
 			return SupervisorSpec{}, err
 		}
-		steps = append(steps, Step{Name: daemon, Daemon: true, Log: filepath.Join(dir, daemon+".out"),
+		if err := os.WriteFile(filepath.Join(dir, daemon+".conf"), []byte(confs[daemon]), 0o644); err != nil {
+			return SupervisorSpec{}, err // a copy beside the logs, for whoever reads them
+		}
+		steps = append(steps, Step{Name: daemon, Daemon: true, Log: filepath.Join(dir, daemon+".log"),
 			Ready: Ready{Unix: filepath.Join(vty, daemon+".vty")},
 			Argv: []string{"/usr/lib/frr/" + daemon, "-f", conf, "--vty_socket", vty, "-z", zserv,
-				"-i", filepath.Join(vty, daemon+".pid"), "--log", "file:" + filepath.Join(dir, daemon+".log")}})
+				"-i", filepath.Join(vty, daemon+".pid"), "--log", "stdout"}})
 	}
 	return SupervisorSpec{Name: "tor", Dir: dir, Steps: steps}, nil
 }
