@@ -194,6 +194,47 @@ kubectl exec x-1 -- /testbox dns hello.default.svc.clusterset.local. A
 kubectl exec x-1 -- /testbox get "http://$CSIP/" || { sleep 2; kubectl exec x-1 -- /testbox get "http://$CSIP/"; }
 kubectl get endpointslices -l multicluster.kubernetes.io/service-name=hello -o wide
 
+step "BGP: kovn-speaker on every node of c1 peers with the ToR (FRR); a subnet and a pod are announced"
+eval "$("$RIG" env c1 --dir "$DIR")"
+kubectl create namespace routed --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl apply -f - >/dev/null <<BGP
+apiVersion: kovn.io/v1alpha1
+kind: BgpPeer
+metadata: {name: tor-v4}
+spec: {peerAddress: 172.30.0.254, peerASN: 64500, localASN: 64512, holdTimeSeconds: 9}
+---
+apiVersion: kovn.io/v1alpha1
+kind: BgpPeer
+metadata: {name: tor-v6}
+spec: {peerAddress: "fd00:30::254", peerASN: 64500, localASN: 64512, holdTimeSeconds: 9}
+---
+apiVersion: kovn.io/v1alpha1
+kind: Subnet
+metadata: {name: routed}
+spec: {cidrBlock: "10.210.0.0/24,fd00:210::/64", namespaces: [routed], bgpAdvertise: true, bgpPolicy: Local}
+BGP
+sleep 2
+kubectl apply -f - >/dev/null <<POD
+apiVersion: v1
+kind: Pod
+metadata: {name: r, namespace: routed}
+spec:
+  nodeName: c1-n2
+  terminationGracePeriodSeconds: 1
+  containers: [{name: testbox, image: kovn.io/testbox:latest, imagePullPolicy: Never, args: [serve]}]
+POD
+kubectl -n routed wait --for=condition=Ready pod/r --timeout=120s >/dev/null
+RIP=$(kubectl -n routed get pod r -o jsonpath='{.status.podIPs[0].ip}')
+for i in $(seq 1 40); do
+  [ "$(kubectl get bgppeer tor-v4 -o jsonpath='{.status.nodes[?(@.state=="Established")].node}' | wc -w)" = 2 ] && break
+  sleep 0.5
+done
+kubectl get bgppeers -o wide
+echo "the ToR's routes from the speakers (bgpPolicy Local: r's address from c1-n2, the node hosting it):"
+ip netns exec "$KOVN_TOR_NS" vtysh --vty_socket "$KOVN_TOR_VTY" -c "show ip route bgp" -c "show ipv6 route bgp" | grep -E '^B|via'
+echo "the outside host 172.31.0.100, behind the ToR and off the fabric, reaches r ($RIP); r sees its own address:"
+ip netns exec "$KOVN_OUTSIDE_NS" "$BIN/kovn-testbox" get "http://$RIP:8080/" || { sleep 2; ip netns exec "$KOVN_OUTSIDE_NS" "$BIN/kovn-testbox" get "http://$RIP:8080/"; }
+
 step "a centralized subnet: its egress leaves through the first live gateway node, as OVN's BFD judges it"
 kubectl create namespace central --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl apply -f - >/dev/null <<SUBNET

@@ -111,6 +111,9 @@ func (s *State) Env(cluster string) (string, error) {
 					"export KOVN_IC_NB="+s.Config.ICNBEndpoint(), "export KOVN_IC_SB="+s.Config.ICSBEndpoint(),
 					"# kovn's clusterset store (OVN_ClusterSet) is served by the IC-SB server(s): ovsdb-client dump $OVN_IC_SB_DB OVN_ClusterSet")
 			}
+			lines = append(lines, "# the ToR's FRR (BGP peer of kovn-speaker) and the outside host behind it",
+				"export KOVN_TOR_NS="+s.Config.ToRNS()+" KOVN_TOR_VTY="+s.Config.torVtyDir()+" KOVN_OUTSIDE_NS="+s.Config.OutsideNS(),
+				"# ip netns exec $KOVN_TOR_NS vtysh --vty_socket $KOVN_TOR_VTY -c 'show bgp summary'")
 			return strings.Join(lines, "\n") + "\n", nil
 		}
 	}
