@@ -226,7 +226,7 @@ POD
 kubectl -n routed wait --for=condition=Ready pod/r --timeout=120s >/dev/null
 RIP=$(kubectl -n routed get pod r -o jsonpath='{.status.podIPs[0].ip}')
 for i in $(seq 1 40); do
-  [ "$(kubectl get bgppeer tor-v4 -o jsonpath='{.status.nodes[?(@.state=="Established")].node}' | wc -w)" = 2 ] && break
+  [ "$(kubectl get bgppeer tor-v4 -o jsonpath='{.status.establishedNodes[*]}' | wc -w)" = 2 ] && break
   sleep 0.5
 done
 kubectl get bgppeers -o wide

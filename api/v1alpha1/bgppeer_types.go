@@ -131,6 +131,12 @@ type BgpPeerNodeStatus struct {
 
 // BgpPeerStatus is each selected node's session, one entry per node.
 type BgpPeerStatus struct {
+	// EstablishedNodes are the nodes whose session is up (each speaker adds or removes its own
+	// node), for `kubectl get bgppeers`.
+	// +listType=set
+	// +optional
+	EstablishedNodes []string `json:"establishedNodes,omitempty"`
+	// Nodes: one entry per node whose speaker is selected, written by that speaker.
 	// +listType=map
 	// +listMapKey=node
 	// +optional
@@ -146,10 +152,8 @@ type BgpPeerStatus struct {
 // +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.spec.peerAddress`
 // +kubebuilder:printcolumn:name="PeerASN",type=integer,JSONPath=`.spec.peerASN`
 // +kubebuilder:printcolumn:name="LocalASN",type=integer,JSONPath=`.spec.localASN`
-// +kubebuilder:printcolumn:name="Established",type=string,JSONPath=`.status.nodes[?(@.state=="Established")].node`
-// +kubebuilder:printcolumn:name="Down",type=string,JSONPath=`.status.nodes[?(@.state!="Established")].node`
-// +kubebuilder:printcolumn:name="Sent",type=string,JSONPath=`.status.nodes[*].prefixesSent`,priority=1
-// +kubebuilder:printcolumn:name="Error",type=string,JSONPath=`.status.nodes[*].lastError`,priority=1
+// +kubebuilder:printcolumn:name="Established",type=string,JSONPath=`.status.establishedNodes`
+// +kubebuilder:printcolumn:name="Port",type=integer,JSONPath=`.spec.port`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type BgpPeer struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -159,19 +159,23 @@ func sameStatus(a, b kovnv1.BgpPeerNodeStatus) bool {
 		a.EstablishedSince.Equal(b.EstablishedSince) && ca != nil && cb != nil && *ca == *cb
 }
 
-// apply writes this node's entry of peer's status.nodes (nil: removes it).
+// apply writes this node's entry of peer's status.nodes and its name in establishedNodes while
+// the session is up (nil: removes both). Server-side apply merges each speaker's elements.
 func (w *StatusWriter) apply(ctx context.Context, peer string, entry *kovnv1.BgpPeerNodeStatus) error {
-	nodes := []any{}
+	nodes, established := []any{}, []any{}
 	if entry != nil {
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(entry)
 		if err != nil {
 			return err
 		}
 		nodes = append(nodes, m)
+		if entry.State == kovnv1.BgpStateEstablished {
+			established = append(established, w.Node)
+		}
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": kovnv1.GroupVersion.String(), "kind": "BgpPeer",
-		"metadata": map[string]any{"name": peer}, "status": map[string]any{"nodes": nodes}}}
+		"apiVersion": kovnv1.GroupVersion.String(), "kind": "BgpPeer", "metadata": map[string]any{"name": peer},
+		"status": map[string]any{"nodes": nodes, "establishedNodes": established}}}
 	return w.Client.Status().Patch(ctx, u, client.Apply, client.FieldOwner("kovn-speaker-"+w.Node), client.ForceOwnership)
 }
 

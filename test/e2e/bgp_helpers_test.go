@@ -128,7 +128,7 @@ func (c *cluster) bgpSince(peer string) map[string]string {
 func (c *cluster) waitBgpPeersEstablished(n int) {
 	c.t.Helper()
 	if err := eventually(30*time.Second, func() error {
-		out, err := c.kubectl("get", "bgppeers", "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.nodes[?(@.state=="Established")].node}{"\n"}{end}`)
+		out, err := c.kubectl("get", "bgppeers", "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.establishedNodes[*]}{"\n"}{end}`)
 		if err != nil {
 			return err
 		}
