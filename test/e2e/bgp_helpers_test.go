@@ -167,3 +167,12 @@ func podAddrs(ips []corev1.PodIP) []netip.Addr {
 	}
 	return out
 }
+
+// hostRoutes are the /32 and /128 prefixes of a pod's addresses.
+func hostRoutes(ips []corev1.PodIP) []string {
+	var out []string
+	for _, a := range podAddrs(ips) {
+		out = append(out, netip.PrefixFrom(a, a.BitLen()).String())
+	}
+	return out
+}

@@ -25,6 +25,7 @@ import (
 // a node's address change moves its next hop; a wrong AS or password keeps that session down,
 // says why in the BgpPeer status, and leaves the other sessions alone.
 func TestBGP(t *testing.T) {
+	const extIP = "192.0.2.10" // inside rig.SpeakerExternalIPCIDR
 	cfg := rigConfig(t, 1, 3)
 	cfg.Kovn = true
 	r := upRig(t, cfg)
@@ -51,14 +52,24 @@ spec: {cidrBlock: %q, namespaces: [bgp-local], natOutgoing: true, bgpAdvertise: 
 `, strings.Join(localCIDRs, ",")))
 	c.createPod(testboxPod("bgp", "web", onNode("c1-n2")))
 	c.createPod(testboxPod("bgp-local", "solo", onNode("c1-n2")))
+	// In the Cluster-policy subnet, a pod asking for its own host route (from its node).
+	c.createPod(testboxPod("bgp", "pinned", onNode("c1-n3"), withAnnotations("ovn.kovn.io/bgp", "true")))
 	web := c.waitRunning("bgp", "web", 90*time.Second)
 	solo := c.waitRunning("bgp-local", "solo", 90*time.Second)
+	pinned := c.waitRunning("bgp", "pinned", 90*time.Second)
 	c.applyYAML(`apiVersion: v1
 kind: Service
 metadata: {name: web, namespace: bgp, annotations: {ovn.kovn.io/bgp: local}}
 spec: {ipFamilyPolicy: PreferDualStack, selector: {app: web}, ports: [{name: http, port: 80, targetPort: 8080}]}
 `)
+	// externalIPs: only those inside the speakers' --external-ip-cidrs (192.0.2.0/24) are announced.
+	c.applyYAML(fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: ext, namespace: bgp, annotations: {ovn.kovn.io/bgp: "true"}}
+spec: {selector: {app: web}, externalTrafficPolicy: Local, externalIPs: [%s, 198.51.100.10], ports: [{name: http, port: 80, targetPort: 8080}]}
+`, extIP))
 	clusterIPs := c.serviceIPs("bgp", "web")
+	extClusterIPs := c.serviceIPs("bgp", "ext")
 	every := nodeIPsOf(cfg, 1, 2, 3)
 	onN2 := nodeIPsOf(cfg, 2)
 	want := map[string][]string{}
@@ -66,8 +77,12 @@ spec: {ipFamilyPolicy: PreferDualStack, selector: {app: web}, ports: [{name: htt
 		want[cidr] = every[i]
 	}
 	soloIPs := podAddrs(solo.Status.PodIPs)
-	for _, ip := range append(slices.Clone(clusterIPs), soloIPs...) {
+	for _, ip := range slices.Concat(clusterIPs, soloIPs, extClusterIPs, []netip.Addr{netip.MustParseAddr(extIP)}) {
 		want[netip.PrefixFrom(ip, ip.BitLen()).String()] = onN2[familyIndex(cfg, ip)]
+	}
+	onN3 := nodeIPsOf(cfg, 3)
+	for _, ip := range podAddrs(pinned.Status.PodIPs) {
+		want[netip.PrefixFrom(ip, ip.BitLen()).String()] = onN3[familyIndex(cfg, ip)]
 	}
 
 	t.Run("the ToR learns the subnet from every node and the Local Service from its endpoint's node", func(t *testing.T) {
@@ -77,6 +92,30 @@ spec: {ipFamilyPolicy: PreferDualStack, selector: {app: web}, ports: [{name: htt
 		t.Logf("ToR routes with exactly the expected next hops %.1fs after the Service existed: %v", time.Since(start).Seconds(), want)
 		c.t = t
 		c.waitBgpPeersEstablished(3)
+		// Per-peer metrics on each speaker (its metrics port, inside the node's namespace),
+		// refreshed every second.
+		sent := 0
+		for _, p := range want {
+			if slices.Contains(p, rig.NodeIP(1, 2).String()) {
+				sent++
+			}
+		}
+		lines := []string{`kovn_bgp_session_established{address="172.30.0.254",peer="tor-v4"} 1`,
+			fmt.Sprintf(`kovn_bgp_prefixes_sent{address="172.30.0.254",peer="tor-v4"} %d`, sent)}
+		if err := eventually(10*time.Second, func() error {
+			out, err := exec.Command("ip", "netns", "exec", cfg.NodeNS(1, 2), filepath.Join(cfg.KovnBinDir, "kovn-testbox"), "get", "http://127.0.0.1:9472/metrics").CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("c1-n2's speaker metrics: %v\n%s", err, out)
+			}
+			for _, line := range lines {
+				if !strings.Contains(string(out), line+"\n") {
+					return fmt.Errorf("c1-n2's speaker metrics lack %q:\n%s", line, grepLines(string(out), "kovn_bgp_"))
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Error(err)
+		}
 	})
 
 	t.Run("the outside host reaches the pods and the ClusterIP through the ToR; Local ones see its address", func(t *testing.T) {
@@ -95,18 +134,19 @@ spec: {ipFamilyPolicy: PreferDualStack, selector: {app: web}, ports: [{name: htt
 		for _, u := range urls(web.Status.PodIPs, 8080) {
 			check(u, false) // Cluster policy: masqueraded where it enters at another node than the pod's
 		}
-		for _, u := range append(urls(solo.Status.PodIPs, 8080), ipURLs(clusterIPs, 80)...) {
+		for _, u := range slices.Concat(urls(solo.Status.PodIPs, 8080), urls(pinned.Status.PodIPs, 8080), ipURLs(clusterIPs, 80),
+			[]string{"http://" + extIP + ":80/"}) {
 			check(u, true)
 		}
 	})
 
-	t.Run("subnet unmarked: withdrawn from the ToR; marked again: back", func(t *testing.T) {
+	t.Run("subnet unmarked: it and its pod's host route withdrawn from the ToR; marked again: back", func(t *testing.T) {
 		tor.t = t
 		c.kubectlOK("patch", "subnet", "bgpnet", "--type=merge", "-p", `{"spec":{"bgpAdvertise":false}}`)
 		start := time.Now()
 		without := maps.Clone(want)
-		for _, cidr := range subnetCIDRs {
-			delete(without, cidr)
+		for _, p := range append(slices.Clone(subnetCIDRs), hostRoutes(pinned.Status.PodIPs)...) {
+			delete(without, p) // the subnet and the host route its pod asked for: no longer allowed
 		}
 		tor.waitRoutes(without)
 		t.Logf("withdrawn from the ToR %.2fs after the patch", time.Since(start).Seconds())
@@ -126,6 +166,26 @@ spec: {ipFamilyPolicy: PreferDualStack, selector: {app: web}, ports: [{name: htt
 		if gone > 9*time.Second {
 			t.Errorf("next hop withdrawn after %s, want within the 9 s hold time", gone)
 		}
+		if _, err := r.State.StartDaemon(t.Context(), "c1-n1", "kovn-speaker"); err != nil {
+			t.Fatal(err)
+		}
+		tor.waitRoutes(want)
+	})
+
+	t.Run("a node's speaker stopped (SIGTERM, no graceful restart): it withdraws everything before it goes", func(t *testing.T) {
+		tor.t = t
+		stopped := make(chan time.Time, 1)
+		go func() {
+			err := r.State.StopDaemon("c1-n1", "kovn-speaker")
+			stopped <- time.Now()
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+		start := time.Now()
+		tor.waitRoutes(withoutHops(want, cfg.NodeIPs(1, 1)...))
+		t.Logf("c1-n1's next hop gone from the ToR %.2fs after SIGTERM to its speaker", time.Since(start).Seconds())
+		<-stopped
 		if _, err := r.State.StartDaemon(t.Context(), "c1-n1", "kovn-speaker"); err != nil {
 			t.Fatal(err)
 		}
@@ -464,4 +524,14 @@ func pick(cfg rig.Config, v4, v6 string) []string {
 		out = append(out, v6)
 	}
 	return out
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
