@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/kovn/kovn/test/rig"
 )
 
@@ -25,184 +27,197 @@ import (
 // a node's address change moves its next hop; a wrong AS or password keeps that session down,
 // says why in the BgpPeer status, and leaves the other sessions alone.
 func TestBGP(t *testing.T) {
-	const extIP = "192.0.2.10" // inside rig.SpeakerExternalIPCIDR
+	l := newBGPLab(t)
+	c, tor, r, cfg, want := l.c, l.tor, l.r, l.cfg, l.want
+	t.Run("the ToR learns the subnet from every node and the Local Service from its endpoint's node", l.learns)
+	t.Run("the outside host reaches the pods and the ClusterIP through the ToR; Local ones see its address", l.reachable)
+	t.Run("subnet unmarked: it and its pod's host route withdrawn from the ToR; marked again: back", l.unmarked)
+	t.Run("a node's speaker killed: the ToR drops that next hop within the hold time", l.killed)
+	t.Run("a node's speaker stopped (SIGTERM, no graceful restart): it withdraws everything before it goes", l.stopped)
+	t.Run("graceful restart: the ToR keeps forwarding while the hosting node's speaker restarts", func(t *testing.T) {
+		bgpGracefulRestart(t, c, tor, r, cfg, want, l.soloIPs[0])
+	})
+	t.Run("a node's address changes: its next hop follows", func(t *testing.T) {
+		bgpAddressChange(t, c, tor, cfg, want)
+	})
+	t.Run("wrong AS and wrong password: that session stays down and says why; the others stay up", func(t *testing.T) {
+		bgpBadPeers(t, c, tor, cfg, want)
+	})
+}
+
+// bgpExtIP is the announced externalIP, inside rig.SpeakerExternalIPCIDR.
+const bgpExtIP = "192.0.2.10"
+
+// bgpLab is TestBGP's cluster and what it announces.
+type bgpLab struct {
+	r                 *rig.Rig
+	cfg               rig.Config
+	c                 *cluster
+	tor               *torRouter
+	subnetCIDRs       []string
+	web, solo, pinned *corev1.Pod
+	clusterIPs        []netip.Addr
+	soloIPs           []netip.Addr
+	want              map[string][]string // the ToR's routes: prefix -> next hops
+}
+
+// newBGPLab: peers for both families; a Cluster-policy subnet (pods web on c1-n2 and pinned,
+// which asks for its own host route, on c1-n3), a Local-policy subnet (solo on c1-n2), a
+// Local-policy Service on web and an ETP=Local one with two externalIPs (one allowed).
+func newBGPLab(t *testing.T) *bgpLab {
 	cfg := rigConfig(t, 1, 3)
 	cfg.Kovn = true
-	r := upRig(t, cfg)
-	c := newCluster(t, r, "c1")
-	tor := &torRouter{t: t, cfg: cfg}
+	l := &bgpLab{cfg: cfg, r: upRig(t, cfg)}
+	c := newCluster(t, l.r, "c1")
+	l.c, l.tor = c, &torRouter{t: t, cfg: cfg}
 	for _, ip := range cfg.ToRIPs() {
 		c.applyBgpPeer(peerName(ip), ip.String(), "", "")
 	}
-	if _, err := c.kubectl("create", "namespace", "bgp"); err != nil {
-		t.Fatal(err)
-	}
-	subnetCIDRs := pick(cfg, "10.30.0.0/24", "fd00:30:1::/64")
+	l.subnetCIDRs = pick(cfg, "10.30.0.0/24", "fd00:30:1::/64")
+	c.kubectlOK("create", "namespace", "bgp")
+	c.kubectlOK("create", "namespace", "bgp-local")
 	c.applyYAML(fmt.Sprintf(`apiVersion: kovn.io/v1alpha1
 kind: Subnet
 metadata: {name: bgpnet}
 spec: {cidrBlock: %q, namespaces: [bgp], natOutgoing: false, bgpAdvertise: true}
-`, strings.Join(subnetCIDRs, ",")))
-	localCIDRs := pick(cfg, "10.31.0.0/24", "fd00:30:2::/64")
-	c.kubectlOK("create", "namespace", "bgp-local")
-	c.applyYAML(fmt.Sprintf(`apiVersion: kovn.io/v1alpha1
+---
+apiVersion: kovn.io/v1alpha1
 kind: Subnet
 metadata: {name: bgplocal}
 spec: {cidrBlock: %q, namespaces: [bgp-local], natOutgoing: true, bgpAdvertise: true, bgpPolicy: Local}
-`, strings.Join(localCIDRs, ",")))
+`, strings.Join(l.subnetCIDRs, ","), strings.Join(pick(cfg, "10.31.0.0/24", "fd00:30:2::/64"), ",")))
 	c.createPod(testboxPod("bgp", "web", onNode("c1-n2")))
 	c.createPod(testboxPod("bgp-local", "solo", onNode("c1-n2")))
-	// In the Cluster-policy subnet, a pod asking for its own host route (from its node).
 	c.createPod(testboxPod("bgp", "pinned", onNode("c1-n3"), withAnnotations("ovn.kovn.io/bgp", "true")))
-	web := c.waitRunning("bgp", "web", 90*time.Second)
-	solo := c.waitRunning("bgp-local", "solo", 90*time.Second)
-	pinned := c.waitRunning("bgp", "pinned", 90*time.Second)
-	c.applyYAML(`apiVersion: v1
+	l.web = c.waitRunning("bgp", "web", 90*time.Second)
+	l.solo = c.waitRunning("bgp-local", "solo", 90*time.Second)
+	l.pinned = c.waitRunning("bgp", "pinned", 90*time.Second)
+	c.applyYAML(fmt.Sprintf(`apiVersion: v1
 kind: Service
 metadata: {name: web, namespace: bgp, annotations: {ovn.kovn.io/bgp: local}}
 spec: {ipFamilyPolicy: PreferDualStack, selector: {app: web}, ports: [{name: http, port: 80, targetPort: 8080}]}
-`)
-	// externalIPs: only those inside the speakers' --external-ip-cidrs (192.0.2.0/24) are announced.
-	c.applyYAML(fmt.Sprintf(`apiVersion: v1
+---
+apiVersion: v1
 kind: Service
 metadata: {name: ext, namespace: bgp, annotations: {ovn.kovn.io/bgp: "true"}}
 spec: {selector: {app: web}, externalTrafficPolicy: Local, externalIPs: [%s, 198.51.100.10], ports: [{name: http, port: 80, targetPort: 8080}]}
-`, extIP))
-	clusterIPs := c.serviceIPs("bgp", "web")
-	extClusterIPs := c.serviceIPs("bgp", "ext")
-	every := nodeIPsOf(cfg, 1, 2, 3)
-	onN2 := nodeIPsOf(cfg, 2)
-	want := map[string][]string{}
-	for i, cidr := range subnetCIDRs {
-		want[cidr] = every[i]
+`, bgpExtIP))
+	l.clusterIPs, l.soloIPs = c.serviceIPs("bgp", "web"), podAddrs(l.solo.Status.PodIPs)
+	l.want = map[string][]string{}
+	for i, cidr := range l.subnetCIDRs {
+		l.want[cidr] = nodeIPsOf(cfg, 1, 2, 3)[i]
 	}
-	soloIPs := podAddrs(solo.Status.PodIPs)
-	for _, ip := range slices.Concat(clusterIPs, soloIPs, extClusterIPs, []netip.Addr{netip.MustParseAddr(extIP)}) {
-		want[netip.PrefixFrom(ip, ip.BitLen()).String()] = onN2[familyIndex(cfg, ip)]
+	for _, ip := range slices.Concat(l.clusterIPs, l.soloIPs, c.serviceIPs("bgp", "ext"), []netip.Addr{netip.MustParseAddr(bgpExtIP)}) {
+		l.want[netip.PrefixFrom(ip, ip.BitLen()).String()] = nodeIPsOf(cfg, 2)[familyIndex(cfg, ip)]
 	}
-	onN3 := nodeIPsOf(cfg, 3)
-	for _, ip := range podAddrs(pinned.Status.PodIPs) {
-		want[netip.PrefixFrom(ip, ip.BitLen()).String()] = onN3[familyIndex(cfg, ip)]
+	for _, ip := range podAddrs(l.pinned.Status.PodIPs) {
+		l.want[netip.PrefixFrom(ip, ip.BitLen()).String()] = nodeIPsOf(cfg, 3)[familyIndex(cfg, ip)]
 	}
+	return l
+}
 
-	t.Run("the ToR learns the subnet from every node and the Local Service from its endpoint's node", func(t *testing.T) {
-		tor.t = t
-		start := time.Now()
-		tor.waitRoutes(want)
-		t.Logf("ToR routes with exactly the expected next hops %.1fs after the Service existed: %v", time.Since(start).Seconds(), want)
-		c.t = t
-		c.waitBgpPeersEstablished(3)
-		// Per-peer metrics on each speaker (its metrics port, inside the node's namespace),
-		// refreshed every second.
-		sent := 0
-		for _, p := range want {
-			if slices.Contains(p, rig.NodeIP(1, 2).String()) {
-				sent++
+// learns: exact routes and next hops on the ToR, every session up, per-peer metrics on a
+// speaker's metrics port (inside its node's namespace, refreshed every second).
+func (l *bgpLab) learns(t *testing.T) {
+	l.tor.t, l.c.t = t, t
+	start := time.Now()
+	l.tor.waitRoutes(l.want)
+	t.Logf("ToR routes with exactly the expected next hops %.1fs after the Service existed: %v", time.Since(start).Seconds(), l.want)
+	l.c.waitBgpPeersEstablished(3)
+	sent := 0
+	for _, p := range l.want {
+		if slices.Contains(p, rig.NodeIP(1, 2).String()) {
+			sent++
+		}
+	}
+	lines := []string{`kovn_bgp_session_established{address="172.30.0.254",peer="tor-v4"} 1`,
+		fmt.Sprintf(`kovn_bgp_prefixes_sent{address="172.30.0.254",peer="tor-v4"} %d`, sent)}
+	if err := eventually(10*time.Second, func() error {
+		out, err := exec.Command("ip", "netns", "exec", l.cfg.NodeNS(1, 2), filepath.Join(l.cfg.KovnBinDir, "kovn-testbox"), "get", "http://127.0.0.1:9472/metrics").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("c1-n2's speaker metrics: %v\n%s", err, out)
+		}
+		for _, line := range lines {
+			if !strings.Contains(string(out), line+"\n") {
+				return fmt.Errorf("c1-n2's speaker metrics lack %q:\n%s", line, grepLines(string(out), "kovn_bgp_"))
 			}
 		}
-		lines := []string{`kovn_bgp_session_established{address="172.30.0.254",peer="tor-v4"} 1`,
-			fmt.Sprintf(`kovn_bgp_prefixes_sent{address="172.30.0.254",peer="tor-v4"} %d`, sent)}
-		if err := eventually(10*time.Second, func() error {
-			out, err := exec.Command("ip", "netns", "exec", cfg.NodeNS(1, 2), filepath.Join(cfg.KovnBinDir, "kovn-testbox"), "get", "http://127.0.0.1:9472/metrics").CombinedOutput()
+		return nil
+	}); err != nil {
+		t.Error(err)
+	}
+}
+
+// reachable: 12 connections per URL from the outside host (the ToR hashes them over the entry
+// nodes); the Local routes' servers see the client's own address.
+func (l *bgpLab) reachable(t *testing.T) {
+	check := func(u string, keep bool) {
+		for i := 0; i < 12; i++ {
+			out, err := outsideExec(l.cfg, "get", u)
 			if err != nil {
-				return fmt.Errorf("c1-n2's speaker metrics: %v\n%s", err, out)
+				t.Fatalf("outside host GET %s (attempt %d): %v\n%s", u, i+1, err, out)
 			}
-			for _, line := range lines {
-				if !strings.Contains(string(out), line+"\n") {
-					return fmt.Errorf("c1-n2's speaker metrics lack %q:\n%s", line, grepLines(string(out), "kovn_bgp_"))
-				}
-			}
-			return nil
-		}); err != nil {
-			t.Error(err)
-		}
-	})
-
-	t.Run("the outside host reaches the pods and the ClusterIP through the ToR; Local ones see its address", func(t *testing.T) {
-		check := func(u string, keep bool) {
-			for i := 0; i < 12; i++ { // several connections: the ToR hashes them over the entry nodes
-				out, err := outsideExec(cfg, "get", u)
-				if err != nil {
-					t.Fatalf("outside host GET %s (attempt %d): %v\n%s", u, i+1, err, out)
-				}
-				src := outsideSource(cfg, u)
-				if keep && !strings.Contains(out, " "+src) {
-					t.Fatalf("GET %s from the outside host: the pod saw %q, want the client's own address %s", u, strings.TrimSpace(out), src)
-				}
+			src := outsideSource(l.cfg, u)
+			if keep && !strings.Contains(out, " "+src) {
+				t.Fatalf("GET %s from the outside host: the pod saw %q, want the client's own address %s", u, strings.TrimSpace(out), src)
 			}
 		}
-		for _, u := range urls(web.Status.PodIPs, 8080) {
-			check(u, false) // Cluster policy: masqueraded where it enters at another node than the pod's
-		}
-		for _, u := range slices.Concat(urls(solo.Status.PodIPs, 8080), urls(pinned.Status.PodIPs, 8080), ipURLs(clusterIPs, 80),
-			[]string{"http://" + extIP + ":80/"}) {
-			check(u, true)
-		}
-	})
+	}
+	for _, u := range urls(l.web.Status.PodIPs, 8080) {
+		check(u, false) // Cluster policy: masqueraded where it enters at another node than the pod's
+	}
+	for _, u := range slices.Concat(urls(l.solo.Status.PodIPs, 8080), urls(l.pinned.Status.PodIPs, 8080), ipURLs(l.clusterIPs, 80),
+		[]string{"http://" + bgpExtIP + ":80/"}) {
+		check(u, true)
+	}
+}
 
-	t.Run("subnet unmarked: it and its pod's host route withdrawn from the ToR; marked again: back", func(t *testing.T) {
-		tor.t = t
-		c.kubectlOK("patch", "subnet", "bgpnet", "--type=merge", "-p", `{"spec":{"bgpAdvertise":false}}`)
-		start := time.Now()
-		without := maps.Clone(want)
-		for _, p := range append(slices.Clone(subnetCIDRs), hostRoutes(pinned.Status.PodIPs)...) {
-			delete(without, p) // the subnet and the host route its pod asked for: no longer allowed
-		}
-		tor.waitRoutes(without)
-		t.Logf("withdrawn from the ToR %.2fs after the patch", time.Since(start).Seconds())
-		c.kubectlOK("patch", "subnet", "bgpnet", "--type=merge", "-p", `{"spec":{"bgpAdvertise":true}}`)
-		tor.waitRoutes(want)
-	})
+func (l *bgpLab) unmarked(t *testing.T) {
+	l.tor.t, l.c.t = t, t
+	l.c.kubectlOK("patch", "subnet", "bgpnet", "--type=merge", "-p", `{"spec":{"bgpAdvertise":false}}`)
+	start := time.Now()
+	without := maps.Clone(l.want)
+	for _, p := range append(slices.Clone(l.subnetCIDRs), hostRoutes(l.pinned.Status.PodIPs)...) {
+		delete(without, p) // the subnet and the host route its pod asked for: no longer allowed
+	}
+	l.tor.waitRoutes(without)
+	t.Logf("withdrawn from the ToR %.2fs after the patch", time.Since(start).Seconds())
+	l.c.kubectlOK("patch", "subnet", "bgpnet", "--type=merge", "-p", `{"spec":{"bgpAdvertise":true}}`)
+	l.tor.waitRoutes(l.want)
+}
 
-	t.Run("a node's speaker killed: the ToR drops that next hop within the hold time", func(t *testing.T) {
-		tor.t = t
-		if err := r.State.CrashDaemon("c1-n1", "kovn-speaker"); err != nil {
-			t.Fatal(err)
-		}
-		start := time.Now()
-		tor.waitRoutes(withoutHops(want, cfg.NodeIPs(1, 1)...))
-		gone := time.Since(start)
-		t.Logf("c1-n1's next hop gone from the ToR %.2fs after its speaker was killed (hold time 9 s)", gone.Seconds())
-		if gone > 9*time.Second {
-			t.Errorf("next hop withdrawn after %s, want within the 9 s hold time", gone)
-		}
-		if _, err := r.State.StartDaemon(t.Context(), "c1-n1", "kovn-speaker"); err != nil {
-			t.Fatal(err)
-		}
-		tor.waitRoutes(want)
-	})
+func (l *bgpLab) killed(t *testing.T) {
+	l.tor.t = t
+	if err := l.r.State.CrashDaemon("c1-n1", "kovn-speaker"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	l.tor.waitRoutes(withoutHops(l.want, l.cfg.NodeIPs(1, 1)...))
+	gone := time.Since(start)
+	t.Logf("c1-n1's next hop gone from the ToR %.2fs after its speaker was killed (hold time 9 s)", gone.Seconds())
+	if gone > 9*time.Second {
+		t.Errorf("next hop withdrawn after %s, want within the 9 s hold time", gone)
+	}
+	if _, err := l.r.State.StartDaemon(t.Context(), "c1-n1", "kovn-speaker"); err != nil {
+		t.Fatal(err)
+	}
+	l.tor.waitRoutes(l.want)
+}
 
-	t.Run("a node's speaker stopped (SIGTERM, no graceful restart): it withdraws everything before it goes", func(t *testing.T) {
-		tor.t = t
-		stopped := make(chan time.Time, 1)
-		go func() {
-			err := r.State.StopDaemon("c1-n1", "kovn-speaker")
-			stopped <- time.Now()
-			if err != nil {
-				t.Error(err)
-			}
-		}()
-		start := time.Now()
-		tor.waitRoutes(withoutHops(want, cfg.NodeIPs(1, 1)...))
-		t.Logf("c1-n1's next hop gone from the ToR %.2fs after SIGTERM to its speaker", time.Since(start).Seconds())
-		<-stopped
-		if _, err := r.State.StartDaemon(t.Context(), "c1-n1", "kovn-speaker"); err != nil {
-			t.Fatal(err)
-		}
-		tor.waitRoutes(want)
-	})
-
-	t.Run("graceful restart: the ToR keeps forwarding while the hosting node's speaker restarts", func(t *testing.T) {
-		bgpGracefulRestart(t, c, tor, r, cfg, want, soloIPs[0])
-	})
-
-	t.Run("a node's address changes: its next hop follows", func(t *testing.T) {
-		bgpAddressChange(t, c, tor, cfg, want)
-	})
-
-	t.Run("wrong AS and wrong password: that session stays down and says why; the others stay up", func(t *testing.T) {
-		bgpBadPeers(t, c, tor, cfg, want)
-	})
+func (l *bgpLab) stopped(t *testing.T) {
+	l.tor.t = t
+	stopped := make(chan error, 1)
+	go func() { stopped <- l.r.State.StopDaemon("c1-n1", "kovn-speaker") }()
+	start := time.Now()
+	l.tor.waitRoutes(withoutHops(l.want, l.cfg.NodeIPs(1, 1)...))
+	t.Logf("c1-n1's next hop gone from the ToR %.2fs after SIGTERM to its speaker", time.Since(start).Seconds())
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.r.State.StartDaemon(t.Context(), "c1-n1", "kovn-speaker"); err != nil {
+		t.Fatal(err)
+	}
+	l.tor.waitRoutes(l.want)
 }
 
 // bgpGracefulRestart enables graceful restart on the peers, then crashes c1-n2's speaker (the
