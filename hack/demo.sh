@@ -213,7 +213,7 @@ kind: Subnet
 metadata: {name: routed}
 spec: {cidrBlock: "10.210.0.0/24,fd00:210::/64", namespaces: [routed], bgpAdvertise: true, bgpPolicy: Local}
 BGP
-sleep 2
+kubectl wait --for=condition=Ready subnet/routed --timeout=60s >/dev/null
 kubectl apply -f - >/dev/null <<POD
 apiVersion: v1
 kind: Pod

@@ -20,7 +20,7 @@ func routerPeer(t *testing.T, ctx context.Context, addr string, speakerASN uint3
 	t.Helper()
 	l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
 	if err != nil {
-		t.Skipf("no %s loopback: %v", addr, err)
+		t.Fatalf("no %s loopback to run a router on: %v", addr, err)
 	}
 	port := uint16(l.Addr().(*net.TCPAddr).Port)
 	l.Close()

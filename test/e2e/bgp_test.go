@@ -86,6 +86,9 @@ kind: Subnet
 metadata: {name: bgplocal}
 spec: {cidrBlock: %q, namespaces: [bgp-local], natOutgoing: true, bgpAdvertise: true, bgpPolicy: Local}
 `, strings.Join(l.subnetCIDRs, ","), strings.Join(pick(cfg, "10.31.0.0/24", "fd00:30:2::/64"), ",")))
+	// A pod is bound to its namespace's subnet only once the controller accepted that subnet.
+	c.waitSubnetReady("bgpnet")
+	c.waitSubnetReady("bgplocal")
 	c.createPod(testboxPod("bgp", "web", onNode("c1-n2")))
 	c.createPod(testboxPod("bgp-local", "solo", onNode("c1-n2")))
 	c.createPod(testboxPod("bgp", "pinned", onNode("c1-n3"), withAnnotations("ovn.kovn.io/bgp", "true")))
@@ -267,7 +270,7 @@ func bgpGracefulRestart(t *testing.T, c *cluster, tor *torRouter, r *rig.Rig, cf
 func bgpAddressChange(t *testing.T, c *cluster, tor *torRouter, cfg rig.Config, want map[string][]string) {
 	c.t, tor.t = t, t
 	if !cfg.HasIPv6() {
-		t.Skip("IPv6-only step: the rig carries no IPv6") // never in CI: the rig is dual-stack
+		t.Fatal("this step moves an IPv6 address (the IPv4 one carries the overlay): it needs a dual-stack or IPv6 rig")
 	}
 	old := rig.NodeIP6(1, 3)
 	moved := netip.MustParseAddr("fd00:30::1:99")
