@@ -18,4 +18,5 @@ var AccessFiles = []string{
 	"rbac/speaker/role.yaml",
 	"kovn.yaml",
 	"policy/daemon-own-node.yaml",
+	"policy/daemon-own-provider-entry.yaml",
 }

@@ -8,6 +8,19 @@ BIN=$PWD/_output/bin
 DIR=${KOVN_RIG_DIR:-$PWD/_output/rig}
 RIG="$BIN/kovn-rig"
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# testbox_pod NAME NODE [NAMESPACE]: a pod running the lab's test server (HTTP :8080, TCP echo
+# :9000) on NODE, in the cluster the current KUBECONFIG names.
+testbox_pod() {
+  kubectl apply -f - >/dev/null <<POD
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: ${3:-default}}
+spec:
+  nodeName: $2
+  terminationGracePeriodSeconds: 1
+  containers: [{name: testbox, image: kovn.io/testbox:latest, imagePullPolicy: Never, args: [serve]}]
+POD
+}
 
 if [ -f "$DIR/state.json" ]; then
   echo "demo: a rig is already up in $DIR — using it (make demo-down removes it)"
@@ -23,17 +36,7 @@ step "kovn's subnets"
 kubectl get subnets
 
 step "two pods, one per node"
-for n in 1 2; do
-  kubectl apply -f - >/dev/null <<POD
-apiVersion: v1
-kind: Pod
-metadata: {name: demo-$n}
-spec:
-  nodeName: c1-n$n
-  terminationGracePeriodSeconds: 1
-  containers: [{name: testbox, image: kovn.io/testbox:latest, imagePullPolicy: Never, args: [serve]}]
-POD
-done
+for n in 1 2; do testbox_pod demo-$n c1-n$n; done
 kubectl wait --for=condition=Ready pod/demo-1 pod/demo-2 --timeout=120s >/dev/null
 kubectl get pods -o wide
 IP1=$(kubectl get pod demo-1 -o jsonpath='{.status.podIPs[0].ip}')
@@ -141,15 +144,7 @@ done
 for c in 1 2; do
   eval "$("$RIG" env c$c --dir "$DIR")"
   kubectl wait --for=condition=Ready interconnect/default --timeout=60s >/dev/null
-  kubectl apply -f - >/dev/null <<POD
-apiVersion: v1
-kind: Pod
-metadata: {name: x-$c}
-spec:
-  nodeName: c$c-n2
-  terminationGracePeriodSeconds: 1
-  containers: [{name: testbox, image: kovn.io/testbox:latest, imagePullPolicy: Never, args: [serve]}]
-POD
+  testbox_pod x-$c c$c-n2
 done
 eval "$("$RIG" env c2 --dir "$DIR")"
 kubectl wait --for=condition=Ready pod/x-2 --timeout=120s >/dev/null
@@ -214,15 +209,7 @@ metadata: {name: routed}
 spec: {cidrBlock: "10.210.0.0/24,fd00:210::/64", namespaces: [routed], bgpAdvertise: true, bgpPolicy: Local}
 BGP
 kubectl wait --for=condition=Ready subnet/routed --timeout=60s >/dev/null
-kubectl apply -f - >/dev/null <<POD
-apiVersion: v1
-kind: Pod
-metadata: {name: r, namespace: routed}
-spec:
-  nodeName: c1-n2
-  terminationGracePeriodSeconds: 1
-  containers: [{name: testbox, image: kovn.io/testbox:latest, imagePullPolicy: Never, args: [serve]}]
-POD
+testbox_pod r c1-n2 routed
 kubectl -n routed wait --for=condition=Ready pod/r --timeout=120s >/dev/null
 RIP=$(kubectl -n routed get pod r -o jsonpath='{.status.podIPs[0].ip}')
 for i in $(seq 1 40); do
@@ -249,21 +236,54 @@ spec:
   namespaces: [central]
 SUBNET
 sleep 2
-kubectl apply -f - >/dev/null <<POD
-apiVersion: v1
-kind: Pod
-metadata: {name: c, namespace: central}
-spec:
-  nodeName: c1-n2
-  terminationGracePeriodSeconds: 1
-  containers: [{name: testbox, image: kovn.io/testbox:latest, imagePullPolicy: Never, args: [serve]}]
-POD
+testbox_pod c c1-n2 central
 kubectl -n central wait --for=condition=Ready pod/c --timeout=120s >/dev/null
 echo "OVN bound the subnet's health port to chassis:"
 ovn-sbctl --db="$OVN_SB_DB" --bare --columns=name list Chassis \
   "$(ovn-sbctl --db="$OVN_SB_DB" --bare --columns=chassis find Port_Binding logical_port=cr-kovn-gwh-central)"
 echo "so central/c (on c1-n2) reaches the external host from c1-n1's address:"
 kubectl -n central exec c -- /testbox get http://172.30.0.100:8080/
+
+step "underlay: a ProviderNetwork moves each node's eth1, address and routes, into br-phys; a Subnet on VLAN 100 puts pods on the physical network"
+NODE1_NS=${KOVN_FABRIC_NS%-fab}-c1n1
+echo "c1-n1's eth1 before (the lab's second NIC, a trunk of VLANs 100 and 200 on its underlay switch):"
+ip -n "$NODE1_NS" -br addr show dev eth1
+kubectl create namespace underlay --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl apply -f - >/dev/null <<UNDERLAY
+apiVersion: kovn.io/v1alpha1
+kind: ProviderNetwork
+metadata: {name: phys}
+spec: {defaultInterface: eth1}
+---
+apiVersion: kovn.io/v1alpha1
+kind: Vlan
+metadata: {name: v100}
+spec: {id: 100, provider: phys}
+---
+apiVersion: kovn.io/v1alpha1
+kind: Subnet
+metadata: {name: ul100}
+spec: {cidrBlock: "172.28.100.0/24,fd00:28:100::/64", gateway: "172.28.100.1,fd00:28:100::1", vlan: v100, namespaces: [underlay]}
+UNDERLAY
+kubectl wait --for=condition=Ready subnet/ul100 --timeout=60s >/dev/null
+for i in $(seq 1 40); do
+  [ "$(kubectl get providernetwork phys -o jsonpath='{.status.readyNodes[*]}' | wc -w)" = 2 ] && break
+  sleep 0.5
+done
+kubectl get providernetworks,vlans
+echo "c1-n1 after: eth1 is a port of br-phys, which holds its addresses (the routes moved too):"
+ip -n "$NODE1_NS" -br addr show dev eth1; ip -n "$NODE1_NS" -br addr show dev br-phys; ip -n "$NODE1_NS" route show dev br-phys
+for n in 1 2; do testbox_pod u$n c1-n$n underlay; done
+kubectl -n underlay wait --for=condition=Ready pod/u1 pod/u2 --timeout=120s >/dev/null
+U2=$(kubectl -n underlay get pod u2 -o jsonpath='{.status.podIPs[0].ip}')
+echo "u1 (c1-n1) pings u2 ($U2, c1-n2) over VLAN 100; c1-n1's port on the underlay switch sees tagged frames, no geneve:"
+ip netns exec "$KOVN_FABRIC_NS" timeout 4 tcpdump -l -nn -e -c 4 -i v1n1 icmp 2>/dev/null &
+sleep 1
+kubectl -n underlay exec u1 -- /testbox ping -c 2 "$U2"
+wait
+echo "u1 reaches the host on VLAN 30 (172.28.30.100) through the physical router; it sees u1's own address:"
+kubectl -n underlay exec u1 -- /testbox get http://172.28.30.100:8080/
+kubectl -n underlay exec u1 -- /testbox get "http://[fd00:28:30::100]:8080/"
 
 step "subnets report the protocol, gateway and addresses in use"
 kubectl get subnets

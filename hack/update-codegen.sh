@@ -51,6 +51,6 @@ if [ -d api/v1alpha1 ]; then
 fi
 # RBAC from the +kubebuilder:rbac markers next to the code that needs the permission.
 go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-controller paths="{./pkg/cluster/...,./pkg/interconnect/...}" output:rbac:artifacts:config=deploy/rbac/controller
-go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-daemon paths=./pkg/node/... output:rbac:artifacts:config=deploy/rbac/daemon
+go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-daemon paths="{./pkg/node/...,./pkg/underlay/...}" output:rbac:artifacts:config=deploy/rbac/daemon
 go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-speaker paths=./pkg/bgp/... output:rbac:artifacts:config=deploy/rbac/speaker
 gofmt -l pkg/ovn/model api 2>/dev/null | (! grep .) || { echo "update-codegen: generated code is not gofmt-clean" >&2; exit 1; }

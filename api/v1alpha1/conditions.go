@@ -75,4 +75,15 @@ const (
 	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
 	// ReasonMissingField: a required field is empty.
 	ReasonMissingField = "MissingField"
+	// ReasonInvalidVlan: a subnet's vlan is malformed or combined with fields an underlay
+	// subnet cannot have (centralized gateway, private, a custom VPC).
+	ReasonInvalidVlan = "InvalidVlan"
+	// ReasonVlanNotFound: spec.vlan names a Vlan that does not exist.
+	ReasonVlanNotFound = "VlanNotFound"
+	// ReasonProviderNotFound: a Vlan's provider names a ProviderNetwork that does not exist.
+	ReasonProviderNotFound = "ProviderNotFound"
+	// ReasonInterfaceNotFound: a node has no NIC of the name its ProviderNetwork gives.
+	ReasonInterfaceNotFound = "InterfaceNotFound"
+	// ReasonBridgeFailed: the provider bridge could not be set up on a node.
+	ReasonBridgeFailed = "BridgeFailed"
 )

@@ -162,7 +162,28 @@ func (s *SubnetSpec) Validate() error {
 		}
 	}
 	validateNamespaces("spec.namespaces", s.Namespaces, &errs)
+	s.validateVlan(&errs)
 	return errs.err()
+}
+
+// validateVlan: an underlay subnet's gateway is the physical router, so kovn has no egress
+// of its own to centralize or make private; its VPC router is not attached either.
+func (s *SubnetSpec) validateVlan(errs *ValidationErrors) {
+	if s.Vlan == "" {
+		return
+	}
+	if msgs := k8svalidation.IsDNS1123Subdomain(s.Vlan); len(msgs) > 0 {
+		errs.add("spec.vlan", ReasonInvalidVlan, "%q is not a Vlan name: %s", s.Vlan, msgs[0])
+	}
+	if s.GatewayType == GatewayCentralized || len(s.GatewayNodes) > 0 {
+		errs.add("spec.gatewayType", ReasonInvalidVlan, "an underlay subnet (vlan %s) leaves through its physical gateway: gatewayType centralized and gatewayNodes do not apply", s.Vlan)
+	}
+	if s.Private {
+		errs.add("spec.private", ReasonInvalidVlan, "an underlay subnet (vlan %s) is reached on the physical network, which kovn's private ACLs cannot close", s.Vlan)
+	}
+	if s.Vpc != "" && s.Vpc != DefaultVpcName {
+		errs.add("spec.vpc", ReasonInvalidVlan, "an underlay subnet (vlan %s) is not attached to a VPC router; leave vpc unset", s.Vlan)
+	}
 }
 
 func (s *SubnetSpec) validateAgainstCIDRs(cidrs []netip.Prefix, errs *ValidationErrors) {

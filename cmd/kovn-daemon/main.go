@@ -1,5 +1,5 @@
 // Command kovn-daemon runs on every node: it plumbs the node (ovn0 on the join subnet, routes
-// to pod subnets, SNAT, CNI config) and serves the kovn-cni shim on a unix socket, creating
+// to pod subnets, SNAT, CNI config, provider bridges of underlay networks) and serves the kovn-cni shim on a unix socket, creating
 // each pod's veth, attaching it to br-int and waiting until OVN has installed its flows.
 package main
 
@@ -31,6 +31,7 @@ import (
 	"github.com/kovn/kovn/pkg/cni"
 	"github.com/kovn/kovn/pkg/node"
 	"github.com/kovn/kovn/pkg/ovn"
+	"github.com/kovn/kovn/pkg/underlay"
 )
 
 // ovnControllerPidfile is where the gateway guard finds ovn-controller.
@@ -128,6 +129,11 @@ func run(cfg node.Config, ovsDB string) error {
 			return err
 		}
 	}
+	ul := &underlay.Reconciler{Client: mgr.GetClient(), OVS: ovs, NodeName: cfg.NodeName, Integration: cfg.Bridge,
+		Recorder: mgr.GetEventRecorderFor("kovn-daemon")}
+	if err := ul.SetupWithManager(mgr); err != nil {
+		return err
+	}
 	if err := (&node.NodePortReconciler{Client: mgr.GetClient(), NodeName: cfg.NodeName}).SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -135,7 +141,7 @@ func run(cfg node.Config, ovsDB string) error {
 		return err
 	}
 	ports := cni.NewOVSAttacher(ovs, cfg.Bridge)
-	handler := cni.NewPodHandler(&node.PodNetworks{Client: mgr.GetClient(), NodeName: cfg.NodeName, MTU: cfg.MTU}, ports)
+	handler := cni.NewPodHandler(&node.PodNetworks{Client: mgr.GetClient(), NodeName: cfg.NodeName, MTU: cfg.MTU, Underlay: ul}, ports)
 	handler.Log = ctrl.Log.WithName("cni")
 	srv := cni.NewServer(cfg.CNISocket, handler)
 	srv.Log = ctrl.Log.WithName("cni-server")

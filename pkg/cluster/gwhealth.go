@@ -37,6 +37,9 @@ type GatewayHealth struct {
 	mu     sync.Mutex
 	sb     libovsdb.Client
 	events chan event.TypedGenericEvent[reconcile.Request]
+	// reported is each health port's chassis as last queued, so that a binding seen both in
+	// the initial listing and through the cache's event is queued once.
+	reported map[string]string
 }
 
 // NewGatewayHealth returns a GatewayHealth for the SB endpoints (none: disabled).
@@ -69,10 +72,19 @@ func (h *GatewayHealth) Start(ctx context.Context) error {
 	}
 	defer c.Close()
 	c.Cache().AddEventHandler(&cache.EventHandlerFuncs{
-		AddFunc:    func(_ string, m model.Model) { h.notify(m) },
-		UpdateFunc: func(_ string, _, m model.Model) { h.notify(m) },
-		DeleteFunc: func(_ string, m model.Model) { h.notify(m) },
+		AddFunc:    func(_ string, m model.Model) { h.notify(m, false) },
+		UpdateFunc: func(_ string, _, m model.Model) { h.notify(m, false) },
+		DeleteFunc: func(_ string, m model.Model) { h.notify(m, true) },
 	})
+	// The monitor's initial rows reached the cache before the handler was in place: queue them
+	// too, or a binding present at start would be known (Bound) but never reported.
+	var bindings []*sb.PortBinding
+	if err := c.List(ctx, &bindings); err != nil {
+		return err
+	}
+	for _, b := range bindings {
+		h.notify(b, false)
+	}
 	h.mu.Lock()
 	h.sb = c
 	h.mu.Unlock()
@@ -83,13 +95,31 @@ func (h *GatewayHealth) Start(ctx context.Context) error {
 
 // notify queues a reconcile of the subnet whose health port changed. It must not block the
 // libovsdb cache, hence the goroutine when the channel is full.
-func (h *GatewayHealth) notify(m model.Model) {
+func (h *GatewayHealth) notify(m model.Model, deleted bool) {
 	pb, ok := m.(*sb.PortBinding)
 	if !ok {
 		return
 	}
 	subnet, ok := topology.SubnetOfHealthPort(strings.TrimPrefix(pb.LogicalPort, "cr-"))
 	if !ok {
+		return
+	}
+	chassis := "-" // bound to none
+	if pb.Chassis != nil {
+		chassis = *pb.Chassis
+	}
+	h.mu.Lock()
+	if h.reported == nil {
+		h.reported = map[string]string{}
+	}
+	last, seen := h.reported[pb.LogicalPort]
+	if deleted {
+		delete(h.reported, pb.LogicalPort)
+	} else {
+		h.reported[pb.LogicalPort] = chassis
+	}
+	h.mu.Unlock()
+	if !deleted && seen && last == chassis {
 		return
 	}
 	ev := event.TypedGenericEvent[reconcile.Request]{Object: reconcile.Request{NamespacedName: types.NamespacedName{Name: subnet}}}

@@ -178,6 +178,7 @@ func Setup(mgr ctrl.Manager, st *State, nb libovsdb.Client, health *GatewayHealt
 	for _, r := range []interface{ SetupWithManager(ctrl.Manager) error }{
 		&SubnetReconciler{Client: c, State: st, Recorder: rec, NB: nb, Health: health},
 		&VpcReconciler{Client: c, State: st, NB: nb},
+		&VlanReconciler{Client: c},
 		&IPPoolReconciler{Client: c, State: st},
 		&NodeReconciler{Client: c, State: st, NB: nb},
 		&PodReconciler{Client: c, State: st, Recorder: rec},

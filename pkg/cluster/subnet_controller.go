@@ -54,6 +54,7 @@ const usageInterval = 500 * time.Millisecond
 // +kubebuilder:rbac:groups=kovn.io,resources=subnets,verbs=get;list;watch;update
 // +kubebuilder:rbac:groups=kovn.io,resources=subnets/status,verbs=get;update
 // +kubebuilder:rbac:groups=kovn.io,resources=subnets/finalizers,verbs=update
+// +kubebuilder:rbac:groups=kovn.io,resources=vlans,verbs=get;list;watch
 
 // Reconcile implements reconcile.Reconciler.
 func (r *SubnetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -179,9 +180,6 @@ func (r *SubnetReconciler) gatewayNodes(ctx context.Context, in topology.SubnetI
 // setSupported reports the spec fields kovn accepts but does not implement yet.
 func setSupported(sn *kovnv1.Subnet) {
 	var unimpl []string
-	if sn.Spec.Vlan != "" {
-		unimpl = append(unimpl, "vlan (underlay networks)")
-	}
 	if len(unimpl) == 0 {
 		setCondition(sn, kovnv1.ConditionSupported, true, kovnv1.ReasonImplemented, "every field of the spec is implemented")
 		return
@@ -302,8 +300,22 @@ func (r *SubnetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return reqs
 	})
+	vlanToSubnets := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		var subnets kovnv1.SubnetList
+		if err := r.List(ctx, &subnets); err != nil {
+			return nil
+		}
+		var reqs []reconcile.Request
+		for _, s := range subnets.Items {
+			if s.Spec.Vlan == o.GetName() {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: s.Name}})
+			}
+		}
+		return reqs
+	})
 	b := ctrl.NewControllerManagedBy(mgr).For(&kovnv1.Subnet{}).Watches(&kovnv1.Subnet{}, joinToAll).
-		Watches(&kovnv1.IP{}, ipToSubnet).Watches(&corev1.Node{}, nodeToSubnets).Watches(&kovnv1.Vpc{}, vpcToSubnets)
+		Watches(&kovnv1.IP{}, ipToSubnet).Watches(&corev1.Node{}, nodeToSubnets).Watches(&kovnv1.Vpc{}, vpcToSubnets).
+		Watches(&kovnv1.Vlan{}, vlanToSubnets)
 	if r.Health != nil {
 		// A centralized subnet's health port bound to another chassis moves its egress.
 		b = b.WatchesRawSource(source.Channel(r.Health.events, handler.TypedFuncs[reconcile.Request, reconcile.Request]{

@@ -39,6 +39,9 @@ func (r *SubnetReconciler) resolve(ctx context.Context, sn *kovnv1.Subnet, all [
 	in := topology.SubnetIn{Name: sn.Name, Vpc: sn.VpcName(), Switch: sn.LogicalSwitchName(), CIDRs: cidrs, Gateways: gws,
 		ExcludeIPs: sn.Spec.ExcludeIPs, GatewayNodes: sn.Spec.GatewayNodes,
 		Centralized: sn.Spec.EffectiveGatewayType() == kovnv1.GatewayCentralized, Private: sn.Spec.Private}
+	if in.Underlay, err = r.underlay(ctx, sn); err != nil {
+		return topology.SubnetIn{}, err
+	}
 	if sn.Spec.Private {
 		for _, c := range sn.Spec.AllowSubnets {
 			p, _ := kovnv1.ParsePrefix(c) // validated above
@@ -105,4 +108,22 @@ func older(a, b *kovnv1.Subnet) bool {
 func mustExcludes(sn *kovnv1.Subnet) []kovnv1.IPRange {
 	rs, _ := sn.Spec.ExcludeRanges() // validated before
 	return rs
+}
+
+// underlay resolves an underlay subnet's Vlan to its physical network; nil for overlay subnets.
+// The ProviderNetwork need not exist yet: the localnet port names it, and nodes join it as
+// their kovn-daemon sets the network up (the Vlan's condition says whether it exists).
+func (r *SubnetReconciler) underlay(ctx context.Context, sn *kovnv1.Subnet) (*topology.UnderlayIn, error) {
+	if sn.Spec.Vlan == "" {
+		return nil, nil
+	}
+	var v kovnv1.Vlan
+	if err := r.Get(ctx, types.NamespacedName{Name: sn.Spec.Vlan}, &v); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &kovnv1.ValidationError{Field: "spec.vlan", Reason: kovnv1.ReasonVlanNotFound,
+				Message: fmt.Sprintf("vlan %q does not exist", sn.Spec.Vlan)}
+		}
+		return nil, err
+	}
+	return &topology.UnderlayIn{Provider: v.Spec.Provider, VlanID: int(v.Spec.ID)}, nil
 }

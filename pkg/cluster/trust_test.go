@@ -213,17 +213,16 @@ func TestSubnetConflictsAndUnsupportedFields(t *testing.T) {
 		return findCondition(sn.Status.Conditions, typ)
 	}
 	for name, reason := range map[string]string{"a": kovnv1.ReasonValid, "b": kovnv1.ReasonNamespaceConflict,
-		"c": kovnv1.ReasonMultipleDefaults, "d": kovnv1.ReasonValid} {
+		"c": kovnv1.ReasonMultipleDefaults, "d": kovnv1.ReasonVlanNotFound} {
 		if c := cond(name, kovnv1.ConditionValidated); c == nil || c.Reason != reason {
 			t.Errorf("subnet %s: Validated %+v, want reason %s", name, c, reason)
 		}
 	}
-	c := cond("d", kovnv1.ConditionSupported)
-	if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "vlan") || strings.Contains(c.Message, "bgpAdvertise") {
-		t.Errorf("subnet d: Supported %+v, want False naming vlan only (kovn-speaker implements bgpAdvertise)", c)
+	if c := cond("d", kovnv1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, `vlan "vlan10" does not exist`) {
+		t.Errorf("subnet d: Ready %+v, want False naming the missing vlan", c)
 	}
-	if c := cond("d", kovnv1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
-		t.Errorf("subnet d: Ready %+v, want True (the rest is programmed)", c)
+	if e.hasSwitch("d") {
+		t.Error("subnet d (missing vlan) got a switch: an underlay subnet must not fall back to the overlay")
 	}
 }
 

@@ -28,6 +28,10 @@ type PodNetworks struct {
 	NodeName string
 	MTU      int
 	Poll     time.Duration
+	// Underlay, when set, is asked whether this node can host a pod of an underlay subnet.
+	Underlay interface {
+		VlanReady(ctx context.Context, vlan string) error
+	}
 }
 
 var _ cni.Networks = (*PodNetworks)(nil)
@@ -76,6 +80,11 @@ func (p *PodNetworks) podNetwork(ctx context.Context, namespace, name, uid strin
 	var sn kovnv1.Subnet
 	if err := p.Client.Get(ctx, types.NamespacedName{Name: ip.Spec.Subnet}, &sn); err != nil {
 		return nil, fmt.Errorf("pod %s/%s: subnet %s: %v", namespace, name, ip.Spec.Subnet, err)
+	}
+	if sn.Spec.Vlan != "" && p.Underlay != nil {
+		if err := p.Underlay.VlanReady(ctx, sn.Spec.Vlan); err != nil {
+			return nil, fmt.Errorf("pod %s/%s: underlay subnet %s: %w", namespace, name, sn.Name, err)
+		}
 	}
 	return p.convert(&ip, &sn, port)
 }

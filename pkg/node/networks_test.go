@@ -85,3 +85,29 @@ func TestPodNetworkIPv6Only(t *testing.T) {
 		t.Fatalf("IPv6-only pod network does not validate: %v", err)
 	}
 }
+
+type vlanReadiness map[string]error
+
+func (v vlanReadiness) VlanReady(_ context.Context, vlan string) error { return v[vlan] }
+
+// A pod of an underlay subnet gets its network only where the subnet's provider network is set
+// up; elsewhere the CNI keeps saying why (until it is, or the runtime gives up).
+func TestPodNetworkUnderlayNeedsProvider(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "u", UID: "u1"}, Spec: corev1.PodSpec{NodeName: "n1"}}
+	ip := &kovnv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "u.ns1"}, Spec: kovnv1.IPSpec{PodName: "u", Namespace: "ns1",
+		Subnet: "ul100", NodeName: "n1", V4IP: "172.28.100.5", MACAddress: "0a:58:ac:1c:64:05"}}
+	sn := &kovnv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: "ul100"}, Spec: kovnv1.SubnetSpec{CIDRBlock: "172.28.100.0/24", Vlan: "v100"}}
+	c := networksClient(t, pod, ip, sn)
+	missing := errors.New("provider network phys (vlan v100) is not ready on node n1: interface eth9 not found on node n1")
+	p := &PodNetworks{Client: c, NodeName: "n1", Poll: 10 * time.Millisecond, Underlay: vlanReadiness{"v100": missing}}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := p.WaitPodNetwork(ctx, "ns1", "u", "u1"); err == nil || !strings.Contains(err.Error(), "interface eth9 not found") {
+		t.Fatalf("err %v, want the provider's reason", err)
+	}
+	p.Underlay = vlanReadiness{}
+	pn, err := p.WaitPodNetwork(context.Background(), "ns1", "u", "u1")
+	if err != nil || pn.Gateways[0].String() != "172.28.100.1" {
+		t.Fatalf("pod network %+v %v, want the physical gateway 172.28.100.1", pn, err)
+	}
+}

@@ -44,6 +44,9 @@ func desiredCIDRs(subnets []kovnv1.Subnet, joinSubnet string) subnetCIDRs {
 
 // nodeVPCSubnets are the validated subnets of the join subnet's VPC (the default VPC until the
 // join subnet is known), the join subnet included: the ones the node reaches through ovn0.
+// Underlay (vlan) subnets are not among them: the node reaches those over the physical network
+// like any outside host, and an overlay pod's connection to one is masqueraded to the node's
+// address, since the physical router has no route back to the overlay.
 func nodeVPCSubnets(subnets []kovnv1.Subnet, joinSubnet string) []*kovnv1.Subnet {
 	vpc := kovnv1.DefaultVpcName
 	for i := range subnets {
@@ -54,7 +57,7 @@ func nodeVPCSubnets(subnets []kovnv1.Subnet, joinSubnet string) []*kovnv1.Subnet
 	var out []*kovnv1.Subnet
 	for i := range subnets {
 		s := &subnets[i]
-		if s.VpcName() == vpc && meta.IsStatusConditionTrue(s.Status.Conditions, kovnv1.ConditionValidated) {
+		if s.VpcName() == vpc && s.Spec.Vlan == "" && meta.IsStatusConditionTrue(s.Status.Conditions, kovnv1.ConditionValidated) {
 			out = append(out, s)
 		}
 	}

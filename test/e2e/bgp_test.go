@@ -477,19 +477,29 @@ func (r *torRouter) waitRoutes(want map[string][]string) {
 
 // outsideExec runs the testbox on the outside host (behind the ToR, off the fabric).
 func outsideExec(cfg rig.Config, args ...string) (string, error) {
-	argv := append([]string{"netns", "exec", cfg.OutsideNS(), filepath.Join(cfg.KovnBinDir, "kovn-testbox")}, args...)
-	out, err := exec.Command("ip", argv...).CombinedOutput()
-	return string(out), err
+	return nsTestbox(cfg, cfg.OutsideNS(), args...)
 }
 
 // outsideStream runs a 100 ms probe stream from the outside host to ip, doing event 3 s in.
 func outsideStream(cfg rig.Config, ip string, count int, event func()) (lost int, outage string, err error) {
+	return nsStream(cfg, cfg.OutsideNS(), ip, count, 3*time.Second, event)
+}
+
+// nsTestbox runs the testbox binary in one of the rig's host namespaces (outside hosts, routers).
+func nsTestbox(cfg rig.Config, ns string, args ...string) (string, error) {
+	argv := append([]string{"netns", "exec", ns, filepath.Join(cfg.KovnBinDir, "kovn-testbox")}, args...)
+	out, err := exec.Command("ip", argv...).CombinedOutput()
+	return string(out), err
+}
+
+// nsStream runs a 100 ms probe stream from namespace ns to ip, doing event after delay.
+func nsStream(cfg rig.Config, ns, ip string, count int, delay time.Duration, event func()) (lost int, outage string, err error) {
 	done := make(chan string, 1)
 	go func() {
-		out, _ := outsideExec(cfg, "pingstream", "-c", fmt.Sprint(count), "-i", "100ms", "-W", "2s", ip)
+		out, _ := nsTestbox(cfg, ns, "pingstream", "-c", fmt.Sprint(count), "-i", "100ms", "-W", "2s", ip)
 		done <- out
 	}()
-	time.Sleep(3 * time.Second)
+	time.Sleep(delay)
 	event()
 	return parseStream(<-done, count)
 }

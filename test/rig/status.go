@@ -113,7 +113,10 @@ func (s *State) Env(cluster string) (string, error) {
 			}
 			lines = append(lines, "# the ToR's FRR (BGP peer of kovn-speaker) and the outside host behind it",
 				"export KOVN_TOR_NS="+s.Config.ToRNS()+" KOVN_TOR_VTY="+s.Config.torVtyDir()+" KOVN_OUTSIDE_NS="+s.Config.OutsideNS(),
-				"# ip netns exec $KOVN_TOR_NS vtysh --vty_socket $KOVN_TOR_VTY -c 'show bgp summary'")
+				"# ip netns exec $KOVN_TOR_NS vtysh --vty_socket $KOVN_TOR_VTY -c 'show bgp summary'",
+				"# the underlay: nodes' eth1 trunks on br-vfab (userspace OVS in the fabric namespace), the physical router (VLAN gateways) and the host on VLAN 30",
+				"export KOVN_PHYS_ROUTER_NS="+s.Config.PhysRouterNS()+" KOVN_UNDERLAY_HOST_NS="+s.Config.UnderlayHostNS()+" KOVN_FABRIC_NS="+s.Config.FabricNS(),
+				"# ip netns exec $KOVN_FABRIC_NS ovs-vsctl --db="+s.Config.UnderlaySwitchDB()+" show; ovs-appctl -t "+s.Config.UnderlaySwitchCtl()+" fdb/show br-vfab")
 			return strings.Join(lines, "\n") + "\n", nil
 		}
 	}

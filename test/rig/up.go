@@ -162,7 +162,7 @@ func (r *Rig) network(context.Context) error {
 			return err
 		}
 	}
-	return nil
+	return r.plugUnderlay()
 }
 
 // controlPlaneRoutes route the cluster's pod and Service ranges from its control plane through
@@ -268,10 +268,15 @@ func (r *Rig) startControlPlanes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	vfab, err := cfg.underlaySwitchSpec()
+	if err != nil {
+		return err
+	}
 	for _, l := range []struct {
 		ns   string
 		spec SupervisorSpec
-	}{{cfg.ExtNS(), cfg.externalHostSpec()}, {cfg.ToRNS(), tor}, {cfg.OutsideNS(), cfg.outsideHostSpec()}} {
+	}{{cfg.ExtNS(), cfg.externalHostSpec()}, {cfg.ToRNS(), tor}, {cfg.OutsideNS(), cfg.outsideHostSpec()},
+		{cfg.FabricNS(), vfab}, {cfg.UnderlayHostNS(), cfg.underlayHostSpec()}} {
 		p, err := r.launch(l.ns, l.spec)
 		if err != nil {
 			return err

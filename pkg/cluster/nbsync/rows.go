@@ -177,13 +177,13 @@ func (t *tx) syncSwitchPort(sp topology.SwitchPort, wantGroups []string) {
 		extra[portGroupsKey] = keyList(joined)
 	}
 	m := nb.LogicalSwitchPort{Name: sp.Name, Type: sp.Type, Addresses: sp.Addresses, PortSecurity: sp.PortSecurity,
-		Options: sp.Options, ExternalIDs: t.ids(extra, sp.Switch)}
+		Options: sp.Options, Tag: sp.Tag, ExternalIDs: t.ids(extra, sp.Switch)}
 	if cur == nil {
 		attach(t, "switch "+sp.Switch, ls, isNew, switchPorts, t.create(&m, func(id string) { m.UUID = id }))
 	} else {
 		m.UUID = cur.UUID
 		if !samePort(cur, &m) {
-			t.update(&m, &m.Type, &m.Addresses, &m.PortSecurity, &m.Options, &m.ExternalIDs)
+			t.update(&m, &m.Type, &m.Addresses, &m.PortSecurity, &m.Options, &m.Tag, &m.ExternalIDs)
 		}
 		if cur.ExternalIDs[ovn.ParentKey] != sp.Switch {
 			detach(t, t.parentSwitch(cur.ExternalIDs, cur.UUID), switchPorts, cur.UUID)
@@ -218,8 +218,10 @@ func (t *tx) existingGroups(names []string) []string {
 
 func samePort(cur, want *nb.LogicalSwitchPort) bool {
 	return cur.Type == want.Type && sameSet(cur.Addresses, want.Addresses) && sameSet(cur.PortSecurity, want.PortSecurity) &&
-		sameMap(cur.Options, want.Options) && sameMap(cur.ExternalIDs, want.ExternalIDs)
+		sameMap(cur.Options, want.Options) && sameMap(cur.ExternalIDs, want.ExternalIDs) && sameTag(cur.Tag, want.Tag)
 }
+
+func sameTag(a, b *int) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
 
 func policyKey(router string, prio int, match string) string {
 	return fmt.Sprintf("%s|%d|%s", router, prio, match)

@@ -150,6 +150,7 @@ type SwitchPort struct {
 	Addresses    []string
 	PortSecurity []string
 	Options      map[string]string
+	Tag          *int              // a localnet port's VLAN ID; nil: untagged
 	ExternalIDs  map[string]string // beyond ownership: pod, node
 }
 
@@ -200,6 +201,15 @@ type SubnetIn struct {
 	// Private: only the subnet itself, AllowSubnets and the nodes may open connections to it.
 	Private      bool
 	AllowSubnets []netip.Prefix
+	// Underlay, when set, puts the subnet on a physical network (a Vlan of a ProviderNetwork)
+	// instead of the overlay: no router port, the gateway is the physical router.
+	Underlay *UnderlayIn
+}
+
+// UnderlayIn is an underlay subnet's physical network.
+type UnderlayIn struct {
+	Provider string // OVN network name (ovn-bridge-mappings), the ProviderNetwork's name
+	VlanID   int    // 0: untagged
 }
 
 // NodeIn is a node with its ovn0 addressing.

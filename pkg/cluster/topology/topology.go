@@ -144,6 +144,11 @@ func ForSubnet(s SubnetIn, join *SubnetIn, nodes map[string]NodeIn) Shard {
 	if len(s.ExcludeIPs) > 0 {
 		sw.OtherConfig["exclude_ips"] = strings.Join(s.ExcludeIPs, " ")
 	}
+	if s.Underlay != nil {
+		sh.Switches = []Switch{sw}
+		sh.SwitchPorts = []SwitchPort{localnetPort(s)}
+		return sh
+	}
 	if join != nil && join.Vpc == s.Vpc {
 		sw.LBGroups = []string{ClusterLBGroup} // Services are the default VPC's
 	}
@@ -193,6 +198,24 @@ func ForSubnet(s SubnetIn, join *SubnetIn, nodes map[string]NodeIn) Shard {
 	}
 	sortPolicies(sh.Policies)
 	return sh
+}
+
+// LocalnetPortName is the port joining an underlay subnet's switch to its physical network.
+// Pod ports always hold a "." (name.namespace), so no pod's port can take this name.
+func LocalnetPortName(ls string) string { return "localnet-" + ls }
+
+// localnetPort is an underlay subnet's only link out: frames to addresses the switch does not
+// know (the physical gateway, hosts on the VLAN) leave through the provider bridge with the
+// VLAN's tag, and pods on different nodes reach each other over the physical network, not
+// over Geneve. There is deliberately no router port: the physical router is the gateway.
+func localnetPort(s SubnetIn) SwitchPort {
+	lp := SwitchPort{Switch: s.Switch, Name: LocalnetPortName(s.Switch), Type: "localnet", Addresses: []string{"unknown"},
+		Options: map[string]string{"network_name": s.Underlay.Provider}}
+	if s.Underlay.VlanID > 0 {
+		tag := s.Underlay.VlanID
+		lp.Tag = &tag
+	}
+	return lp
 }
 
 // ForVpc is a VPC's shard: its router, the default routes through the join gateway when the

@@ -312,3 +312,33 @@ func TestNodePortGroup(t *testing.T) {
 		t.Errorf("NodePortGroup(c1-n1) = %q: want the readable part kept", NodePortGroup("c1-n1"))
 	}
 }
+
+// An underlay subnet is its switch and a tagged localnet port naming the provider: no router
+// port (the physical router is the gateway), no policies, no Services' load balancers.
+func TestForSubnetUnderlay(t *testing.T) {
+	join := &SubnetIn{Name: "join", Vpc: "ovn-cluster", Switch: "join", CIDRs: []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16")},
+		Gateways: []netip.Addr{netip.MustParseAddr("100.64.0.1")}}
+	s := SubnetIn{Name: "vlan100", Vpc: "ovn-cluster", Switch: "vlan100",
+		CIDRs:    []netip.Prefix{netip.MustParsePrefix("172.28.100.0/24"), netip.MustParsePrefix("fd00:28:100::/64")},
+		Gateways: []netip.Addr{netip.MustParseAddr("172.28.100.1"), netip.MustParseAddr("fd00:28:100::1")},
+		Underlay: &UnderlayIn{Provider: "phys", VlanID: 100}}
+	sh := ForSubnet(s, join, nil)
+	if len(sh.Switches) != 1 || len(sh.Switches[0].LBGroups) != 0 || sh.Switches[0].OtherConfig["subnet"] != "172.28.100.0/24" {
+		t.Fatalf("switches %+v, want vlan100 with its subnet and no load balancer group", sh.Switches)
+	}
+	if len(sh.RouterPorts) != 0 || len(sh.Policies) != 0 || len(sh.Routes) != 0 {
+		t.Fatalf("router ports %+v, policies %+v, routes %+v: an underlay subnet has none", sh.RouterPorts, sh.Policies, sh.Routes)
+	}
+	if len(sh.SwitchPorts) != 1 {
+		t.Fatalf("switch ports %+v, want only the localnet port", sh.SwitchPorts)
+	}
+	lp := sh.SwitchPorts[0]
+	if lp.Name != "localnet-vlan100" || lp.Type != "localnet" || lp.Options["network_name"] != "phys" || lp.Tag == nil || *lp.Tag != 100 ||
+		len(lp.Addresses) != 1 || lp.Addresses[0] != "unknown" {
+		t.Fatalf("localnet port %+v (tag %v)", lp, lp.Tag)
+	}
+	s.Underlay.VlanID = 0
+	if lp := ForSubnet(s, join, nil).SwitchPorts[0]; lp.Tag != nil {
+		t.Fatalf("VLAN 0 (untagged) got tag %d", *lp.Tag)
+	}
+}

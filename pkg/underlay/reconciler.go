@@ -1,0 +1,242 @@
+package underlay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	libovsdb "github.com/ovn-org/libovsdb/client"
+	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/cni"
+)
+
+// Reconciler keeps this node's provider bridges as the ProviderNetworks say, level-triggered:
+// every event means "sync all of this node's provider networks". A network that fails on this
+// node (no such NIC, OVS refusing the bridge) is reported in its status and leaves the others
+// alone.
+type Reconciler struct {
+	client.Client
+	OVS      libovsdb.Client
+	NodeName string
+	// Integration is br-int: provider bridges take its datapath type.
+	Integration string
+	Recorder    record.EventRecorder
+
+	mu      sync.Mutex
+	outcome map[string]result // by provider, from the last pass
+}
+
+// result is one provider network's outcome on this node.
+type result struct {
+	want   Want
+	reason string // "" when ready
+	msg    string
+}
+
+// +kubebuilder:rbac:groups=kovn.io,resources=providernetworks,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kovn.io,resources=providernetworks/status,verbs=get;patch
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	var list kovnv1.ProviderNetworkList
+	if err := r.List(ctx, &list); err != nil {
+		return ctrl.Result{}, err
+	}
+	want := Desired(list.Items, r.NodeName)
+	have, err := Bridges(ctx, r.OVS)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	owned := owners(have)
+	byProvider := map[string]*Bridge{}
+	for i := range have {
+		b := &have[i]
+		if w, ok := wanted(want, b.Provider); ok && w.NIC == b.NIC {
+			byProvider[b.Provider] = b
+			continue
+		}
+		// Not wanted any more, or wanted on another NIC: give this NIC back first.
+		if err := r.detach(ctx, *b); err != nil {
+			return ctrl.Result{}, fmt.Errorf("giving %s back its configuration: %w", b.NIC, err)
+		}
+	}
+	dp, err := DatapathType(ctx, r.OVS, r.Integration)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var ready []Want
+	results := map[string]result{}
+	for _, w := range want {
+		res := r.attach(ctx, w, byProvider[w.Provider], dp)
+		results[w.Provider] = res
+		if res.reason == "" {
+			ready = append(ready, w)
+		}
+	}
+	if err := SetMappings(ctx, r.OVS, ready, append(owned, providers(want)...)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("setting %s: %w", BridgeMappingsKey, err)
+	}
+	r.mu.Lock()
+	r.outcome = results
+	r.mu.Unlock()
+	if err := r.writeStatus(ctx, list.Items, results); err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(ready) < len(want) {
+		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil // a NIC may appear (renamed, hot-plugged)
+	}
+	return ctrl.Result{RequeueAfter: time.Minute}, nil
+}
+
+// attach makes sure w's NIC sits in its bridge with its addresses and routes on the bridge.
+func (r *Reconciler) attach(ctx context.Context, w Want, br *Bridge, datapathType string) result {
+	res := result{want: w}
+	nic, err := netlink.LinkByName(w.NIC)
+	if err != nil {
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) {
+			res.reason, res.msg = kovnv1.ReasonInterfaceNotFound, fmt.Sprintf("interface %s not found on node %s", w.NIC, r.NodeName)
+		} else {
+			res.reason, res.msg = kovnv1.ReasonBridgeFailed, fmt.Sprintf("looking up interface %s: %v", w.NIC, err)
+		}
+		return res
+	}
+	if br == nil {
+		cfg, err := ReadNICConfig(nic)
+		if err == nil {
+			err = CreateBridge(ctx, r.OVS, w.Provider, w.NIC, nic.Attrs().HardwareAddr.String(), datapathType, cfg)
+		}
+		if err != nil {
+			res.reason, res.msg = kovnv1.ReasonBridgeFailed, fmt.Sprintf("creating bridge %s with %s: %v", kovnv1.BridgeName(w.Provider), w.NIC, err)
+			return res
+		}
+		br = &Bridge{Provider: w.Provider, Name: kovnv1.BridgeName(w.Provider), NIC: w.NIC, Config: cfg}
+		log.FromContext(ctx).Info("moved a NIC into its provider bridge", "provider", w.Provider, "nic", w.NIC,
+			"addresses", cfg.Addrs, "routes", len(cfg.Routes))
+	}
+	if err := r.moveToBridge(ctx, br, nic, datapathType == "netdev"); err != nil {
+		res.reason, res.msg = kovnv1.ReasonBridgeFailed, err.Error()
+	}
+	return res
+}
+
+// moveToBridge waits for the bridge's kernel interface and moves the NIC's configuration on it.
+func (r *Reconciler) moveToBridge(ctx context.Context, br *Bridge, nic netlink.Link, userspace bool) error {
+	link, err := waitLink(ctx, br.Name, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	if mtu := nic.Attrs().MTU; link.Attrs().MTU != mtu {
+		if err := netlink.LinkSetMTU(link, mtu); err != nil {
+			return fmt.Errorf("setting %s's MTU to %s's %d: %w", br.Name, br.NIC, mtu, err)
+		}
+	}
+	if userspace {
+		// The userspace datapath does not fill in offloaded checksums of kernel frames.
+		for _, ifName := range []string{br.Name, br.NIC} {
+			if err := cni.SetTxChecksum(ifName, false); err != nil {
+				return err
+			}
+		}
+	}
+	if err := MoveConfig(br.Config, nic, link, userspace); err != nil {
+		return fmt.Errorf("moving %s's configuration to %s: %w", br.NIC, br.Name, err)
+	}
+	return nil
+}
+
+// detach gives the NIC its recorded configuration back and deletes the bridge.
+func (r *Reconciler) detach(ctx context.Context, b Bridge) error {
+	if nic, err := netlink.LinkByName(b.NIC); err == nil {
+		if err := RestoreConfig(b.Config, nic); err != nil {
+			return err
+		}
+	} else {
+		log.FromContext(ctx).Info("provider NIC is gone; deleting its bridge anyway", "bridge", b.Name, "nic", b.NIC)
+	}
+	if err := DeleteBridge(ctx, r.OVS, b.Name); err != nil {
+		return fmt.Errorf("deleting bridge %s: %w", b.Name, err)
+	}
+	log.FromContext(ctx).Info("gave a NIC back its configuration and removed its provider bridge", "provider", b.Provider,
+		"nic", b.NIC, "addresses", b.Config.Addrs, "routes", len(b.Config.Routes))
+	return nil
+}
+
+// +kubebuilder:rbac:groups=kovn.io,resources=vlans,verbs=get;list;watch
+
+// VlanReady says whether this node can give a pod a port on an underlay subnet of the Vlan
+// named vlan: its provider network must be set up here. The CNI asks before plumbing a pod, so
+// a pod on a node whose NIC is missing fails with the reason instead of starting cut off.
+func (r *Reconciler) VlanReady(ctx context.Context, vlan string) error {
+	var v kovnv1.Vlan
+	if err := r.Get(ctx, types.NamespacedName{Name: vlan}, &v); err != nil {
+		return fmt.Errorf("vlan %s: %w", vlan, err)
+	}
+	r.mu.Lock()
+	res, ok := r.outcome[v.Spec.Provider]
+	r.mu.Unlock()
+	switch {
+	case !ok:
+		return fmt.Errorf("provider network %s (vlan %s) is not set up on node %s", v.Spec.Provider, vlan, r.NodeName)
+	case res.reason != "":
+		return fmt.Errorf("provider network %s (vlan %s) is not ready on node %s: %s", v.Spec.Provider, vlan, r.NodeName, res.msg)
+	}
+	return nil
+}
+
+func wanted(want []Want, provider string) (Want, bool) {
+	for _, w := range want {
+		if w.Provider == provider {
+			return w, true
+		}
+	}
+	return Want{}, false
+}
+
+func providers(want []Want) []string {
+	out := make([]string, 0, len(want))
+	for _, w := range want {
+		out = append(out, w.Provider)
+	}
+	return out
+}
+
+func waitLink(ctx context.Context, name string, timeout time.Duration) (netlink.Link, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		link, err := netlink.LinkByName(name)
+		if err == nil {
+			return link, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s did not appear within %s (is ovs-vswitchd running?): %w", name, timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// SetupWithManager: any ProviderNetwork change syncs this node.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	key := reconcile.Request{NamespacedName: types.NamespacedName{Name: r.NodeName}}
+	toKey := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{key}
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("underlay").Watches(&kovnv1.ProviderNetwork{}, toKey).
+		Watches(&corev1.Node{}, toKey).Complete(r)
+}
