@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -98,12 +99,13 @@ func TestPodNetworkUnderlayNeedsProvider(t *testing.T) {
 		Subnet: "ul100", NodeName: "n1", V4IP: "172.28.100.5", MACAddress: "0a:58:ac:1c:64:05"}}
 	sn := &kovnv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: "ul100"}, Spec: kovnv1.SubnetSpec{CIDRBlock: "172.28.100.0/24", Vlan: "v100"}}
 	c := networksClient(t, pod, ip, sn)
-	missing := errors.New("provider network phys (vlan v100) is not ready on node n1: interface eth9 not found on node n1")
+	missing := fmt.Errorf("%w: provider network phys (vlan v100) is not ready on node n1: interface eth9 not found on node n1", cni.ErrInvalidConfig)
 	p := &PodNetworks{Client: c, NodeName: "n1", Poll: 10 * time.Millisecond, Underlay: vlanReadiness{"v100": missing}}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := p.WaitPodNetwork(ctx, "ns1", "u", "u1"); err == nil || !strings.Contains(err.Error(), "interface eth9 not found") {
-		t.Fatalf("err %v, want the provider's reason", err)
+	if _, err := p.WaitPodNetwork(ctx, "ns1", "u", "u1"); !errors.Is(err, cni.ErrInvalidConfig) || errors.Is(err, context.DeadlineExceeded) ||
+		!strings.Contains(err.Error(), "interface eth9 not found") {
+		t.Fatalf("err %v, want the provider's reason at once", err)
 	}
 	p.Underlay = vlanReadiness{}
 	pn, err := p.WaitPodNetwork(context.Background(), "ns1", "u", "u1")

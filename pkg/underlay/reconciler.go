@@ -191,7 +191,9 @@ func (r *Reconciler) VlanReady(ctx context.Context, vlan string) error {
 	case !ok:
 		return fmt.Errorf("provider network %s (vlan %s) is not set up on node %s", v.Spec.Provider, vlan, r.NodeName)
 	case res.reason != "":
-		return fmt.Errorf("provider network %s (vlan %s) is not ready on node %s: %s", v.Spec.Provider, vlan, r.NodeName, res.msg)
+		// A definite failure (no such NIC, OVS refusing the bridge): said at once, not after the
+		// CNI's timeout; the runtime retries the sandbox and succeeds once the node is fixed.
+		return fmt.Errorf("%w: provider network %s (vlan %s) is not ready on node %s: %s", cni.ErrInvalidConfig, v.Spec.Provider, vlan, r.NodeName, res.msg)
 	}
 	return nil
 }

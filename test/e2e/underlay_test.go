@@ -33,6 +33,7 @@ func TestUnderlay(t *testing.T) {
 	t.Run("ProviderNetwork created: eth1 moves into br-phys, the node stays reachable; a missing NIC is reported on its node", l.attach)
 	t.Run("a node's kovn-daemon writes only its own entry of the status", l.ownEntry)
 	l.startPods()
+	t.Run("a pod of an underlay subnet on the node without the NIC is refused with the reason", l.podOnBadNode)
 	t.Run("underlay pods on two nodes reach each other in 802.1Q frames of their VLAN, not over Geneve", l.sameVlan)
 	t.Run("underlay pods reach the physical gateway and the external host, which sees the pod address", l.outside)
 	t.Run("two VLANs meet only through the physical router", l.isolation)
@@ -278,6 +279,20 @@ func (l *underlayLab) startPods() {
 			}
 		}
 	}
+}
+
+// podOnBadNode: the CNI on c1-n3 refuses an underlay pod, naming the missing NIC (an event on
+// the pod), instead of starting it cut off.
+func (l *underlayLab) podOnBadNode(t *testing.T) {
+	l.c.t = t
+	ns := fmt.Sprintf("ul%d", l.vlan100)
+	l.c.createPod(testboxPod(ns, "stranded", onNode(rig.NodeName(1, l.badNode))))
+	ev := l.c.waitEvent(ns, "stranded", "FailedCreatePodSandBox", 60*time.Second)
+	if !strings.Contains(ev, "interface "+l.badNIC+" not found on node "+rig.NodeName(1, l.badNode)) {
+		t.Errorf("sandbox event %q does not name the missing NIC", ev)
+	}
+	t.Logf("pod on %s: %s", rig.NodeName(1, l.badNode), ev)
+	l.c.deletePod(ns, "stranded")
 }
 
 // sameVlan pings b100 from a100 in each family while capturing on c1-n1's switch port: exactly
