@@ -165,6 +165,35 @@ func TestCRDValidation(t *testing.T) {
 			expect(t, tc.name, c.Create(ctx, &kovnv1.Vpc{ObjectMeta: meta("vpc-" + string(rune('a'+i))), Spec: tc.spec}), tc.want)
 		}
 	})
+
+	t.Run("ProviderNetwork and Vlan", func(t *testing.T) {
+		pn := func(name, nic string) *kovnv1.ProviderNetwork {
+			return &kovnv1.ProviderNetwork{ObjectMeta: meta(name), Spec: kovnv1.ProviderNetworkSpec{DefaultInterface: nic}}
+		}
+		expect(t, "good provider", c.Create(ctx, pn("phys", "eth1")), "")
+		expect(t, "name over 12 characters (br-<name> is an interface name)", c.Create(ctx, pn("physical-net1", "eth1")), "at most 12 characters")
+		expect(t, "interface name with a slash", c.Create(ctx, pn("p2", "eth/1")), "spec.defaultInterface")
+		expect(t, "interface name over 15 characters", c.Create(ctx, pn("p3", "enp0s31f6abcdefgh")), "spec.defaultInterface")
+		expect(t, "custom interface without nodes", c.Create(ctx, &kovnv1.ProviderNetwork{ObjectMeta: meta("p4"),
+			Spec: kovnv1.ProviderNetworkSpec{DefaultInterface: "eth1", CustomInterfaces: []kovnv1.CustomInterface{{Interface: "ens5"}}}}), "nodes")
+		vlan := func(name string, id int32) *kovnv1.Vlan {
+			return &kovnv1.Vlan{ObjectMeta: meta(name), Spec: kovnv1.VlanSpec{ID: id, Provider: "phys"}}
+		}
+		expect(t, "vlan 100", c.Create(ctx, vlan("v100", 100)), "")
+		expect(t, "vlan 0 (untagged)", c.Create(ctx, vlan("v0", 0)), "")
+		expect(t, "vlan 4095", c.Create(ctx, vlan("v4095", 4095)), "spec.id")
+		expect(t, "vlan without provider", c.Create(ctx, &kovnv1.Vlan{ObjectMeta: meta("vx"), Spec: kovnv1.VlanSpec{ID: 5}}), "spec.provider")
+		cur := &kovnv1.ProviderNetwork{}
+		if err := c.Get(ctx, client.ObjectKey{Name: "phys"}, cur); err != nil {
+			t.Fatal(err)
+		}
+		cur.Status = kovnv1.ProviderNetworkStatus{ReadyNodes: []string{"n1"}, NotReadyNodes: []string{"n3"}}
+		expect(t, "status update", c.Status().Update(ctx, cur), "")
+		cells := tableRow(t, cfg, "/apis/kovn.io/v1alpha1/providernetworks/phys")
+		if cells["Interface"] != "eth1" || cells["Ready"] != `["n1"]` || cells["NotReady"] != `["n3"]` {
+			t.Errorf("kubectl get providernetworks columns %v", cells)
+		}
+	})
 }
 
 // tableRow GETs one object as a server-side Table (what kubectl prints) and returns its cells
