@@ -8,7 +8,7 @@ IMAGES := kovn-pause:./test/images/pause kovn-testbox:./test/images/testbox kovn
 RIG_DIR ?= $(CURDIR)/_output/rig
 export KOVN_RIG_DIR := $(RIG_DIR)
 
-.PHONY: all deps build generate vet unit e2e test bench demo demo-down rig-up rig-down rig-status clean
+.PHONY: all deps build images generate vet unit e2e test bench demo demo-down rig-up rig-down rig-status clean
 
 all: build
 
@@ -21,6 +21,14 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
 	@for img in $(IMAGES); do CGO_ENABLED=0 $(GO) build -ldflags="-s -w" -o $(BIN)/$${img%%:*} $${img#*:} || exit 1; done
+
+## images: kovn's container image (_output/images/kovn.tar, docker-archive, linux/amd64), built
+## offline from kovn's binaries and this machine's OVS/OVN Debian packages; reproducible
+## (the binaries it holds are built again stripped and -trimpath, into _output/images/bin)
+images:
+	@mkdir -p $(CURDIR)/_output/images/bin
+	$(GO) build -trimpath -ldflags="-s -w" -o $(CURDIR)/_output/images/bin/ $(addprefix ./cmd/,kovn-controller kovn-daemon kovn-cni kovn-speaker)
+	$(GO) run ./hack/images -bin-dir $(CURDIR)/_output/images/bin -out $(CURDIR)/_output/images
 
 ## generate: regenerate libovsdb models, deepcopy and CRD manifests
 generate:

@@ -1,0 +1,127 @@
+// Command images builds kovn's container image offline (`make images`): kovn's binaries plus the
+// OVS and OVN userspace, iptables and iproute2 from the host's Debian packages with every shared
+// library they load, as one docker-archive tarball with its platform set (containerd's import
+// filters by platform). Nothing is pulled: the files come from this machine, and the same
+// files give the same digest (entries sorted, root-owned, dated at the epoch).
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// Packages is what the kovn image carries besides kovn's binaries: OVS and OVN (the ovs-ovn and
+// OVN central pods run from it too), the tools kovn-daemon runs (iptables), and a shell with
+// coreutils and iproute2 for the chart's start-up scripts and an operator's kubectl exec.
+var Packages = []string{"openvswitch-common", "openvswitch-switch", "ovn-common", "ovn-host", "ovn-central", "ovn-ic",
+	"iptables", "iproute2", "ethtool", "dash", "coreutils"}
+
+// Alternatives are commands Debian links through /etc/alternatives (update-alternatives makes
+// them, dpkg -L does not list them); added as the links they are on this host.
+var Alternatives = []string{"/usr/sbin/iptables", "/usr/sbin/iptables-save", "/usr/sbin/iptables-restore",
+	"/usr/sbin/ip6tables", "/usr/sbin/ip6tables-save", "/usr/sbin/ip6tables-restore"}
+
+// Binaries are kovn's own, placed at the image root.
+var Binaries = []string{"kovn-controller", "kovn-daemon", "kovn-cni", "kovn-speaker"}
+
+func main() {
+	bin := flag.String("bin-dir", "_output/bin", "where `make build` put kovn's binaries")
+	out := flag.String("out", "_output/images", "directory for the docker-archive tarballs")
+	ref := flag.String("ref", "kovn.io/kovn:dev", "the image's name")
+	flag.Parse()
+	if err := run(*bin, *out, *ref); err != nil {
+		fmt.Fprintln(os.Stderr, "images:", err)
+		os.Exit(1)
+	}
+}
+
+func run(binDir, outDir, ref string) error {
+	start := time.Now()
+	step := func(format string, a ...any) {
+		fmt.Printf("[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
+	}
+	fs := newRootfs()
+	step("collecting the files of %d Debian packages: %s", len(Packages), strings.Join(Packages, " "))
+	if err := fs.addPackages(Packages); err != nil {
+		return err
+	}
+	for _, a := range Alternatives {
+		if err := fs.addHostPath(a); err != nil {
+			return fmt.Errorf("%s: %w", a, err)
+		}
+	}
+	for _, b := range Binaries {
+		p := filepath.Join(binDir, b)
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("%s: %w (run `make build` first)", p, err)
+		}
+		fs.addFile("/"+b, p, 0o755)
+	}
+	step("resolving the shared libraries of %d files", len(fs.files))
+	if err := fs.addSharedLibraries(); err != nil {
+		return err
+	}
+	for _, d := range []string{"/tmp", "/var/run/openvswitch", "/var/run/ovn", "/var/log/openvswitch", "/var/log/ovn", "/etc/openvswitch", "/etc/ovn"} {
+		fs.dirs[d] = true
+	}
+	step("writing the layer (%d files, %d symlinks)", len(fs.files), len(fs.links))
+	img, err := Image(fs)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return err
+	}
+	path := filepath.Join(outDir, "kovn.tar")
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return err
+	}
+	if err := tarball.WriteToFile(path, tag, img); err != nil {
+		return err
+	}
+	digest, _ := img.Digest()
+	fi, _ := os.Stat(path)
+	step("%s %s -> %s (%.1f MB)", ref, digest, path, float64(fi.Size())/1e6)
+	return nil
+}
+
+// Image is the one-layer image of fs: linux/amd64, no entrypoint (each workload names its
+// binary), created at the epoch.
+func Image(fs *rootfs) (v1.Image, error) {
+	var layerTar bytes.Buffer
+	if err := fs.writeTar(&layerTar); err != nil {
+		return nil, err
+	}
+	raw := layerTar.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil })
+	if err != nil {
+		return nil, err
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.Architecture, cfg.OS = "amd64", "linux"
+	cfg.Created = v1.Time{Time: time.Unix(0, 0).UTC()}
+	cfg.History = nil
+	cfg.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	return mutate.ConfigFile(img, cfg)
+}
