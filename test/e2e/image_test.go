@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,7 +47,7 @@ func TestKovnImage(t *testing.T) {
 	if err := eventually(90*time.Second, func() error {
 		p, err := c.kubectl("get", "pod", "kovn-image", "-o", "jsonpath={.status.phase}")
 		if err != nil || p != "Succeeded" {
-			return errPhase(p, err)
+			return fmt.Errorf("pod phase %q (%v), want Succeeded", p, err)
 		}
 		logs, err = c.kubectl("logs", "kovn-image")
 		return err
@@ -63,17 +64,6 @@ func TestKovnImage(t *testing.T) {
 	}
 	t.Logf("the kovn image ran as a pod:\n%s", logs)
 }
-
-func errPhase(phase string, err error) error {
-	if err != nil {
-		return err
-	}
-	return &phaseError{phase}
-}
-
-type phaseError struct{ phase string }
-
-func (e *phaseError) Error() string { return "pod phase " + e.phase + ", want Succeeded" }
 
 // repoRoot is the module root (the e2e package runs in test/e2e).
 func repoRoot(t *testing.T) string {
