@@ -2,6 +2,7 @@ package mcs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -73,6 +74,9 @@ func (r *ExportReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 	}
 	exports, err := store.Exports(ctx, req.Namespace, req.Name)
+	if errors.Is(err, ErrIncomplete) {
+		return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil // conflicts judged on a whole view only
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -2,6 +2,7 @@ package mcs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -53,10 +54,13 @@ func (r *ImportReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if store != nil {
 		local = store.Cluster
 		var err error
-		if exports, err = store.Exports(ctx, req.Namespace, req.Name); err != nil {
-			return ctrl.Result{}, err
+		if exports, err = store.Exports(ctx, req.Namespace, req.Name); err == nil {
+			exported, err = store.Slices(ctx, req.Namespace, req.Name)
 		}
-		if exported, err = store.Slices(ctx, req.Namespace, req.Name); err != nil {
+		if errors.Is(err, ErrIncomplete) {
+			return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil // the last good import stays
+		}
+		if err != nil {
 			return ctrl.Result{}, err
 		}
 	}

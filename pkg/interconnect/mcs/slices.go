@@ -34,7 +34,8 @@ func (s *Store) SyncSlices(ctx context.Context, namespace, service string, want 
 	}
 	ops, err := diffOps(s.DB, have, want, func(w Slice) string { return w.Name },
 		func(w Slice, cur *clusterset.EndpointSlice) bool {
-			return reflect.DeepEqual(normalizeSlice(s.sliceOf(ctx, cur)), normalizeSlice(w))
+			have, _ := s.sliceOf(ctx, cur) // an incomplete view differs: the row is written again
+			return reflect.DeepEqual(normalizeSlice(have), normalizeSlice(w))
 		}, s.writeSlice)
 	if err != nil {
 		return false, err
@@ -85,7 +86,11 @@ func (s *Store) Slices(ctx context.Context, namespace, service string) ([]Slice,
 	}
 	var out []Slice
 	for _, r := range rows {
-		out = append(out, s.sliceOf(ctx, r))
+		sl, complete := s.sliceOf(ctx, r)
+		if !complete {
+			return nil, ErrIncomplete
+		}
+		out = append(out, sl)
 	}
 	slices.SortFunc(out, func(a, b Slice) int {
 		if c := strings.Compare(a.Cluster, b.Cluster); c != 0 {
@@ -96,20 +101,23 @@ func (s *Store) Slices(ctx context.Context, namespace, service string) ([]Slice,
 	return out, nil
 }
 
-// sliceOf decodes a cached slice with its ports and endpoints.
-func (s *Store) sliceOf(ctx context.Context, r *clusterset.EndpointSlice) Slice {
+// sliceOf decodes a cached slice with its ports and endpoints; complete is false when one of
+// them is not in the cache yet (see ErrIncomplete).
+func (s *Store) sliceOf(ctx context.Context, r *clusterset.EndpointSlice) (Slice, bool) {
+	ports, complete := s.ports(ctx, r.Ports)
 	out := Slice{Cluster: r.Cluster, Namespace: r.Namespace, Service: r.Service, Name: r.Name, AddressType: r.AddressType,
-		Ports: s.ports(ctx, r.Ports)}
+		Ports: ports}
 	for _, id := range r.Endpoints {
 		e := &clusterset.Endpoint{UUID: id}
 		if err := s.DB.Get(ctx, e); err != nil {
+			complete = false
 			continue
 		}
 		out.Endpoints = append(out.Endpoints, Endpoint{Addresses: e.Addresses, Ready: e.Ready, Serving: e.Serving,
 			Terminating: e.Terminating, Hostname: e.Hostname, Zone: e.Zone, NodeName: e.NodeName})
 	}
 	sortEndpoints(out.Endpoints)
-	return out
+	return out, complete
 }
 
 func normalizeSlice(s Slice) Slice {

@@ -6,6 +6,7 @@ package mcs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -80,7 +81,8 @@ func (s *Store) SyncExports(ctx context.Context, want []Export, scope func(names
 	}
 	ops, err := diffOps(s.DB, have, want, func(w Export) string { return w.Namespace + "/" + w.Name },
 		func(w Export, cur *clusterset.ServiceExport) bool {
-			return reflect.DeepEqual(normalizeExport(s.exportOf(ctx, cur)), normalizeExport(w))
+			have, _ := s.exportOf(ctx, cur) // an incomplete view differs: the row is written again
+			return reflect.DeepEqual(normalizeExport(have), normalizeExport(w))
 		}, s.writeExport)
 	if err != nil {
 		return false, err
@@ -199,30 +201,43 @@ func (s *Store) list(ctx context.Context, pred func(*clusterset.ServiceExport) b
 	}
 	var out []Export
 	for _, r := range rows {
-		out = append(out, s.exportOf(ctx, r))
+		e, complete := s.exportOf(ctx, r)
+		if !complete {
+			return nil, ErrIncomplete
+		}
+		out = append(out, e)
 	}
 	return out, nil
 }
 
-// exportOf decodes a cached row and its ports.
-func (s *Store) exportOf(ctx context.Context, r *clusterset.ServiceExport) Export {
-	return Export{Cluster: r.Cluster, Namespace: r.Namespace, Name: r.Name, Type: r.Type, Ports: s.ports(ctx, r.Ports),
+// ErrIncomplete: the cache holds a row that refers to a row it does not hold yet. libovsdb
+// applies one update table by table (and fills a new cache so after a reconnection), so a
+// reader can see an export before its ports; an import built from that view would drop the
+// ports for a moment. Readers that build imports retry instead.
+var ErrIncomplete = errors.New("clusterset store: the cache holds a row whose referenced rows have not arrived yet")
+
+// exportOf decodes a cached row and its ports; complete is false when a port is missing.
+func (s *Store) exportOf(ctx context.Context, r *clusterset.ServiceExport) (Export, bool) {
+	ports, complete := s.ports(ctx, r.Ports)
+	return Export{Cluster: r.Cluster, Namespace: r.Namespace, Name: r.Name, Type: r.Type, Ports: ports,
 		SessionAffinity: r.SessionAffinity, AffinityTimeout: r.AffinityTimeout, InternalTrafficPolicy: r.InternalTrafficPolicy,
 		TrafficDistribution: r.TrafficDistribution, IPFamilies: r.IPFamilies, Labels: r.Labels, Annotations: r.Annotations,
-		ExportedAt: time.UnixMilli(int64(r.ExportedAt))}
+		ExportedAt: time.UnixMilli(int64(r.ExportedAt))}, complete
 }
 
-func (s *Store) ports(ctx context.Context, uuids []string) []Port {
+func (s *Store) ports(ctx context.Context, uuids []string) ([]Port, bool) {
 	var out []Port
+	complete := true
 	for _, id := range uuids {
 		p := &clusterset.ServicePort{UUID: id}
 		if err := s.DB.Get(ctx, p); err != nil {
-			continue // not in the cache yet: the next update brings it
+			complete = false // not in the cache yet: the rest of the update brings it
+			continue
 		}
 		out = append(out, Port{Name: p.Name, Protocol: p.Protocol, Port: p.Port, AppProtocol: p.AppProtocol})
 	}
 	sortPorts(out)
-	return out
+	return out, complete
 }
 
 // storeWriteTimeout bounds a write to the store: libovsdb holds a transaction while it
