@@ -5,8 +5,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	mcsv1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -96,11 +99,19 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, LeaderElection: leaderElect,
 		LeaderElectionID: "kovn-controller", LeaderElectionNamespace: leNamespace,
-		Metrics: metricsserver.Options{BindAddress: metricsAddr}, HealthProbeBindAddress: probeAddr})
+		Metrics: metricsserver.Options{BindAddress: metricsAddr}, HealthProbeBindAddress: probeAddr,
+		LivenessEndpointName: "/livez", ReadinessEndpointName: "/readyz"})
 	if err != nil {
 		return err
 	}
 	_ = mgr.AddHealthzCheck("ping", healthz.Ping)
+	// Ready while the northbound database is reachable (a standby replica too: it can take over).
+	_ = mgr.AddReadyzCheck("nb", func(*http.Request) error {
+		if !nb.Connected() {
+			return errors.New("not connected to the OVN northbound database")
+		}
+		return nil
+	})
 	st := cluster.NewState(opts)
 	// Runs once this replica leads: defaults, then the IPAM rebuilt from the API, then the gate opens.
 	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
@@ -130,6 +141,14 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 		sbEndpoints = ovn.SplitEndpoints(sbAddr)
 	}
 	health := cluster.NewGatewayHealth(sbEndpoints)
+	if err := cluster.RegisterOVSDBConnected(metrics.Registry, "nb", nb.Connected); err != nil {
+		return err
+	}
+	if len(sbEndpoints) > 0 {
+		if err := cluster.RegisterOVSDBConnected(metrics.Registry, "sb", health.Connected); err != nil {
+			return err
+		}
+	}
 	if err := cluster.Setup(mgr, st, nb, health); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -21,8 +22,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
@@ -39,6 +42,9 @@ var ovnControllerPidfile string
 
 // ovsRun and vswitchdCtl are where the tunnel neighbour keeper finds ovs-vswitchd.
 var ovsRun, vswitchdCtl string
+
+// metricsAddr and probeAddr are the metrics and health probe listen addresses.
+var metricsAddr, probeAddr string
 
 func main() {
 	cfg := node.Config{Bridge: "br-int", JoinSubnet: "join"}
@@ -59,6 +65,8 @@ func main() {
 		ovsRun = "/var/run/openvswitch"
 	}
 	flag.StringVar(&vswitchdCtl, "ovs-vswitchd-ctl", "", "ovs-vswitchd's control socket (default: ovs-vswitchd.<pid>.ctl in $OVS_RUNDIR or /var/run/openvswitch); with --netdev, kovn-daemon keeps its tunnel neighbour cache")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":9474", "Prometheus metrics address (0 turns them off)")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":9475", "/livez and /readyz address, independent of metrics (0 turns them off)")
 	serviceCIDRs := flag.String("service-cidrs", "", "the cluster's Service ranges, comma-separated (kube-apiserver --service-cluster-ip-range): routed through ovn0 so the node reaches ClusterIPs")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -101,7 +109,8 @@ func run(cfg node.Config, ovsDB string) error {
 	}
 	// Only this node's pods, IP objects and Node object are cached: memory stays flat as the
 	// cluster grows.
-	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress: probeAddr, LivenessEndpointName: "/livez", ReadinessEndpointName: "/readyz",
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:  {Field: fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName)},
 			&corev1.Node{}: {Field: fields.OneTermEqualSelector("metadata.name", cfg.NodeName)},
@@ -113,6 +122,18 @@ func run(cfg node.Config, ovsDB string) error {
 	nr := &node.Reconciler{Client: mgr.GetClient(), OVS: ovs, Cfg: cfg, Recorder: mgr.GetEventRecorderFor("kovn-daemon"),
 		Ovn0Events: make(chan event.GenericEvent, 1)}
 	if err := nr.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	// Live while the process serves; ready once the node accepts pods (the CNI config is written).
+	if err := errors.Join(mgr.AddHealthzCheck("livez", healthz.Ping), mgr.AddReadyzCheck("readyz", func(*http.Request) error {
+		if !nr.Ready() {
+			return errors.New("the node is not plumbed yet: no CNI config written")
+		}
+		return nil
+	})); err != nil {
+		return err
+	}
+	if err := (&node.NodeHealth{OVS: ovs, VswitchdCtl: vswitchdCtl, OVNControllerPidfile: ovnControllerPidfile}).Register(metrics.Registry); err != nil {
 		return err
 	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return node.WatchOvn0(ctx, nr.Ovn0Events) })); err != nil {
@@ -145,6 +166,7 @@ func run(cfg node.Config, ovsDB string) error {
 	handler.Log = ctrl.Log.WithName("cni")
 	srv := cni.NewServer(cfg.CNISocket, handler)
 	srv.Log = ctrl.Log.WithName("cni-server")
+	srv.Observe = (&node.CNIObserver{Pods: mgr.GetClient()}).Observe
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return srv.Serve(ctx) })); err != nil {
 		return err
 	}

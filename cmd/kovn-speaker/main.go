@@ -138,7 +138,7 @@ func newManager(cfg config) (ctrl.Manager, error) {
 	}
 	return ctrl.NewManager(restCfg, ctrl.Options{Scheme: scheme,
 		Metrics:                metricsserver.Options{BindAddress: cfg.metricsAddr},
-		HealthProbeBindAddress: cfg.healthAddr,
+		HealthProbeBindAddress: cfg.healthAddr, LivenessEndpointName: "/livez", ReadinessEndpointName: "/readyz",
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:    {Field: fields.OneTermEqualSelector("spec.nodeName", cfg.node)},
 			&corev1.Node{}:   {Field: fields.OneTermEqualSelector("metadata.name", cfg.node)},

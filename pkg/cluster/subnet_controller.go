@@ -191,6 +191,7 @@ func setSupported(sn *kovnv1.Subnet) {
 // forget drops a deleted subnet from the IPAM and removes its rows from OVN.
 func (r *SubnetReconciler) forget(ctx context.Context, name string) (ctrl.Result, error) {
 	r.State.deleteSubnet(name)
+	subnetAddresses.DeletePartialMatch(map[string]string{"subnet": name})
 	if err := r.State.IPAM.DeleteSubnet(name); err != nil && !errors.Is(err, ipam.ErrNoSubnet) {
 		log.FromContext(ctx).Info("subnet deleted while addresses are still allocated; they stay reserved", "subnet", name, "err", err)
 	}
@@ -242,6 +243,9 @@ func (r *SubnetReconciler) fillStatus(sn *kovnv1.Subnet) {
 	}
 	sn.Status.V4UsedIPs, sn.Status.V4AvailableIPs = u.V4Used, u.V4Available
 	sn.Status.V6UsedIPs, sn.Status.V6AvailableIPs = u.V6Used, u.V6Available
+	p := sn.Status.Protocol
+	setSubnetAddresses(sn.Name, float64(u.V4Used), float64(u.V4Available), float64(u.V6Used), float64(u.V6Available),
+		p == kovnv1.ProtocolIPv4 || p == kovnv1.ProtocolDual, p == kovnv1.ProtocolIPv6 || p == kovnv1.ProtocolDual)
 }
 
 func setCondition(obj *kovnv1.Subnet, typ string, ok bool, reason, msg string) {

@@ -41,6 +41,9 @@ type Server struct {
 	// ShutdownTimeout bounds how long Serve waits for requests in flight once its context
 	// is done (default 10s); the rest are cut off, which makes their shims fail.
 	ShutdownTimeout time.Duration
+	// Observe, when set, is told of every ADD, DEL and CHECK answered: how long it took and the
+	// error it got (nil on success). kovn-daemon turns it into metrics.
+	Observe func(ctx context.Context, req *Request, took time.Duration, cniErr *types.Error)
 }
 
 // NewServer returns a server for h on the unix socket socketPath.
@@ -179,6 +182,9 @@ func (s *Server) serveCNI(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	resp := s.dispatch(r.Context(), req)
+	if s.Observe != nil {
+		s.Observe(r.Context(), req, time.Since(start), resp.Error)
+	}
 	log := s.log().WithValues("command", req.Command, "container", req.ContainerID, "pod", req.PodKey(), "took", time.Since(start).Round(time.Millisecond))
 	if resp.Error != nil {
 		log.Error(resp.Error, "CNI request failed", "code", resp.Error.Code)

@@ -191,6 +191,8 @@ const (
 	// PortControllerMetrics: kovn-controller's Prometheus metrics, on the control plane's
 	// loopback only (benchmarks read kovn_nb_transactions_total through `ip netns exec`).
 	PortControllerMetrics = 10300
+	// PortControllerHealth: its /livez and /readyz, on the same loopback.
+	PortControllerHealth = 10301
 )
 
 // BridgeNode reports whether real node n of a cluster runs the bridge CNI instead of kovn.

@@ -133,7 +133,8 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 			Argv: []string{filepath.Join(c.KovnBinDir, "kovn-controller"), "--kubeconfig=" + kubeconfig,
 				"--ovn-nb-addr=unix:" + filepath.Join(run, "nb.sock"), "--ovn-sb-addr=unix:" + filepath.Join(run, "sb.sock"), "--default-cidr=" + annotation.JoinAddrs(c.PodCIDRs(cl)),
 				"--join-cidr=" + annotation.JoinAddrs(c.JoinCIDRs()), "--leader-elect=true",
-				fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", PortControllerMetrics)}})
+				fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", PortControllerMetrics),
+				fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", PortControllerHealth)}})
 		// Cluster DNS runs on kovn (its pods and Service need it), so it comes with kovn.
 		steps = append(steps, c.dnsStep(cl, admin, logs))
 	}

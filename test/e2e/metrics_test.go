@@ -1,0 +1,125 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kovn/kovn/test/rig"
+)
+
+// TestMetrics: kovn-daemon serves /livez, /readyz and metrics on every node, kovn-controller
+// its metrics on the control plane; the key series exist and move: a pod started on c1-n1
+// adds one successful CNI ADD and one network-ready observation there and one used address to
+// its subnet; ovn-controller stopped on c1-n2 reads 0 there and 1 again once it is back.
+func TestMetrics(t *testing.T) {
+	cfg := rigConfig(t, 1, 2)
+	cfg.Kovn = true
+	r := upRig(t, cfg)
+	c := newCluster(t, r, "c1")
+	node := func(n int) string {
+		return nodeTestbox(t, r.State, cfg.NodeNS(1, n), "get", "http://127.0.0.1:9474/metrics")
+	}
+	controller := func() string {
+		return nodeTestbox(t, r.State, cfg.ControlPlaneNS(1), "get", fmt.Sprintf("http://127.0.0.1:%d/metrics", rig.PortControllerMetrics))
+	}
+	for _, path := range []string{"/livez", "/readyz"} {
+		if out := nodeTestbox(t, r.State, cfg.ControlPlaneNS(1), "get", fmt.Sprintf("http://127.0.0.1:%d%s", rig.PortControllerHealth, path)); !strings.Contains(out, "ok") {
+			t.Errorf("kovn-controller %s: %q", path, out)
+		}
+	}
+	for n := 1; n <= 2; n++ {
+		for _, probe := range []string{"9475/livez", "9475/readyz", "9473/livez", "9473/readyz"} { // kovn-daemon, kovn-speaker
+			if out := nodeTestbox(t, r.State, cfg.NodeNS(1, n), "get", "http://127.0.0.1:"+probe); !strings.Contains(out, "ok") {
+				t.Errorf("c1-n%d :%s: %q", n, probe, out)
+			}
+		}
+		for _, s := range []string{"kovn_node_ovs_up 1", "kovn_node_ovn_controller_up 1"} {
+			if out := node(n); !strings.Contains(out, s) {
+				t.Errorf("c1-n%d metrics lack %q", n, s)
+			}
+		}
+	}
+	for _, s := range []string{`kovn_ovsdb_connected{db="nb"} 1`, `kovn_ovsdb_connected{db="sb"} 1`,
+		`leader_election_master_status{name="kovn-controller"} 1`, `controller_runtime_reconcile_total{controller="subnet",result="success"}`,
+		`kovn_nb_transactions_total{owner_type="Subnet"}`} {
+		if out := controller(); !strings.Contains(out, s) {
+			t.Errorf("kovn-controller metrics lack %q", s)
+		}
+	}
+
+	adds := func() float64 {
+		return value(node(1), `kovn_cni_request_duration_seconds_count{command="ADD",result="success"}`)
+	}
+	ready := func() float64 { return value(node(1), "kovn_pod_network_ready_seconds_count") }
+	used := func() float64 {
+		return value(controller(), `kovn_subnet_addresses{family="ipv4",state="used",subnet="ovn-default"}`)
+	}
+	// The baseline once the rig's own pods (cluster DNS) have their networks: they start with it.
+	if err := eventually(90*time.Second, func() error {
+		out, err := c.kubectl("get", "pods", "-A", "-o", `jsonpath={range .items[*]}{.status.phase}{" "}{end}`)
+		if err != nil || strings.TrimSpace(strings.ReplaceAll(out, "Running", "")) != "" {
+			return fmt.Errorf("pod phases %q %v", out, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	adds0, ready0, used0 := adds(), ready(), used()
+	c.createPod(testboxPod("default", "metrics-probe", onNode(rig.NodeName(1, 1))))
+	c.waitRunning("default", "metrics-probe", 90*time.Second)
+	if err := eventually(10*time.Second, func() error {
+		if a, rd, u := adds(), ready(), used(); a != adds0+1 || rd != ready0+1 || u != used0+1 {
+			return fmt.Errorf("CNI ADDs %v -> %v, network-ready observations %v -> %v, used addresses %v -> %v; want each +1",
+				adds0, a, ready0, rd, used0, u)
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
+	}
+	t.Logf("one pod on c1-n1: CNI ADDs %v -> %v, network-ready observations %v -> %v (sum %.1fs), ovn-default used %v -> %v",
+		adds0, adds(), ready0, ready(), value(node(1), "kovn_pod_network_ready_seconds_sum"), used0, used())
+
+	if err := r.State.StopDaemon(rig.NodeName(1, 2), "ovn-controller"); err != nil {
+		t.Fatal(err)
+	}
+	waitSeries(t, node, 2, "kovn_node_ovn_controller_up 0")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := r.State.StartDaemon(ctx, rig.NodeName(1, 2), "ovn-controller"); err != nil {
+		t.Fatal(err)
+	}
+	waitSeries(t, node, 2, "kovn_node_ovn_controller_up 1")
+	if out := node(1); !strings.Contains(out, "kovn_node_ovn_controller_up 1") {
+		t.Error("c1-n1's ovn-controller read as down while only c1-n2's stopped")
+	}
+}
+
+// waitSeries waits (10 s) for node n's metrics to hold the line want.
+func waitSeries(t *testing.T, node func(int) string, n int, want string) {
+	t.Helper()
+	if err := eventually(10*time.Second, func() error {
+		if !strings.Contains(node(n), want) {
+			return fmt.Errorf("c1-n%d metrics lack %q", n, want)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// value is the sample of the series named exactly (with its labels) in Prometheus text; 0
+// when absent.
+func value(text, series string) float64 {
+	for _, l := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(l, series+" "); ok {
+			v, _ := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return v
+		}
+	}
+	return 0
+}
