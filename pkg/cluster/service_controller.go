@@ -38,6 +38,14 @@ type ServiceReconciler struct {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// Which external addresses to refuse depends on the subnets the leader restored: before
+	// that, a Service's address inside a subnet would be programmed (and its pod's traffic
+	// captured) until the subnets are known, and rewritten after.
+	if r.State != nil {
+		if err := r.State.WaitRestored(ctx); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	owner := req.Namespace + "/" + req.Name
 	var svc corev1.Service
 	if err := r.Get(ctx, req.NamespacedName, &svc); err != nil {

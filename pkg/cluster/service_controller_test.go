@@ -1,11 +1,20 @@
 package cluster
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/kovn/kovn/pkg/cluster/topology"
+	"github.com/kovn/kovn/pkg/ovn/model/nb"
 )
 
 // An external address inside a Subnet would let a Service capture a pod's traffic: it is
@@ -25,5 +34,25 @@ func TestRefuseInClusterVIPs(t *testing.T) {
 	// A ClusterIP is never refused, even if it looked like a pod address.
 	if kept, why := r.refuseInClusterVIPs(testAddrs("10.16.0.9"), 1); len(kept) != 1 || len(why) != 0 {
 		t.Errorf("ClusterIP only: kept %v, reasons %v", kept, why)
+	}
+}
+
+// A new leader programs no Service before it restored the subnets: the external addresses it
+// must refuse depend on them.
+func TestServiceWaitsForRestore(t *testing.T) {
+	e := newReconcilerEnv(t, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "thief"},
+		Spec: corev1.ServiceSpec{ClusterIPs: []string{"10.96.0.11"}, ExternalIPs: []string{"10.16.0.5"},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}})
+	st := NewState(DefaultOptions()) // not restored yet
+	r := &ServiceReconciler{Client: e.c, NB: e.nb, State: st}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "thief"}}
+	if _, err := r.Reconcile(ctx, req); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("reconcile before the restore: %v, want it to wait", err)
+	}
+	var lbs []nb.LoadBalancer
+	if err := e.nb.List(context.Background(), &lbs); err != nil || len(lbs) != 0 {
+		t.Fatalf("load balancers written before the restore: %+v %v", lbs, err)
 	}
 }
