@@ -280,19 +280,7 @@ func (r *SubnetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return reqs
 	})
-	vpcToSubnets := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		var subnets kovnv1.SubnetList
-		if err := r.List(ctx, &subnets); err != nil {
-			return nil
-		}
-		var reqs []reconcile.Request
-		for _, s := range subnets.Items {
-			if s.VpcName() == o.GetName() {
-				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: s.Name}})
-			}
-		}
-		return reqs
-	})
+	vpcToSubnets := r.subnetsReferring(func(s *kovnv1.Subnet) string { return s.VpcName() })
 	// The join subnet decides every default-VPC subnet's policies: when it changes, all follow.
 	joinToAll := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		if o.GetName() != r.State.Opts.JoinSubnet {
@@ -304,19 +292,7 @@ func (r *SubnetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return reqs
 	})
-	vlanToSubnets := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		var subnets kovnv1.SubnetList
-		if err := r.List(ctx, &subnets); err != nil {
-			return nil
-		}
-		var reqs []reconcile.Request
-		for _, s := range subnets.Items {
-			if s.Spec.Vlan == o.GetName() {
-				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: s.Name}})
-			}
-		}
-		return reqs
-	})
+	vlanToSubnets := r.subnetsReferring(func(s *kovnv1.Subnet) string { return s.Spec.Vlan })
 	b := ctrl.NewControllerManagedBy(mgr).For(&kovnv1.Subnet{}).Watches(&kovnv1.Subnet{}, joinToAll).
 		Watches(&kovnv1.IP{}, ipToSubnet).Watches(&corev1.Node{}, nodeToSubnets).Watches(&kovnv1.Vpc{}, vpcToSubnets).
 		Watches(&kovnv1.Vlan{}, vlanToSubnets)
@@ -328,4 +304,21 @@ func (r *SubnetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}}))
 	}
 	return b.Named("subnet").Complete(r)
+}
+
+// subnetsReferring maps an object to the Subnets whose ref (a Vpc or Vlan name) names it.
+func (r *SubnetReconciler) subnetsReferring(ref func(*kovnv1.Subnet) string) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		var subnets kovnv1.SubnetList
+		if err := r.List(ctx, &subnets); err != nil {
+			return nil
+		}
+		var reqs []reconcile.Request
+		for i := range subnets.Items {
+			if ref(&subnets.Items[i]) == o.GetName() {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: subnets.Items[i].Name}})
+			}
+		}
+		return reqs
+	})
 }

@@ -76,19 +76,14 @@ func (r *VlanReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return reqs
 	})
-	// A subnet may leave a Vlan too: every Vlan is looked at (there are few).
-	subnetToVlans := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		var vlans kovnv1.VlanList
-		if err := r.List(ctx, &vlans); err != nil {
-			return nil
+	// Called with the old and the new object on an update: a subnet leaving a Vlan updates it too.
+	subnetToVlan := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		if s, ok := o.(*kovnv1.Subnet); ok && s.Spec.Vlan != "" {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: s.Spec.Vlan}}}
 		}
-		reqs := make([]reconcile.Request, 0, len(vlans.Items))
-		for _, v := range vlans.Items {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: v.Name}})
-		}
-		return reqs
+		return nil
 	})
 	return ctrl.NewControllerManagedBy(mgr).For(&kovnv1.Vlan{}).
-		Watches(&kovnv1.ProviderNetwork{}, providerToVlans).Watches(&kovnv1.Subnet{}, subnetToVlans).
+		Watches(&kovnv1.ProviderNetwork{}, providerToVlans).Watches(&kovnv1.Subnet{}, subnetToVlan).
 		Named("vlan").Complete(r)
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
 
 	"github.com/vishvananda/netlink"
@@ -126,23 +125,6 @@ func bringUpLoopback() error {
 	}
 	if err := netlink.LinkSetUp(lo); err != nil {
 		return fmt.Errorf("bringing up lo in the pod: %w", err)
-	}
-	return nil
-}
-
-// EnableIPv6 clears disable_ipv6 on ifName (calling thread's netns), which some runtimes and
-// node images set by default; adding an IPv6 address would fail otherwise.
-func EnableIPv6(ifName string) error {
-	path := "/proc/sys/net/ipv6/conf/" + ifName + "/disable_ipv6"
-	cur, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("%s needs an IPv6 address but IPv6 is unavailable in its network namespace: %w", ifName, err)
-	}
-	if strings.TrimSpace(string(cur)) == "0" {
-		return nil
-	}
-	if err := os.WriteFile(path, []byte("0"), 0o644); err != nil {
-		return fmt.Errorf("enabling IPv6 on %s: %w", ifName, err)
 	}
 	return nil
 }

@@ -39,7 +39,7 @@ func EnsureOvn0(ctx context.Context, ovs libovsdb.Client, bridge string, jc Join
 	if err := cni.NewOVSAttacher(ovs, bridge).AttachInternal(ctx, Ovn0, jc.IfaceID, jc.MAC); err != nil {
 		return nil, err
 	}
-	link, err := waitLink(ctx, Ovn0)
+	link, err := cni.WaitLink(ctx, Ovn0, 30*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -125,20 +125,4 @@ func ipv6Sysctls(ifName string) error {
 		return fmt.Errorf("ignore router advertisements on %s: %w", ifName, err)
 	}
 	return nil
-}
-
-func waitLink(ctx context.Context, name string) (netlink.Link, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		link, err := netlink.LinkByName(name)
-		if err == nil {
-			return link, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%s did not appear (is ovs-vswitchd running?): %w", name, err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }

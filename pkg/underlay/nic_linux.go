@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"strings"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -141,13 +139,13 @@ func MoveConfig(cfg NICConfig, from, to netlink.Link, hideFrom bool) error {
 	if err := netlink.LinkSetARPOff(from); err != nil {
 		return fmt.Errorf("turning ARP off on %s: %w", from.Attrs().Name, err)
 	}
-	return setDisableIPv6(from.Attrs().Name, true)
+	return disableIPv6(from.Attrs().Name, true)
 }
 
 // RestoreConfig undoes MoveConfig: the NIC answers for itself again and gets cfg back, routes
 // included. The bridge is not touched (deleting it removes what it holds).
 func RestoreConfig(cfg NICConfig, nic netlink.Link) error {
-	if err := setDisableIPv6(nic.Attrs().Name, false); err != nil {
+	if err := disableIPv6(nic.Attrs().Name, false); err != nil {
 		return err
 	}
 	if err := netlink.LinkSetARPOn(nic); err != nil {
@@ -181,18 +179,10 @@ func addAll(link netlink.Link, cfg NICConfig) error {
 	return nil
 }
 
-func setDisableIPv6(ifName string, disable bool) error {
-	path := "/proc/sys/net/ipv6/conf/" + ifName + "/disable_ipv6"
-	cur, err := os.ReadFile(path)
-	if err != nil {
-		return nil // no IPv6 in this kernel or namespace: nothing to hide or give back
-	}
-	want := map[bool]string{true: "1", false: "0"}[disable]
-	if strings.TrimSpace(string(cur)) == want {
-		return nil
-	}
-	if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-		return fmt.Errorf("setting disable_ipv6=%s on %s: %w", want, ifName, err)
+// disableIPv6 is cni.SetDisableIPv6 where a netns without IPv6 has nothing to hide or give back.
+func disableIPv6(ifName string, disable bool) error {
+	if err := cni.SetDisableIPv6(ifName, disable); err != nil && !errors.Is(err, cni.ErrNoIPv6) {
+		return err
 	}
 	return nil
 }

@@ -9,7 +9,6 @@ import (
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
 	"github.com/vishvananda/netlink"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -134,7 +133,7 @@ func (r *Reconciler) attach(ctx context.Context, w Want, br *Bridge, datapathTyp
 
 // moveToBridge waits for the bridge's kernel interface and moves the NIC's configuration on it.
 func (r *Reconciler) moveToBridge(ctx context.Context, br *Bridge, nic netlink.Link, userspace bool) error {
-	link, err := waitLink(ctx, br.Name, 10*time.Second)
+	link, err := cni.WaitLink(ctx, br.Name, 10*time.Second)
 	if err != nil {
 		return err
 	}
@@ -215,24 +214,6 @@ func providers(want []Want) []string {
 	return out
 }
 
-func waitLink(ctx context.Context, name string, timeout time.Duration) (netlink.Link, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		link, err := netlink.LinkByName(name)
-		if err == nil {
-			return link, nil
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%s did not appear within %s (is ovs-vswitchd running?): %w", name, timeout, err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
 // SetupWithManager: any ProviderNetwork change syncs this node.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	key := reconcile.Request{NamespacedName: types.NamespacedName{Name: r.NodeName}}
@@ -240,5 +221,5 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return []reconcile.Request{key}
 	})
 	return ctrl.NewControllerManagedBy(mgr).Named("underlay").Watches(&kovnv1.ProviderNetwork{}, toKey).
-		Watches(&corev1.Node{}, toKey).Complete(r)
+		Complete(r)
 }
