@@ -1,6 +1,7 @@
 # kovn — two commands for users: `make demo` and `make test`. Everything else is a building block.
 SHELL := /bin/bash
 BIN   := $(CURDIR)/_output/bin
+HELM  := $(BIN)/helm
 GO    ?= go
 # Binaries built from this module. Pod image binaries are static so they run in an empty image.
 CMDS  := kovn-rig kovn-controller kovn-daemon kovn-cni kovn-speaker
@@ -8,7 +9,7 @@ IMAGES := kovn-pause:./test/images/pause kovn-testbox:./test/images/testbox kovn
 RIG_DIR ?= $(CURDIR)/_output/rig
 export KOVN_RIG_DIR := $(RIG_DIR)
 
-.PHONY: all deps build images generate vet unit e2e test bench demo demo-down rig-up rig-down rig-status clean
+.PHONY: all deps build helm images generate vet unit e2e test bench demo demo-down rig-up rig-down rig-status clean
 
 all: build
 
@@ -16,11 +17,18 @@ all: build
 deps:
 	hack/install-deps.sh
 
-## build: compile every kovn binary into _output/bin
-build:
+## build: compile every kovn binary into _output/bin (and helm: the rig renders kovn's RBAC from the chart)
+build: $(HELM)
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
 	@for img in $(IMAGES); do CGO_ENABLED=0 $(GO) build -ldflags="-s -w" -o $(BIN)/$${img%%:*} $${img#*:} || exit 1; done
+
+## helm: the helm CLI, built from its Go module pinned in hack/tools (its own go.mod, so helm's
+## dependencies never move kovn's); the chart tests (`make unit`) and `kovn-rig up --install chart` use it
+helm: $(HELM)
+$(HELM): hack/tools/go.mod hack/tools/go.sum
+	@mkdir -p $(BIN)
+	cd hack/tools && $(GO) build -o $(HELM) helm.sh/helm/v3/cmd/helm
 
 ## images: kovn's container image (_output/images/kovn.tar, docker-archive, linux/amd64), built
 ## offline from kovn's binaries and this machine's OVS/OVN Debian packages; reproducible
@@ -38,8 +46,8 @@ vet:
 	$(GO) vet ./...
 	@unformatted=$$(gofmt -l api cmd pkg test); [ -z "$$unformatted" ] || { echo "gofmt needed: $$unformatted"; exit 1; }
 
-## unit: unit tests (no rig)
-unit:
+## unit: unit tests (no rig); deploy/'s render the chart with the real helm
+unit: $(HELM)
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/e2e)
 
 ## e2e: end-to-end tests on a real rig (needs root). The output goes through hack/testsummary:

@@ -22,7 +22,7 @@ declare -A APT_CMDS=(
   [etcd]=etcd-server [containerd]=containerd [ctr]=containerd [runc]=runc
   [ip]=iproute2 [ethtool]=ethtool [iperf3]=iperf3 [tcpdump]=tcpdump [ping]=iputils-ping
   [openssl]=openssl [vtysh]=frr [nsenter]=util-linux [iptables]=iptables [iptables-restore]=iptables
-  [ip6tables]=iptables [ip6tables-restore]=iptables
+  [ip6tables]=iptables [ip6tables-restore]=iptables [shellcheck]=shellcheck
 )
 # packages that ship no command we probe but are needed (schemas, plugins)
 APT_EXTRA=(ovn-ic-db containernetworking-plugins)

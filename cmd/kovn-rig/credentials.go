@@ -19,7 +19,7 @@ func credentials(args []string) error {
 	fs.StringVar(&cr.AdminKubeconfig, "admin-kubeconfig", "", "admin kubeconfig used to apply objects and request tokens")
 	fs.StringVar(&cr.ServiceAccount, "service-account", "", "ServiceAccount in "+rig.KovnNamespace+" to mint a token for")
 	fs.StringVar(&cr.Node, "node", "", "bind the token to this Node (waits until it is registered)")
-	fs.BoolVar(&cr.ApplyDeploy, "apply-deploy", false, "first apply the ServiceAccounts, RBAC and policies of deploy/")
+	fs.StringVar(&cr.ApplyChartWith, "apply-chart-with", "", "first apply the ServiceAccounts, RBAC and policies of kovn's chart, rendered by this helm binary")
 	fs.DurationVar(&cr.Lifetime, "lifetime", 24*time.Hour, "requested token lifetime")
 	fs.StringVar(&cr.Out, "out", "", "kubeconfig to write (the token goes beside it, OUT.token)")
 	renew := fs.Bool("renew", false, "keep running and renew the token at 80% of its lifetime")

@@ -25,7 +25,7 @@ import (
 // Packages is what the kovn image carries besides kovn's binaries: OVS and OVN (the ovs-ovn and
 // OVN central pods run from it too), the tools kovn-daemon runs (iptables), and a shell with
 // coreutils and iproute2 for the chart's start-up scripts and an operator's kubectl exec.
-var Packages = []string{"openvswitch-common", "openvswitch-switch", "ovn-common", "ovn-host", "ovn-central", "ovn-ic",
+var Packages = []string{"openvswitch-common", "openvswitch-switch", "ovn-common", "ovn-host", "ovn-central", "ovn-ic", "ovn-ic-db",
 	"iptables", "iproute2", "ethtool", "dash", "coreutils"}
 
 // Alternatives are commands Debian links through /etc/alternatives (update-alternatives makes

@@ -128,7 +128,7 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 	if c.Kovn {
 		kubeconfig := c.ControllerKubeconfig(cl)
 		steps = append(steps, c.credentialsStep("kovn-controller-credentials", logs, Credentials{AdminKubeconfig: admin,
-			ServiceAccount: ControllerServiceAccount, ApplyDeploy: true, Out: kubeconfig}))
+			ServiceAccount: ControllerServiceAccount, ApplyChartWith: c.helmBin(), Out: kubeconfig}))
 		steps = append(steps, Step{Name: "kovn-controller", Daemon: true, Restart: true, Log: filepath.Join(logs, "kovn-controller.log"),
 			Argv: []string{filepath.Join(c.KovnBinDir, "kovn-controller"), "--kubeconfig=" + kubeconfig,
 				"--ovn-nb-addr=unix:" + filepath.Join(run, "nb.sock"), "--ovn-sb-addr=unix:" + filepath.Join(run, "sb.sock"), "--default-cidr=" + annotation.JoinAddrs(c.PodCIDRs(cl)),

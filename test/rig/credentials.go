@@ -64,7 +64,7 @@ type Credentials struct {
 	AdminKubeconfig string
 	ServiceAccount  string        // in KovnNamespace
 	Node            string        // bind the token to this Node, as a DaemonSet pod's token is
-	ApplyDeploy     bool          // first apply deploy/'s ServiceAccounts, RBAC and policies
+	ApplyChartWith  string        // helm: first apply the chart's ServiceAccounts, RBAC and policies
 	Lifetime        time.Duration // requested token lifetime; renewed at 80 % of it
 	Out             string        // kubeconfig path; the token goes to Out + ".token"
 }
@@ -80,13 +80,13 @@ func (cr Credentials) Run(ctx context.Context, renew bool) error {
 	if err != nil {
 		return err
 	}
-	if cr.ApplyDeploy {
+	if cr.ApplyChartWith != "" {
 		dyn, err := dynamic.NewForConfig(admin)
 		if err != nil {
 			return err
 		}
 		// kube-system appears shortly after the apiserver turns ready: retry until it does.
-		if err := retry(ctx, func() error { return applyAccess(ctx, dyn) }); err != nil {
+		if err := retry(ctx, func() error { return applyAccess(ctx, dyn, cr.ApplyChartWith) }); err != nil {
 			return err
 		}
 	}
@@ -240,8 +240,8 @@ func (c Config) credentialsStep(name, logDir string, cr Credentials) Step {
 	if cr.Node != "" {
 		argv = append(argv, "--node="+cr.Node)
 	}
-	if cr.ApplyDeploy {
-		argv = append(argv, "--apply-deploy")
+	if cr.ApplyChartWith != "" {
+		argv = append(argv, "--apply-chart-with="+cr.ApplyChartWith)
 	}
 	return Step{Name: name, Argv: argv, Daemon: true, Restart: true, Log: filepath.Join(logDir, name+".log"),
 		Ready: Ready{File: cr.Out}, Timeout: 90 * time.Second}

@@ -1,16 +1,13 @@
 package rig
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
+	"path/filepath"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kovn/kovn/deploy"
@@ -28,41 +25,36 @@ var accessKinds = map[schema.GroupVersionKind]string{
 	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicyBinding"}: "validatingadmissionpolicybindings",
 }
 
-var workloadKinds = map[string]bool{"Deployment": true, "DaemonSet": true}
+// workloadKinds are rendered by the chart but run by the rig itself (as processes).
+var workloadKinds = map[string]bool{"Deployment": true, "DaemonSet": true, "ConfigMap": true, "InterConnect": true}
 
-// AccessObjects returns the identity, RBAC and policy objects of deploy/ in apply order. An
-// object of a kind the rig does not know is an error, so nothing added to deploy/ is skipped
-// silently.
-func AccessObjects() ([]*unstructured.Unstructured, error) {
+// accessValues render every identity the chart has (the speaker's only exists with BGP on).
+var accessValues = []string{"ovnCentral.addresses={127.0.0.1}", "speaker.enabled=true"}
+
+// AccessObjects returns the identity, RBAC and policy objects of kovn's chart (rendered by
+// helm, the binary's path) in apply order. An object of a kind the rig does not know is an
+// error, so nothing added to the chart is skipped silently.
+func AccessObjects(helm string) ([]*unstructured.Unstructured, error) {
+	all, err := deploy.Render(helm, nil, accessValues...)
+	if err != nil {
+		return nil, err
+	}
 	var objs []*unstructured.Unstructured
-	for _, f := range deploy.AccessFiles {
-		b, err := deploy.FS.ReadFile(f)
-		if err != nil {
-			return nil, err
+	for _, u := range all {
+		if workloadKinds[u.GetKind()] {
+			continue
 		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-		for {
-			u := &unstructured.Unstructured{}
-			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				return nil, fmt.Errorf("deploy/%s: %w", f, err)
-			}
-			if len(u.Object) == 0 || workloadKinds[u.GetKind()] {
-				continue
-			}
-			if _, ok := accessKinds[u.GroupVersionKind()]; !ok {
-				return nil, fmt.Errorf("deploy/%s: %s %s is of a kind the rig does not apply", f, u.GetKind(), u.GetName())
-			}
-			objs = append(objs, u)
+		if _, ok := accessKinds[u.GroupVersionKind()]; !ok {
+			return nil, fmt.Errorf("kovn's chart: %s %s is of a kind the rig does not apply", u.GetKind(), u.GetName())
 		}
+		objs = append(objs, u)
 	}
 	return objs, nil
 }
 
 // applyAccess server-side applies deploy/'s access objects (idempotent: a rerun is a no-op).
-func applyAccess(ctx context.Context, dyn dynamic.Interface) error {
-	objs, err := AccessObjects()
+func applyAccess(ctx context.Context, dyn dynamic.Interface, helm string) error {
+	objs, err := AccessObjects(helm)
 	if err != nil {
 		return err
 	}
@@ -79,3 +71,6 @@ func applyAccess(ctx context.Context, dyn dynamic.Interface) error {
 	}
 	return nil
 }
+
+// helmBin is the helm `make helm` builds next to kovn's binaries.
+func (c Config) helmBin() string { return filepath.Join(c.KovnBinDir, "helm") }

@@ -1,15 +1,20 @@
 package rig
 
 import (
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 )
 
 // The rig applies deploy/'s identities, RBAC and policy, never its workloads (the rig runs
-// those as processes), and knows every kind it finds there.
+// those as processes; helm from `make helm`), and knows every kind it finds there.
 func TestAccessObjects(t *testing.T) {
-	objs, err := AccessObjects()
+	helm, err := filepath.Abs("../../_output/bin/helm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := AccessObjects(helm)
 	if err != nil {
 		t.Fatal(err)
 	}

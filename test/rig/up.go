@@ -55,6 +55,10 @@ func CheckDeps(cfg Config) error {
 		if _, err := lookPath("iptables-restore"); err != nil {
 			missing = append(missing, "iptables-restore")
 		}
+		// The components' identities and RBAC are rendered from the chart.
+		if _, err := os.Stat(cfg.helmBin()); err != nil {
+			missing = append(missing, cfg.helmBin()+" (make helm)")
+		}
 	}
 	for _, im := range podImages {
 		if _, err := os.Stat(filepath.Join(cfg.KovnBinDir, im.Binary)); err != nil {

@@ -1,0 +1,383 @@
+package deploy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+)
+
+// The chart is rendered by the real helm (built from its Go module by `make helm`) so that
+// what is tested is what `helm install` does.
+
+// kubeVersion is what helm renders for: the rig's Kubernetes.
+const kubeVersion = KubeVersion
+
+func helmBin(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("KOVN_HELM"); p != "" {
+		return p
+	}
+	p, err := filepath.Abs("../_output/bin/helm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("helm is missing (%v): `make helm` builds it from its Go module", err)
+	}
+	return p
+}
+
+// sampleValues is a 3-node dual-stack cluster joined to a clusterset, with BGP.
+var sampleValues = []string{
+	"ovnCentral.addresses={172.30.1.11,172.30.1.12,172.30.1.13}",
+	"cluster.podCIDR=10.16.0.0/16\\,fd00:10:16::/64",
+	"cluster.serviceCIDR=10.96.0.0/16\\,fd00:10:96::/108",
+	"interconnect.enabled=true", "interconnect.azName=az1",
+	"interconnect.icNorthbound={tcp:172.30.0.100:6645}", "interconnect.icSouthbound={tcp:172.30.0.100:6646}",
+	"interconnect.gatewayNodes={c1-n1,c1-n2}", "speaker.enabled=true",
+}
+
+func helm(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(helmBin(t), args...)
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("helm %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return out.String(), nil
+}
+
+func render(t *testing.T, namespace string, set ...string) ([]*unstructured.Unstructured, string, error) {
+	t.Helper()
+	args := []string{"template", "kovn", ".", "--namespace", namespace, "--kube-version", kubeVersion}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	out, err := helm(t, args...)
+	if err != nil {
+		return nil, "", err
+	}
+	objs, err := Decode([]byte(out))
+	if err != nil {
+		t.Fatalf("rendered chart is not YAML: %v", err)
+	}
+	return objs, out, nil
+}
+
+func mustRender(t *testing.T, set ...string) []*unstructured.Unstructured {
+	t.Helper()
+	objs, _, err := render(t, "kube-system", set...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	return nil
+}
+
+// strict converts u into out, refusing fields the type does not have (a misspelt key in a
+// template would otherwise be dropped silently by the apiserver).
+func strict(t *testing.T, u *unstructured.Unstructured, out any) {
+	t.Helper()
+	b, err := u.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(b, out); err != nil {
+		t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+}
+
+func TestChartLint(t *testing.T) {
+	args := []string{"lint", ".", "--strict", "--namespace", "kube-system", "--kube-version", kubeVersion}
+	for _, s := range sampleValues {
+		args = append(args, "--set", s)
+	}
+	if out, err := helm(t, args...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+func TestChartRendersEveryComponent(t *testing.T) {
+	objs := mustRender(t, sampleValues...)
+	want := map[string][]string{
+		"Deployment":     {"kovn-controller"},
+		"DaemonSet":      {"kovn-ovn-central", "kovn-ovs", "kovn-daemon", "kovn-speaker"},
+		"ConfigMap":      {"kovn-ovn-central", "kovn-ovs"},
+		"ServiceAccount": {"kovn-controller", "kovn-daemon", "kovn-speaker"},
+		"InterConnect":   {"default"},
+	}
+	for kind, names := range want {
+		for _, n := range names {
+			if find(t, objs, kind, n) == nil {
+				t.Errorf("%s %s not rendered", kind, n)
+			}
+		}
+	}
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Deployment":
+			var d appsv1.Deployment
+			strict(t, o, &d)
+			checkPodSpec(t, o.GetName(), &d.Spec.Template.Spec)
+		case "DaemonSet":
+			var d appsv1.DaemonSet
+			strict(t, o, &d)
+			checkPodSpec(t, o.GetName(), &d.Spec.Template.Spec)
+		case "ConfigMap":
+			var c corev1.ConfigMap
+			strict(t, o, &c)
+		case "InterConnect":
+			var ic kovnv1.InterConnect
+			strict(t, o, &ic)
+			if ic.Spec.AZName != "az1" || !slices.Equal(ic.Spec.GatewayNodes, []string{"c1-n1", "c1-n2"}) ||
+				!slices.Equal(ic.Spec.ICNorthbound, []string{"tcp:172.30.0.100:6645"}) || ic.Spec.Mode != kovnv1.GatewayActiveStandby {
+				t.Errorf("InterConnect from values: %+v", ic.Spec)
+			}
+		}
+		if ns := o.GetNamespace(); ns != "" && ns != "kube-system" {
+			t.Errorf("%s %s in namespace %s", o.GetKind(), o.GetName(), ns)
+		}
+	}
+}
+
+// checkPodSpec: every image is kovn's, and every long-running kovn container has liveness and
+// readiness probes on its health port, never on its metrics port.
+func checkPodSpec(t *testing.T, name string, spec *corev1.PodSpec) {
+	t.Helper()
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+		if c.Image != "kovn.io/kovn:dev" {
+			t.Errorf("%s/%s: image %q", name, c.Name, c.Image)
+		}
+	}
+	for _, c := range spec.Containers {
+		if !strings.HasPrefix(c.Command[0], "/kovn-") {
+			continue
+		}
+		if c.LivenessProbe == nil || c.ReadinessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet == nil {
+			t.Errorf("%s/%s: needs HTTP liveness and readiness probes", name, c.Name)
+			continue
+		}
+		if c.LivenessProbe.HTTPGet.Path != "/livez" || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+			t.Errorf("%s/%s: probes on %s and %s", name, c.Name, c.LivenessProbe.HTTPGet.Path, c.ReadinessProbe.HTTPGet.Path)
+		}
+		health := fmt.Sprintf("--health-probe-bind-address=:%d", c.LivenessProbe.HTTPGet.Port.IntValue())
+		if !slices.Contains(c.Command, health) {
+			t.Errorf("%s/%s: probe port %d is not its health address (%v)", name, c.Name, c.LivenessProbe.HTTPGet.Port.IntValue(), c.Command)
+		}
+		metrics := fmt.Sprintf("--metrics-bind-address=:%d", c.LivenessProbe.HTTPGet.Port.IntValue())
+		if slices.Contains(c.Command, metrics) {
+			t.Errorf("%s/%s: probes on the metrics port", name, c.Name)
+		}
+	}
+}
+
+// The chart's ClusterRoles, Role and admission policies are the generated files, unchanged.
+func TestChartRBACIsTheGeneratedRBAC(t *testing.T) {
+	objs := mustRender(t, sampleValues...)
+	for _, f := range []string{"rbac/controller/role.yaml", "rbac/daemon/role.yaml", "rbac/speaker/role.yaml",
+		"policy/daemon-own-node.yaml", "policy/daemon-own-provider-entry.yaml"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if len(u.Object) == 0 {
+				continue
+			}
+			got := find(t, objs, u.GetKind(), u.GetName())
+			if got == nil {
+				t.Errorf("%s: %s %s not in the chart", f, u.GetKind(), u.GetName())
+			} else if !reflect.DeepEqual(got.Object, u.Object) {
+				t.Errorf("%s: %s %s differs in the chart", f, u.GetKind(), u.GetName())
+			}
+		}
+	}
+	for _, name := range []string{"kovn-controller", "kovn-daemon", "kovn-speaker"} {
+		b := find(t, objs, "ClusterRoleBinding", name)
+		if b == nil {
+			t.Errorf("ClusterRoleBinding %s missing", name)
+			continue
+		}
+		var crb rbacv1.ClusterRoleBinding
+		strict(t, b, &crb)
+		if crb.RoleRef.Name != name || len(crb.Subjects) != 1 || crb.Subjects[0].Name != name || crb.Subjects[0].Namespace != "kube-system" {
+			t.Errorf("ClusterRoleBinding %s: %+v %+v", name, crb.RoleRef, crb.Subjects)
+		}
+	}
+	// The speaker's identity exists only where it runs.
+	if objs := mustRender(t, sampleValues[0]); find(t, objs, "ServiceAccount", "kovn-speaker") != nil || find(t, objs, "DaemonSet", "kovn-speaker") != nil {
+		t.Error("speaker rendered with speaker.enabled=false")
+	}
+}
+
+func args(t *testing.T, objs []*unstructured.Unstructured, kind, name, container string) ([]string, map[string]string) {
+	t.Helper()
+	o := find(t, objs, kind, name)
+	if o == nil {
+		t.Fatalf("%s %s not rendered", kind, name)
+	}
+	var spec corev1.PodSpec
+	b, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(b, &spec); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range spec.Containers {
+		if c.Name == container {
+			env := map[string]string{}
+			for _, e := range c.Env {
+				env[e.Name] = e.Value
+			}
+			return c.Command, env
+		}
+	}
+	t.Fatalf("%s %s has no container %s", kind, name, container)
+	return nil, nil
+}
+
+func TestChartValuesReachTheComponents(t *testing.T) {
+	objs := mustRender(t, append(slices.Clone(sampleValues), "ovs.datapath=netdev", "cluster.mtu=1300",
+		"ovnCentral.addresses={172.30.1.11,fd00:30::1:11}")...)
+	ctrl, _ := args(t, objs, "Deployment", "kovn-controller", "controller")
+	for _, a := range []string{"--default-cidr=10.16.0.0/16,fd00:10:16::/64", "--join-cidr=100.64.0.0/16",
+		"--ovn-nb-addr=tcp:172.30.1.11:6641,tcp:[fd00:30::1:11]:6641", "--ovn-sb-addr=tcp:172.30.1.11:6642,tcp:[fd00:30::1:11]:6642"} {
+		if !slices.Contains(ctrl, a) {
+			t.Errorf("kovn-controller lacks %s: %v", a, ctrl)
+		}
+	}
+	daemon, _ := args(t, objs, "DaemonSet", "kovn-daemon", "daemon")
+	for _, a := range []string{"--netdev", "--mtu=1300", "--service-cidrs=10.96.0.0/16,fd00:10:96::/108",
+		"--ovn-remote=tcp:172.30.1.11:6642,tcp:[fd00:30::1:11]:6642"} {
+		if !slices.Contains(daemon, a) {
+			t.Errorf("kovn-daemon lacks %s: %v", a, daemon)
+		}
+	}
+	_, env := args(t, objs, "DaemonSet", "kovn-ovs", "vswitchd")
+	if env["DATAPATH"] != "netdev" || env["OVN_SB_DB"] != "tcp:172.30.1.11:6642,tcp:[fd00:30::1:11]:6642" {
+		t.Errorf("kovn-ovs env: %v", env)
+	}
+	ic, _ := args(t, objs, "DaemonSet", "kovn-ovn-central", "ovn-ic")
+	if !slices.Contains(ic, "--ic-nb-db=tcp:172.30.0.100:6645") {
+		t.Errorf("ovn-ic: %v", ic)
+	}
+	objs = mustRender(t, sampleValues[0], "interconnect.databases.enabled=true")
+	if nb, _ := args(t, objs, "DaemonSet", "kovn-ovn-central", "ic-nb"); !slices.Equal(nb[1:], []string{"/scripts/start-db.sh",
+		"ovn_ic_nb_db", "/usr/share/ovn/ovn-ic-nb.ovsschema", "6645", "6647"}) {
+		t.Errorf("IC-NB: %v", nb)
+	}
+	// Without interconnect: no ovn-ic and no InterConnect object.
+	objs = mustRender(t, sampleValues[0])
+	if find(t, objs, "InterConnect", "default") != nil {
+		t.Error("InterConnect rendered with interconnect.enabled=false")
+	}
+	if daemon, _ := args(t, objs, "DaemonSet", "kovn-daemon", "daemon"); slices.Contains(daemon, "--netdev") {
+		t.Error("--netdev with the system datapath")
+	}
+}
+
+// Values that cannot work fail the install with a reason, before anything is created.
+func TestChartRefusesBadValues(t *testing.T) {
+	for _, tc := range []struct {
+		ns   string
+		set  []string
+		want string
+	}{
+		{"default", []string{sampleValues[0]}, `install kovn into kube-system`},
+		{"kube-system", nil, "ovnCentral.addresses: list the node IPs"},
+		{"kube-system", []string{"ovnCentral.enabled=false"}, "set ovnCentral.nbEndpoints and ovnCentral.sbEndpoints"},
+		{"kube-system", []string{sampleValues[0], "ovs.datapath=dpdk"}, `ovs.datapath is system or netdev, not "dpdk"`},
+		{"kube-system", []string{sampleValues[0], "interconnect.enabled=true"}, "interconnect.azName"},
+		{"kube-system", []string{"ovnCentral.enabled=false", "ovnCentral.nbEndpoints=tcp:1.1.1.1:6641", "ovnCentral.sbEndpoints=tcp:1.1.1.1:6642",
+			"interconnect.databases.enabled=true"}, "interconnect.databases runs on the OVN central nodes"},
+		{"kube-system", []string{sampleValues[0], "interconnect.enabled=true", "interconnect.azName=a",
+			"interconnect.icNorthbound={tcp:1.1.1.1:6645}", "interconnect.icSouthbound={tcp:1.1.1.1:6646}"}, "name gatewayNodes or a gatewaySelector"},
+	} {
+		_, _, err := render(t, tc.ns, tc.set...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("values %v in %s: want an error naming %q, got %v", tc.set, tc.ns, tc.want, err)
+		}
+	}
+}
+
+// The shell scripts the chart runs in containers pass shellcheck (as POSIX sh: the image's
+// /bin/sh is dash).
+func TestChartScriptsPassShellcheck(t *testing.T) {
+	sc, err := exec.LookPath("shellcheck")
+	if err != nil {
+		t.Fatal("shellcheck is missing: hack/install-deps.sh installs it (Debian package shellcheck)")
+	}
+	objs := mustRender(t, sampleValues...)
+	n := 0
+	for _, o := range objs {
+		if o.GetKind() != "ConfigMap" {
+			continue
+		}
+		var cm corev1.ConfigMap
+		strict(t, o, &cm)
+		for key, script := range cm.Data {
+			if !strings.HasSuffix(key, ".sh") {
+				continue
+			}
+			n++
+			cmd := exec.Command(sc, "--shell=sh", "-")
+			cmd.Stdin = strings.NewReader(script)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("ConfigMap %s, %s: %v\n%s", cm.Name, key, err, out)
+			}
+		}
+	}
+	if n < 4 {
+		t.Fatalf("only %d scripts found", n)
+	}
+}
+
+// The embedded chart (what the rig installs) is the chart in this directory, file for file.
+func TestEmbeddedChartIsThisChart(t *testing.T) {
+	embedded, err := Render(helmBin(t), nil, sampleValues...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDisk := mustRender(t, sampleValues...)
+	if len(embedded) != len(onDisk) {
+		t.Fatalf("embedded chart renders %d objects, the directory %d: is a new file missing from embed.go?", len(embedded), len(onDisk))
+	}
+	for i := range onDisk {
+		if !reflect.DeepEqual(embedded[i].Object, onDisk[i].Object) {
+			t.Errorf("%s %s differs between the embedded chart and the directory", onDisk[i].GetKind(), onDisk[i].GetName())
+		}
+	}
+}
