@@ -25,6 +25,7 @@ require (
 	k8s.io/utils v0.0.0-20241210054802-24370beab758
 	sigs.k8s.io/controller-runtime v0.21.0
 	sigs.k8s.io/controller-tools v0.18.0
+	sigs.k8s.io/kind v0.33.0
 	sigs.k8s.io/mcs-api v0.5.2
 	sigs.k8s.io/yaml v1.4.0
 )

@@ -57,3 +57,11 @@
 {{- end -}}
 {{- end -}}
 {{- end }}
+
+{{/* Env entries that point a kovn process at the apiserver's real address, if one is set. */}}
+{{- define "kovn.apiServerEnv" -}}
+{{- with .Values.apiServer.host -}}
+- {name: KUBERNETES_SERVICE_HOST, value: {{ . | quote }}}
+- {name: KUBERNETES_SERVICE_PORT, value: {{ $.Values.apiServer.port | quote }}}
+{{- end -}}
+{{- end }}
