@@ -50,11 +50,12 @@ vet:
 unit: $(HELM)
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/e2e)
 
-## e2e: end-to-end tests on a real rig (needs root). The output goes through hack/testsummary:
+## e2e: end-to-end tests on a real rig (needs root); TestChartInstall installs kovn's image
+## (make images) with the chart. The output goes through hack/testsummary:
 ## the same -v text, then (on failure) each failing test's last messages, so the tail of a long
 ## run names what failed even after the rig diagnostics a failed test prints at its cleanup.
 SUMMARY = $(GO) run ./hack/testsummary
-e2e: build
+e2e: build images
 	hack/install-deps.sh --check
 	set -o pipefail; KOVN_BIN_DIR=$(BIN) $(GO) test -json -count=1 -timeout 40m ./test/e2e/... | $(SUMMARY)
 

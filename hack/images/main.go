@@ -31,7 +31,7 @@ var Packages = []string{"openvswitch-common", "openvswitch-switch", "ovn-common"
 // Alternatives are commands Debian links through /etc/alternatives (update-alternatives makes
 // them, dpkg -L does not list them); added as the links they are on this host.
 var Alternatives = []string{"/usr/sbin/iptables", "/usr/sbin/iptables-save", "/usr/sbin/iptables-restore",
-	"/usr/sbin/ip6tables", "/usr/sbin/ip6tables-save", "/usr/sbin/ip6tables-restore"}
+	"/usr/sbin/ip6tables", "/usr/sbin/ip6tables-save", "/usr/sbin/ip6tables-restore", "/usr/sbin/ovs-vswitchd"}
 
 // Binaries are kovn's own, placed at the image root.
 var Binaries = []string{"kovn-controller", "kovn-daemon", "kovn-cni", "kovn-speaker"}

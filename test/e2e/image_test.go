@@ -40,8 +40,8 @@ func TestKovnImage(t *testing.T) {
 	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
 	pod.Spec.Containers[0].Image = "kovn.io/kovn:e2e"
 	pod.Spec.Containers[0].Command = []string{"/bin/sh", "-c"}
-	pod.Spec.Containers[0].Args = []string{"ovs-vsctl --version && ovsdb-server --version && ovn-controller --version && " +
-		"ovn-northd --version && iptables --version && ip -V && /kovn-daemon --help 2>&1 | head -1 && /kovn-controller --help 2>&1 | head -1"}
+	pod.Spec.Containers[0].Args = []string{"ovs-vsctl --version && ovsdb-server --version && ovs-vswitchd --version && ovn-controller --version && " +
+		"ovn-northd --version && ovn-ic --version && ls /usr/share/ovn/ovn-ic-nb.ovsschema && iptables --version && ip -V && /kovn-daemon --help 2>&1 | head -1 && /kovn-controller --help 2>&1 | head -1"}
 	c.createPod(pod)
 	var logs string
 	if err := eventually(90*time.Second, func() error {

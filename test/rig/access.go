@@ -40,7 +40,14 @@ func (r *Rig) startForwarder(ctx context.Context) error {
 	}
 	for cl := 1; cl <= cfg.Clusters; cl++ {
 		ns, ip := cfg.ControlPlaneNS(cl), cfg.ControlPlaneIPs(cl)[0]
-		for key, port := range map[string]int{"apiserver": PortAPIServer, "nb": PortNB, "sb": PortSB} {
+		if err := add(ClusterName(cl)+"/apiserver", ns, hostPort(ip, PortAPIServer)); err != nil {
+			return err
+		}
+		if cfg.Chart() {
+			// The chart runs OVN central on node 1.
+			ns, ip = cfg.NodeNS(cl, 1), cfg.NodeIPs(cl, 1)[0]
+		}
+		for key, port := range map[string]int{"nb": PortNB, "sb": PortSB} {
 			if err := add(ClusterName(cl)+"/"+key, ns, hostPort(ip, port)); err != nil {
 				return err
 			}

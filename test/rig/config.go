@@ -34,6 +34,8 @@ type Config struct {
 	// Kovn installs kovn: kovn-controller beside each control plane, kovn-daemon on each node
 	// (restarted if it exits, like a Deployment/DaemonSet), kovn-cni as the nodes' CNI plugin.
 	Kovn bool
+	// Install is how kovn runs: InstallProcesses (default) or InstallChart (see chart.go).
+	Install string
 	// FakeNodes registers this many Node objects per cluster that have no kubelet, OVS or
 	// containerd behind them (scale tests): kovn gives them join ports like any node, and pods
 	// bound to them get addresses and switch ports but never run. See fakenodes.go.
@@ -102,6 +104,16 @@ func (c Config) Defaults() (Config, error) {
 	case IPv4, IPv6, Dual:
 	default:
 		return c, fmt.Errorf("ip family %q: want ipv4, ipv6 or dual", c.IPFamily)
+	}
+	switch c.Install {
+	case "":
+		c.Install = InstallProcesses
+	case InstallProcesses, InstallChart:
+	default:
+		return c, fmt.Errorf("install %q: want %s or %s", c.Install, InstallProcesses, InstallChart)
+	}
+	if c.Install == InstallChart && (c.BridgeNodes > 0 || c.FakeNodes > 0) {
+		return c, fmt.Errorf("--install chart does not combine with bridge or fake nodes")
 	}
 	if c.K8sBinDir == "" {
 		c.K8sBinDir = DefaultK8sBinDir()

@@ -110,6 +110,12 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 			Argv: []string{"ovn-northd", "--ovnnb-db=unix:" + filepath.Join(run, "nb.sock"),
 				"--ovnsb-db=unix:" + filepath.Join(run, "sb.sock"), "--pidfile=" + filepath.Join(run, "northd.pid")}},
 	}
+	if c.Chart() {
+		// OVN central, ovn-ic and kovn-controller are the chart's pods: the control plane is
+		// Kubernetes alone (and the cluster DNS objects, whose pods run once kovn does).
+		steps = append(steps[:4:4], c.dnsStep(cl, admin, logs))
+		return SupervisorSpec{Name: ClusterName(cl), Dir: dir, Steps: steps}, nil
+	}
 	if c.Clusters > 1 {
 		// ovn-ic joins this cluster's OVN to the clusterset once kovn names its AZ
 		// (InterConnect); until then it waits.

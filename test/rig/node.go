@@ -106,6 +106,13 @@ func (c Config) nodeSpec(cl, n int, pki clusterPKI, images []string) (Supervisor
 		spec.Binds = append(spec.Binds, Bind{Src: filepath.Join(dir, src), Dst: dst})
 	}
 	spec.Binds = append(spec.Binds, Bind{Src: filepath.Join(dir, "resolv.conf"), Dst: "/etc/resolv.conf", File: true})
+	if c.Chart() {
+		binds, err := c.chartNodeBinds(cl, n)
+		if err != nil {
+			return SupervisorSpec{}, err
+		}
+		spec.Binds = append(spec.Binds, binds...)
+	}
 	spec.Steps = c.nodeSteps(cl, n, confDB, ovsRun, ovnRun, logs, kubeconfig, images)
 	return spec, nil
 }
@@ -176,17 +183,22 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 				"ethtool -K eth0 tx off >/dev/null", "ethtool -K br-phy tx off >/dev/null"})...),
 		brPhyKeeper,
 		ovnController,
-		daemon("containerd", Ready{Unix: "/run/containerd/containerd.sock"}, "containerd", "--config",
-			filepath.Join(c.NodeDir(cl, n), "containerd.toml")),
 	}
+	if c.Chart() {
+		// OVS and ovn-controller are the chart's pods; the node only moves its address onto
+		// br-phy once they run.
+		steps = []Step{c.uplinkKeeperStep(cl, n, logs)}
+	}
+	steps = append(steps, daemon("containerd", Ready{Unix: "/run/containerd/containerd.sock"}, "containerd", "--config",
+		filepath.Join(c.NodeDir(cl, n), "containerd.toml")))
 	for i, img := range images {
 		steps = append(steps, Step{Name: fmt.Sprintf("import-image-%d", i), Log: filepath.Join(logs, "images.log"),
 			Argv: []string{"ctr", "-n", "k8s.io", "images", "import", "--snapshotter", "overlayfs", img}})
 	}
-	steps = append(steps, daemon("kubelet", Ready{TCP: hostPort(ips[0], 10250)}, c.k8sBin("kubelet"),
-		"--config="+filepath.Join(c.NodeDir(cl, n), "kubelet.yaml"), "--kubeconfig="+kubeconfig,
-		"--hostname-override="+name, "--node-ip="+annotation.JoinAddrs(ips), "--v=2"))
-	if c.Kovn && !c.BridgeNode(n) {
+	steps = append(steps, daemon("kubelet", Ready{TCP: hostPort(ips[0], 10250)}, slices.Concat([]string{c.k8sBin("kubelet"),
+		"--config=" + filepath.Join(c.NodeDir(cl, n), "kubelet.yaml"), "--kubeconfig=" + kubeconfig,
+		"--hostname-override=" + name, "--node-ip=" + annotation.JoinAddrs(ips), "--v=2"}, c.chartNodeLabels(n))...))
+	if c.Kovn && !c.Chart() && !c.BridgeNode(n) {
 		kovnKubeconfig := c.DaemonKubeconfig(cl, n)
 		steps = append(steps, c.credentialsStep("kovn-daemon-credentials", logs, Credentials{
 			AdminKubeconfig: filepath.Join(c.ClusterDir(cl), "admin-internal.kubeconfig"),

@@ -59,6 +59,11 @@ func CheckDeps(cfg Config) error {
 		if _, err := os.Stat(cfg.helmBin()); err != nil {
 			missing = append(missing, cfg.helmBin()+" (make helm)")
 		}
+		if cfg.Chart() {
+			if _, err := os.Stat(cfg.ChartImage()); err != nil {
+				missing = append(missing, cfg.ChartImage()+" (make images)")
+			}
+		}
 	}
 	for _, im := range podImages {
 		if _, err := os.Stat(filepath.Join(cfg.KovnBinDir, im.Binary)); err != nil {
@@ -113,7 +118,7 @@ func Up(ctx context.Context, cfg Config) (*Rig, error) {
 	if err := r.State.Save(); err != nil {
 		return nil, err
 	}
-	for _, step := range []func(context.Context) error{r.network, r.startControlPlanes, r.startForwarder, r.startNodes, r.waitNodesRegistered} {
+	for _, step := range []func(context.Context) error{r.network, r.startControlPlanes, r.startForwarder, r.startNodes, r.installCharts, r.waitNodesRegistered} {
 		if err := step(ctx); err != nil {
 			_ = r.State.Save()
 			return r, err
@@ -330,8 +335,11 @@ func (r *Rig) startNodes(ctx context.Context) error {
 		return err
 	}
 	_ = os.Symlink("/usr/lib/cni/loopback", filepath.Join(cfg.cniBinDir(), "loopback"))
-	if cfg.Kovn {
+	if cfg.Kovn && !cfg.Chart() {
 		_ = os.Symlink(filepath.Join(cfg.KovnBinDir, "kovn-cni"), filepath.Join(cfg.cniBinDir(), "kovn-cni"))
+	}
+	if cfg.Chart() {
+		images = append(images, cfg.ChartImage()) // the chart's install-cni puts kovn-cni in place
 	}
 	if cfg.BridgeNodes > 0 {
 		if err := cfg.linkBridgePlugins(); err != nil {

@@ -1,0 +1,198 @@
+package rig
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kovn/kovn/deploy"
+	"github.com/kovn/kovn/pkg/annotation"
+)
+
+// How kovn runs in a rig (Config.Install).
+const (
+	// InstallProcesses: the rig runs OVS, ovn-controller, OVN central and kovn's components as
+	// supervised processes, with the identities and RBAC rendered from the chart.
+	InstallProcesses = "processes"
+	// InstallChart: `helm install` of deploy/ onto the rig's kubelets: OVN central, OVS,
+	// ovn-controller and kovn's components run as the chart's pods (hostNetwork, hostPath into
+	// each node's own directories), from the image `make images` builds.
+	InstallChart = "chart"
+)
+
+// ChartRelease is the Helm release name the rig installs.
+const ChartRelease = "kovn"
+
+// Chart reports whether kovn is installed from the chart.
+func (c Config) Chart() bool { return c.Kovn && c.Install == InstallChart }
+
+// nodeHostDir is where a chart-installed node's hostPath volumes live: the same path on every
+// node (a DaemonSet has one pod template), bound in each node's mount namespace over its own
+// directory, so no node shares OVS, OVN or kovn state with another and nothing lands on the
+// host's /etc, /run or /var. Under runDir: unix socket paths are limited to 108 bytes.
+func (c Config) nodeHostDir() string { return filepath.Join(c.runDir(), "node-host") }
+
+// NodeHostPath is a chart hostPath of a node (as the node's processes see it) for one of the
+// chart's directories: ovs-run, ovn-run, ovs-db, ovs-log, kovn-run, ovn-central.
+func (c Config) NodeHostPath(dir string) string { return filepath.Join(c.nodeHostDir(), dir) }
+
+// nodeHostDirs are the chart's per-node directories.
+var nodeHostDirs = []string{"ovs-run", "ovn-run", "ovs-db", "ovs-log", "kovn-run", "ovn-central"}
+
+// chartNodeBinds binds node (cl, n)'s own directories over nodeHostDir.
+func (c Config) chartNodeBinds(cl, n int) ([]Bind, error) {
+	if err := os.MkdirAll(c.nodeHostDir(), 0o755); err != nil {
+		return nil, err
+	}
+	src := filepath.Join(c.NodeDir(cl, n), "host")
+	for _, d := range nodeHostDirs {
+		if err := os.MkdirAll(filepath.Join(src, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	return []Bind{{Src: src, Dst: c.nodeHostDir()}}, nil
+}
+
+// ChartImage is the kovn image archive the chart's pods run (`make images`).
+func (c Config) ChartImage() string {
+	return filepath.Join(filepath.Dir(c.KovnBinDir), "images", "kovn.tar")
+}
+
+// ChartValues are the values the rig installs cluster cl with.
+func (c Config) ChartValues(cl int) []string {
+	v := []string{
+		"image.pullPolicy=Never",
+		"ovnCentral.addresses={" + c.NodeIPs(cl, 1)[0].String() + "}",
+		"ovnCentral.dataDir=" + c.NodeHostPath("ovn-central"),
+		"cluster.podCIDR=" + strings.ReplaceAll(annotation.JoinAddrs(c.PodCIDRs(cl)), ",", "\\,"),
+		"cluster.joinCIDR=" + strings.ReplaceAll(annotation.JoinAddrs(c.JoinCIDRs()), ",", "\\,"),
+		"cluster.serviceCIDR=" + strings.ReplaceAll(annotation.JoinAddrs(c.ServiceCIDRs(cl)), ",", "\\,"),
+		"cluster.mtu=1400",
+		"apiServer.host=" + c.ControlPlaneIPs(cl)[0].String(),
+		fmt.Sprintf("apiServer.port=%d", PortAPIServer),
+		"ovs.datapath=netdev",
+		"ovs.runDir=" + c.NodeHostPath("ovs-run"),
+		"ovs.ovnRunDir=" + c.NodeHostPath("ovn-run"),
+		"ovs.dbDir=" + c.NodeHostPath("ovs-db"),
+		"ovs.logDir=" + c.NodeHostPath("ovs-log"),
+		"daemon.runDir=" + c.NodeHostPath("kovn-run"),
+		"daemon.cniBinDir=" + c.cniBinDir(),
+		fmt.Sprintf("controller.replicas=%d", min(2, c.Nodes)),
+	}
+	return v
+}
+
+// HelmArgs are helm's global flags for cluster cl (its kubeconfig on the host).
+func (r *Rig) HelmArgs(cl int) []string {
+	return []string{"--kubeconfig", r.State.Clusters[cl-1].Kubeconfig, "--namespace", "kube-system"}
+}
+
+// InstallChart runs `helm upgrade --install` of the embedded chart on cluster cl and waits
+// until every Deployment and DaemonSet of it is ready.
+func (r *Rig) InstallChart(ctx context.Context, cl int) error {
+	cfg := r.State.Config
+	dir := filepath.Join(cfg.Dir, "chart")
+	if err := deploy.WriteChart(dir); err != nil {
+		return err
+	}
+	args := append([]string{"upgrade", "--install", ChartRelease, dir, "--wait", "--timeout", "5m"}, r.HelmArgs(cl)...)
+	for _, v := range cfg.ChartValues(cl) {
+		args = append(args, "--set", v)
+	}
+	return r.helm(ctx, cl, args...)
+}
+
+// UninstallChart runs `helm uninstall` on cluster cl and waits for it (and its hooks).
+func (r *Rig) UninstallChart(ctx context.Context, cl int) error {
+	return r.helm(ctx, cl, append([]string{"uninstall", ChartRelease, "--wait", "--timeout", "5m"}, r.HelmArgs(cl)...)...)
+}
+
+func (r *Rig) helm(ctx context.Context, cl int, args ...string) error {
+	start := time.Now()
+	out, err := exec.CommandContext(ctx, r.State.Config.helmBin(), args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("cluster %s: helm %s: %w\n%s", ClusterName(cl), args[0], err, out)
+	}
+	fmt.Fprintf(os.Stderr, "kovn-rig: cluster %s: helm %s done in %.1fs\n", ClusterName(cl), args[0], time.Since(start).Seconds())
+	return nil
+}
+
+// installCharts waits for every kubelet to register (the chart's pods need the nodes), then
+// installs the chart on every cluster.
+func (r *Rig) installCharts(ctx context.Context) error {
+	if !r.State.Config.Chart() {
+		return nil
+	}
+	for i, ci := range r.State.Clusters {
+		kc, err := r.State.Kube(ci.Name)
+		if err != nil {
+			return err
+		}
+		for {
+			nodes, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			if err == nil && len(nodes.Items) >= len(ci.Nodes) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("cluster %s: nodes not registered before the chart install: %w", ci.Name, ctx.Err())
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		if err := r.InstallChart(ctx, i+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// uplinkKeeperStep is a chart-installed node's own network configuration for the userspace
+// datapath: once the chart's OVS serves its database, br-phy (a netdev bridge) takes eth0 as a
+// port and the node's addresses and routes, as a node image's network configuration would do
+// for OVS; and whenever br-phy is back without them (ovs-vswitchd restarted), they are restored.
+func (c Config) uplinkKeeperStep(cl, n int, logs string) Step {
+	ip := c.NodeIPs(cl, n)[0].String()
+	sock := filepath.Join(c.NodeHostPath("ovs-run"), "db.sock")
+	vsctl := "ovs-vsctl --db=unix:" + sock + " --timeout=10"
+	// The addresses are on br-phy before they leave eth0, so the node stays reachable.
+	var addrs []string
+	for _, a := range FabricAddrs(c.NodeIPs(cl, n)) {
+		args := addrAddArgs(a, "br-phy")
+		args[1] = "replace"
+		addrs = append(addrs, "ip "+strings.Join(args, " "))
+	}
+	addrs = append(addrs, "ip link set br-phy up", "ip addr flush dev eth0")
+	script := []string{
+		"while :; do",
+		"  if [ -S " + sock + " ] && ! " + vsctl + " br-exists br-phy 2>/dev/null; then",
+		"    echo \"$(date -Is) the chart's OVS is up: br-phy takes eth0\"",
+		"    " + vsctl + " -- --may-exist add-br br-phy -- set bridge br-phy datapath_type=netdev -- --may-exist add-port br-phy eth0 || { sleep 1; continue; }",
+		"  fi",
+		"  if ip link show br-phy >/dev/null 2>&1 && ! ip -br addr show dev br-phy | grep -qF ' " + ip + "/'; then",
+		"    echo \"$(date -Is) br-phy without the node addresses: moving them from eth0\"",
+		"    " + strings.Join(append(addrs, c.outsideRouteCmds()...), "; "),
+		"    ip link set eth0 arp off; sysctl -qw net.ipv6.conf.eth0.disable_ipv6=1",
+		"    ethtool -K eth0 tx off >/dev/null; ethtool -K br-phy tx off >/dev/null",
+		"  fi",
+		"  sleep 0.5",
+		"done"}
+	return Step{Name: "uplink-keeper", Daemon: true, Restart: true, Log: filepath.Join(logs, "uplink-keeper.log"),
+		Argv: []string{"/bin/sh", "-c", strings.Join(script, "\n")}}
+}
+
+// OVNCentralLabel marks the nodes the chart runs OVN central on (node 1 of each cluster).
+const OVNCentralLabel = "kovn.io/ovn-central"
+
+// chartNodeLabels are kubelet flags registering node n with the chart's node labels.
+func (c Config) chartNodeLabels(n int) []string {
+	if !c.Chart() || n != 1 {
+		return nil
+	}
+	return []string{"--node-labels=" + OVNCentralLabel + "=true"}
+}
