@@ -1,6 +1,8 @@
 // Command kovn-daemon runs on every node: it plumbs the node (ovn0 on the join subnet, routes
 // to pod subnets, SNAT, CNI config, provider bridges of underlay networks) and serves the kovn-cni shim on a unix socket, creating
 // each pod's veth, attaching it to br-int and waiting until OVN has installed its flows.
+//
+// `kovn-daemon cleanup-node` removes all of that again: helm uninstall runs it on every node.
 package main
 
 import (
@@ -10,7 +12,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,6 +51,9 @@ var ovsRun, vswitchdCtl string
 var metricsAddr, probeAddr string
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "cleanup-node" {
+		os.Exit(cleanupNode(os.Args[2:]))
+	}
 	cfg := node.Config{Bridge: "br-int", JoinSubnet: "join"}
 	flag.StringVar(&cfg.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (env NODE_NAME)")
 	ovsDB := flag.String("ovs-db", "unix:/var/run/openvswitch/db.sock", "the node's Open_vSwitch database")
@@ -83,6 +90,35 @@ func main() {
 		fmt.Fprintln(os.Stderr, "kovn-daemon:", err)
 		os.Exit(1)
 	}
+}
+
+// cleanupNode is the cleanup-node subcommand: it removes kovn's state from this node, printing
+// one line per item, and returns the exit code (1 if any item failed, 2 on bad flags).
+func cleanupNode(args []string) int {
+	fs := flag.NewFlagSet("kovn-daemon cleanup-node", flag.ContinueOnError)
+	opts := node.CleanupOptions{Out: os.Stdout}
+	fs.StringVar(&opts.OVSDB, "ovs-db", "unix:/var/run/openvswitch/db.sock", "the node's Open_vSwitch database")
+	fs.StringVar(&opts.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", "where kovn-daemon wrote the CNI network config")
+	fs.StringVar(&opts.CNIBinDir, "cni-bin-dir", "/opt/cni/bin", "where install-cni put the kovn-cni plugin")
+	fs.StringVar(&opts.RunDir, "run-dir", "/run/kovn", "kovn-daemon's run directory (cni.sock), emptied")
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "kovn-daemon cleanup-node: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := node.CleanupNode(ctx, opts)
+	fmt.Printf("kovn-daemon cleanup-node: %d removed, %d left, %d failed\n", len(rep.Removed), len(rep.Left), len(rep.Failed))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kovn-daemon cleanup-node:", err)
+		return 1
+	}
+	return 0
 }
 
 func run(cfg node.Config, ovsDB string) error {

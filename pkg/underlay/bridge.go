@@ -96,8 +96,8 @@ func CreateBridge(ctx context.Context, c libovsdb.Client, provider, nic, mac, da
 	return err
 }
 
-// DeleteBridge removes a provider bridge (its ports and interfaces go with it: the NIC leaves
-// OVS). Idempotent.
+// DeleteBridge removes a bridge, a provider bridge or any other (its ports and interfaces go
+// with it: a provider bridge's NIC leaves OVS). Idempotent.
 func DeleteBridge(ctx context.Context, c libovsdb.Client, name string) error {
 	br, err := ovn.Get(ctx, c, &vswitch.Bridge{Name: name})
 	if errors.Is(err, ovn.ErrNotFound) {

@@ -68,7 +68,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 		}
 		// Not wanted any more, or wanted on another NIC: give this NIC back first.
 		if err := r.detach(ctx, *b); err != nil {
-			return ctrl.Result{}, fmt.Errorf("giving %s back its configuration: %w", b.NIC, err)
+			return ctrl.Result{}, fmt.Errorf("detaching provider %s: %w", b.Provider, err)
 		}
 	}
 	dp, err := DatapathType(ctx, r.OVS, r.Integration)
@@ -158,19 +158,41 @@ func (r *Reconciler) moveToBridge(ctx context.Context, br *Bridge, nic netlink.L
 
 // detach gives the NIC its recorded configuration back and deletes the bridge.
 func (r *Reconciler) detach(ctx context.Context, b Bridge) error {
-	if nic, err := netlink.LinkByName(b.NIC); err == nil {
-		if err := RestoreConfig(b.Config, nic); err != nil {
-			return err
-		}
-	} else {
-		log.FromContext(ctx).Info("provider NIC is gone; deleting its bridge anyway", "bridge", b.Name, "nic", b.NIC)
+	nicGone, err := GiveBack(ctx, r.OVS, b)
+	if err != nil {
+		return err
 	}
-	if err := DeleteBridge(ctx, r.OVS, b.Name); err != nil {
-		return fmt.Errorf("deleting bridge %s: %w", b.Name, err)
+	if nicGone {
+		log.FromContext(ctx).Info("provider NIC is gone; deleted its bridge anyway", "bridge", b.Name, "nic", b.NIC)
+		return nil
 	}
 	log.FromContext(ctx).Info("gave a NIC back its configuration and removed its provider bridge", "provider", b.Provider,
 		"nic", b.NIC, "addresses", b.Config.Addrs, "routes", len(b.Config.Routes))
 	return nil
+}
+
+// GiveBack puts a provider bridge's NIC back as it was (its recorded addresses and routes)
+// and then deletes the bridge: the NIC holds everything before the bridge's copies go, and the
+// record goes with the bridge only once it has been used. A NIC that no longer exists has
+// nothing to get back (nicGone); its bridge is deleted anyway. Any other failure to look the
+// NIC up keeps the bridge, so a later call still finds the record.
+func GiveBack(ctx context.Context, c libovsdb.Client, b Bridge) (nicGone bool, err error) {
+	nic, err := netlink.LinkByName(b.NIC)
+	var notFound netlink.LinkNotFoundError
+	switch {
+	case err == nil:
+		if err := RestoreConfig(b.Config, nic); err != nil {
+			return false, fmt.Errorf("giving %s back its configuration: %w", b.NIC, err)
+		}
+	case errors.As(err, &notFound):
+		nicGone = true
+	default:
+		return false, fmt.Errorf("looking up provider NIC %s: %w", b.NIC, err)
+	}
+	if err := DeleteBridge(ctx, c, b.Name); err != nil {
+		return nicGone, fmt.Errorf("deleting bridge %s: %w", b.Name, err)
+	}
+	return nicGone, nil
 }
 
 // +kubebuilder:rbac:groups=kovn.io,resources=vlans,verbs=get;list;watch
