@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -379,5 +380,54 @@ func TestEmbeddedChartIsThisChart(t *testing.T) {
 		if !reflect.DeepEqual(embedded[i].Object, onDisk[i].Object) {
 			t.Errorf("%s %s differs between the embedded chart and the directory", onDisk[i].GetKind(), onDisk[i].GetName())
 		}
+	}
+}
+
+// helm uninstall's hook: the Job and its cleanup pod are valid objects, the Job stops every
+// kovn workload but OVS (which the cleanup needs), and the cleanup pod mounts every hostPath
+// kovn-daemon and OVN central write.
+func TestChartUninstallHook(t *testing.T) {
+	objs := mustRender(t, sampleValues...)
+	job := find(t, objs, "Job", "kovn-uninstall")
+	cm := find(t, objs, "ConfigMap", "kovn-uninstall")
+	if job == nil || cm == nil {
+		t.Fatal("the uninstall hook's Job or ConfigMap is not rendered")
+	}
+	if job.GetAnnotations()["helm.sh/hook"] != "pre-delete" {
+		t.Errorf("Job annotations %v", job.GetAnnotations())
+	}
+	var j batchv1.Job
+	strict(t, job, &j)
+	var stop []string
+	for _, a := range j.Spec.Template.Spec.Containers[0].Command {
+		if v, ok := strings.CutPrefix(a, "--stop="); ok {
+			stop = strings.Split(v, ",")
+		}
+	}
+	for _, o := range objs {
+		kind := strings.ToLower(o.GetKind())
+		if (kind == "deployment" || kind == "daemonset") && o.GetName() != "kovn-ovs" && !slices.Contains(stop, kind+"/"+o.GetName()) {
+			t.Errorf("the uninstall hook does not stop %s/%s (it stops %v)", kind, o.GetName(), stop)
+		}
+	}
+	var c corev1.ConfigMap
+	strict(t, cm, &c)
+	var pod corev1.Pod
+	if err := yaml.UnmarshalStrict([]byte(c.Data["pod.yaml"]), &pod); err != nil {
+		t.Fatalf("cleanup pod: %v", err)
+	}
+	paths := map[string]bool{}
+	for _, v := range pod.Spec.Volumes {
+		if v.HostPath != nil {
+			paths[v.HostPath.Path] = true
+		}
+	}
+	for _, want := range []string{"/var/run/openvswitch", "/var/run/ovn", "/run/kovn", "/etc/cni/net.d", "/opt/cni/bin", "/var/lib/kovn/ovn-central"} {
+		if !paths[want] {
+			t.Errorf("cleanup pod does not mount %s: %v", want, paths)
+		}
+	}
+	if pod.Spec.Containers[0].TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+		t.Error("the cleanup pod's log must reach the hook's error (FallbackToLogsOnError)")
 	}
 }

@@ -39,6 +39,9 @@ var (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "uninstall" {
+		os.Exit(uninstallMain(os.Args[2:]))
+	}
 	opts := cluster.DefaultOptions()
 	nbAddr := flag.String("ovn-nb-addr", os.Getenv("OVN_NB_DB"), "OVN northbound endpoints: tcp:IP:PORT, ssl:IP:PORT or unix:PATH, comma-separated")
 	flag.StringVar(&sbAddr, "ovn-sb-addr", os.Getenv("OVN_SB_DB"), "OVN southbound endpoints, comma-separated: centralized subnet gateways then fail over on OVN's gateway health (BFD) instead of Node readiness, and a failed interconnect gateway is held back until its ovn-controller is in step again")

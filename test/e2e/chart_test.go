@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -57,6 +59,124 @@ func TestChartInstall(t *testing.T) {
 			c.waitBackends("svc", "client", vip, []string{"be1", "be2"}, 30*time.Second)
 		}
 	})
+
+	t.Run("helm uninstall: no kovn state left on any node, every node reachable", func(t *testing.T) {
+		c.t = t
+		// Pods on kovn's network go first: once kovn is gone nothing can tear their network down.
+		for _, p := range [][2]string{{"default", "a"}, {"default", "b"}, {"svc", "be1"}, {"svc", "be2"}, {"svc", "client"}} {
+			c.deletePod(p[0], p[1])
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+		defer cancel()
+		start := time.Now()
+		if err := r.UninstallChart(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("helm uninstall (its cleanup hook on %d nodes included) took %.1fs", cfg.Nodes, time.Since(start).Seconds())
+		for n := 1; n <= cfg.Nodes; n++ {
+			if left := kovnStateOn(t, cfg, 1, n); len(left) > 0 {
+				t.Errorf("%s after helm uninstall:\n  %s", rig.NodeName(1, n), strings.Join(left, "\n  "))
+			}
+		}
+		if _, err := os.Stat(filepath.Join(cfg.Dir, "cni-bin", "kovn-cni")); err == nil {
+			t.Error("kovn-cni is still in the CNI bin dir")
+		}
+		// The node's address is back on eth0 (the rig's uplink keeper, as the node's own
+		// network configuration): the control plane still reaches every node.
+		for n := 1; n <= cfg.Nodes; n++ {
+			ip := cfg.NodeIPs(1, n)[0].String()
+			err := eventually(20*time.Second, func() error {
+				out, err := exec.Command("ip", "netns", "exec", cfg.ControlPlaneNS(1), "ping", "-c", "1", "-W", "1", ip).CombinedOutput()
+				if err != nil {
+					return fmt.Errorf("%v: %s", err, out)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Errorf("%s (%s) unreachable after helm uninstall: %v", rig.NodeName(1, n), ip, err)
+			}
+		}
+	})
+
+	t.Run("re-install: kovn runs again and new pods get networking", func(t *testing.T) {
+		c.t = t
+		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+		defer cancel()
+		start := time.Now()
+		if err := r.InstallChart(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("helm install again: %.1fs", time.Since(start).Seconds())
+		checkChartPods(t, c, map[string]int{"kovn-ovn-central": 1, "kovn-ovs": 2, "kovn-daemon": 2, "kovn-controller": 2})
+		c.createPod(testboxPod("default", "c", onNode("c1-n1")))
+		c.createPod(testboxPod("default", "d", onNode("c1-n2")))
+		pc := c.waitRunning("default", "c", 90*time.Second)
+		pd := c.waitRunning("default", "d", 90*time.Second)
+		for _, v6 := range []bool{false, true} {
+			c.pingNewPeer("default", "c", podIP(t, pd, v6))
+			c.ping("default", "d", podIP(t, pc, v6))
+		}
+	})
+}
+
+// kovnStateOn lists what of kovn is left on node (cl, n): processes, CNI config, links,
+// iptables chains, routes, OVS bridges and external_ids, run and OVN central files.
+func kovnStateOn(t *testing.T, cfg rig.Config, cl, n int) []string {
+	t.Helper()
+	var left []string
+	pids, _ := exec.Command("ip", "netns", "pids", cfg.NodeNS(cl, n)).Output()
+	for _, pid := range strings.Fields(string(pids)) {
+		comm, _ := os.ReadFile("/proc/" + pid + "/comm")
+		name := strings.TrimSpace(string(comm))
+		if slices.Contains([]string{"ovs-vswitchd", "ovsdb-server", "ovn-controller", "ovn-northd", "kovn-daemon", "kovn-controller"}, name) {
+			left = append(left, "process "+name+" (pid "+pid+")")
+		}
+	}
+	if _, err := os.Stat(filepath.Join(cfg.NodeDir(cl, n), "cni-netd", "00-kovn.conflist")); err == nil {
+		left = append(left, "CNI config 00-kovn.conflist")
+	}
+	links, _ := nodeCmd(cfg, cl, n, "ip", "-o", "link", "show")
+	for _, l := range strings.Split(links, "\n") {
+		if f := strings.Fields(l); len(f) > 1 {
+			name := strings.TrimSuffix(strings.SplitN(f[1], "@", 2)[0], ":")
+			if name == "ovn0" || name == "br-int" || strings.HasSuffix(name, "_h") || strings.HasPrefix(name, "br-phys") {
+				left = append(left, "link "+name)
+			}
+		}
+	}
+	for _, save := range []string{"iptables-save", "ip6tables-save"} {
+		out, _ := nodeCmd(cfg, cl, n, save)
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "KOVN") {
+				left = append(left, save+": "+l)
+			}
+		}
+	}
+	for _, fam := range []string{"-4", "-6"} {
+		if out, _ := nodeCmd(cfg, cl, n, "ip", fam, "route", "show", "proto", "75"); out != "" {
+			left = append(left, "kovn's routes ("+fam+"): "+out)
+		}
+		out, _ := nodeCmd(cfg, cl, n, "ip", fam, "route", "show")
+		for _, p := range append(cfg.PodCIDRs(cl), cfg.ServiceCIDRs(cl)...) {
+			if strings.Contains(out, p.String()) {
+				left = append(left, "route to "+p.String())
+			}
+		}
+	}
+	db := filepath.Join(cfg.NodeDir(cl, n), "host", "ovs-db", "conf.db")
+	out, err := exec.Command("ovsdb-tool", "query", db, `["Open_vSwitch",{"op":"select","table":"Bridge","where":[],"columns":["name"]}]`).CombinedOutput()
+	if err != nil {
+		left = append(left, fmt.Sprintf("conf.db unreadable: %v %s", err, out))
+	} else if got := string(out); strings.Contains(got, `"br-int"`) || strings.Contains(got, `"br-phys"`) {
+		left = append(left, "OVS bridges: "+got)
+	}
+	for _, dir := range []string{"kovn-run", "ovn-central"} {
+		entries, _ := os.ReadDir(filepath.Join(cfg.NodeDir(cl, n), "host", dir))
+		for _, e := range entries {
+			left = append(left, dir+"/"+e.Name())
+		}
+	}
+	return left
 }
 
 // checkChartPods waits until the chart's workloads have want pods each, all Running and Ready.

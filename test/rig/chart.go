@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -153,32 +154,50 @@ func (r *Rig) installCharts(ctx context.Context) error {
 }
 
 // uplinkKeeperStep is a chart-installed node's own network configuration for the userspace
-// datapath: once the chart's OVS serves its database, br-phy (a netdev bridge) takes eth0 as a
-// port and the node's addresses and routes, as a node image's network configuration would do
-// for OVS; and whenever br-phy is back without them (ovs-vswitchd restarted), they are restored.
+// datapath, as a node image's network configuration would do for OVS: once the chart's OVS
+// runs, br-phy (a netdev bridge) takes eth0 as a port and the node's addresses and routes, and
+// gets them back whenever it comes back without them (ovs-vswitchd restarted); once the
+// chart's OVS is gone for 5 s (helm uninstall), eth0 gets them back, so the node stays
+// reachable without kovn and a later install finds it as a fresh node.
 func (c Config) uplinkKeeperStep(cl, n int, logs string) Step {
 	ip := c.NodeIPs(cl, n)[0].String()
-	sock := filepath.Join(c.NodeHostPath("ovs-run"), "db.sock")
-	vsctl := "ovs-vsctl --db=unix:" + sock + " --timeout=10"
-	// The addresses are on br-phy before they leave eth0, so the node stays reachable.
-	var addrs []string
-	for _, a := range FabricAddrs(c.NodeIPs(cl, n)) {
-		args := addrAddArgs(a, "br-phy")
-		args[1] = "replace"
-		addrs = append(addrs, "ip "+strings.Join(args, " "))
+	run := c.NodeHostPath("ovs-run")
+	vsctl := "ovs-vsctl --db=unix:" + filepath.Join(run, "db.sock")
+	replace := func(dev string) []string {
+		var cmds []string
+		for _, a := range FabricAddrs(c.NodeIPs(cl, n)) {
+			args := addrAddArgs(a, dev)
+			args[1] = "replace"
+			cmds = append(cmds, "ip "+strings.Join(args, " "))
+		}
+		return cmds
 	}
-	addrs = append(addrs, "ip link set br-phy up", "ip addr flush dev eth0")
+	// The addresses are on the new holder before they leave the old one: the node stays reachable.
+	toBridge := slices.Concat(replace("br-phy"), []string{"ip link set br-phy up", "ip addr flush dev eth0"},
+		c.outsideRouteCmds(), []string{"ip link set eth0 arp off", "sysctl -qw net.ipv6.conf.eth0.disable_ipv6=1",
+			"ethtool -K eth0 tx off >/dev/null", "ethtool -K br-phy tx off >/dev/null"})
+	toNIC := slices.Concat([]string{"sysctl -qw net.ipv6.conf.eth0.disable_ipv6=0", "ip link set eth0 arp on"},
+		replace("eth0"), []string{"ip addr flush dev br-phy"}, c.outsideRouteCmds())
+	hasIP := "ip -br addr show dev br-phy 2>/dev/null | grep -qF ' " + ip + "/'"
 	script := []string{
+		"down=0",
 		"while :; do",
-		"  if [ -S " + sock + " ] && ! " + vsctl + " br-exists br-phy 2>/dev/null; then",
-		"    echo \"$(date -Is) the chart's OVS is up: br-phy takes eth0\"",
-		"    " + vsctl + " -- --may-exist add-br br-phy -- set bridge br-phy datapath_type=netdev -- --may-exist add-port br-phy eth0 || { sleep 1; continue; }",
-		"  fi",
-		"  if ip link show br-phy >/dev/null 2>&1 && ! ip -br addr show dev br-phy | grep -qF ' " + ip + "/'; then",
-		"    echo \"$(date -Is) br-phy without the node addresses: moving them from eth0\"",
-		"    " + strings.Join(append(addrs, c.outsideRouteCmds()...), "; "),
-		"    ip link set eth0 arp off; sysctl -qw net.ipv6.conf.eth0.disable_ipv6=1",
-		"    ethtool -K eth0 tx off >/dev/null; ethtool -K br-phy tx off >/dev/null",
+		"  if " + vsctl + " --timeout=2 show >/dev/null 2>&1; then",
+		"    down=0",
+		"    if ! " + vsctl + " --timeout=2 br-exists br-phy; then",
+		"      echo \"$(date -Is) the chart's OVS is up: br-phy takes eth0\"",
+		"      " + vsctl + " --timeout=10 -- --may-exist add-br br-phy -- set bridge br-phy datapath_type=netdev -- --may-exist add-port br-phy eth0 || { sleep 1; continue; }",
+		"    fi",
+		"    if ovs-appctl -t " + filepath.Join(run, "ovs-vswitchd.ctl") + " version >/dev/null 2>&1 && ip link show br-phy >/dev/null 2>&1 && ! " + hasIP + "; then",
+		"      echo \"$(date -Is) br-phy without the node addresses: moving them from eth0\"",
+		"      " + strings.Join(toBridge, "; "),
+		"    fi",
+		"  else",
+		"    down=$((down + 1))",
+		"    if [ \"$down\" -ge 10 ] && " + hasIP + "; then",
+		"      echo \"$(date -Is) the chart's OVS is gone: eth0 takes the node addresses back\"",
+		"      " + strings.Join(toNIC, "; "),
+		"    fi",
 		"  fi",
 		"  sleep 0.5",
 		"done"}

@@ -41,7 +41,8 @@ func AccessObjects(helm string) ([]*unstructured.Unstructured, error) {
 	}
 	var objs []*unstructured.Unstructured
 	for _, u := range all {
-		if workloadKinds[u.GetKind()] {
+		// Hooks (helm uninstall's cleanup) exist only while helm runs them.
+		if _, hook := u.GetAnnotations()["helm.sh/hook"]; hook || workloadKinds[u.GetKind()] {
 			continue
 		}
 		if _, ok := accessKinds[u.GroupVersionKind()]; !ok {
