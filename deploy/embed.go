@@ -6,8 +6,9 @@ package deploy
 import "embed"
 
 // Chart is the Helm chart: Chart.yaml, values.yaml, templates/ and the generated files the
-// templates include (crds/, rbac/, policy/).
+// templates include (crds/, rbac/, policy/, dashboards/).
 //
 //go:embed Chart.yaml values.yaml .helmignore templates/*.yaml templates/_helpers.tpl
 //go:embed crds/*.yaml rbac/controller/role.yaml rbac/daemon/role.yaml rbac/speaker/role.yaml policy/*.yaml
+//go:embed dashboards/kovn.json
 var Chart embed.FS

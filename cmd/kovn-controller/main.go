@@ -144,11 +144,11 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 		sbEndpoints = ovn.SplitEndpoints(sbAddr)
 	}
 	health := cluster.NewGatewayHealth(sbEndpoints)
-	if err := cluster.RegisterOVSDBConnected(metrics.Registry, "nb", nb.Connected); err != nil {
+	if err := cluster.RegisterOVSDBConnected(metrics.Registry, "nb", func() bool { return ovn.Answers(nb) }); err != nil {
 		return err
 	}
 	if len(sbEndpoints) > 0 {
-		if err := cluster.RegisterOVSDBConnected(metrics.Registry, "sb", health.Connected); err != nil {
+		if err := cluster.RegisterOVSDBConnected(metrics.Registry, "sb", health.Answers); err != nil {
 			return err
 		}
 	}
@@ -160,7 +160,13 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 	if err := icr.SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if err := icr.RegisterMetrics(metrics.Registry); err != nil {
+		return err
+	}
 	if err := mcs.Setup(mgr, mcs.NewClusterset()); err != nil {
+		return err
+	}
+	if err := mcs.RegisterMetrics(metrics.Registry, mgr.GetClient()); err != nil {
 		return err
 	}
 	return mgr.Start(ctx)

@@ -183,3 +183,14 @@ func (h *GatewayHealth) Connected() bool {
 	defer h.mu.Unlock()
 	return h.sb != nil && h.sb.Connected()
 }
+
+// Answers reports whether the southbound database answers now (ovn.Answers), for the gauge.
+func (h *GatewayHealth) Answers() bool {
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	sb := h.sb
+	h.mu.Unlock()
+	return sb != nil && ovn.Answers(sb)
+}

@@ -24,6 +24,16 @@ type icConn struct {
 	nbEps      []string
 	sbEps      []string
 	icnb, icsb libovsdb.Client
+	// wanted: an InterConnect names IC databases (set before the first attempt, so an
+	// unreachable database shows as down rather than absent).
+	wanted bool
+}
+
+// state reports whether each IC database is connected, and whether any is wanted.
+func (c *icConn) state() (nb, sb, wanted bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return ovn.Answers(c.icnb), ovn.Answers(c.icsb), c.wanted
 }
 
 // connect returns clients for the endpoints, reusing the current ones when unchanged. Changes
@@ -35,6 +45,7 @@ func (c *icConn) connect(ctx context.Context, nbEps, sbEps []string, events chan
 		return c.icnb, c.icsb, nil
 	}
 	c.closeLocked()
+	c.wanted = true
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	log := ctrl.Log.WithName("interconnect")
@@ -81,7 +92,7 @@ func (c *icConn) closeLocked() {
 	if c.icsb != nil {
 		c.icsb.Close()
 	}
-	c.icnb, c.icsb, c.nbEps, c.sbEps = nil, nil, nil, nil
+	c.icnb, c.icsb, c.nbEps, c.sbEps, c.wanted = nil, nil, nil, nil, false
 }
 
 func lookupRouterPort(ctx context.Context, c libovsdb.Client, name string) (*nb.LogicalRouterPort, error) {

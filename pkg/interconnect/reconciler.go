@@ -63,6 +63,7 @@ type Reconciler struct {
 	icEvents chan event.GenericEvent
 	holds    holds
 	pending  pendingKeys // transit keys waiting for the gateways (transitKeysDue)
+	lastView azMetrics   // the peers the last fillStatus read, for the metrics
 }
 
 // +kubebuilder:rbac:groups=kovn.io,resources=interconnects,verbs=get;list;watch;update
@@ -95,6 +96,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (res ctrl.Re
 	before := ic.DeepCopy()
 	defer func() {
 		ic.Status.ObservedGeneration = ic.Generation
+		r.exportMetrics(&ic)
 		if perr := r.Status().Patch(ctx, &ic, client.MergeFrom(before)); perr != nil && err == nil {
 			err = perr
 		}
@@ -346,6 +348,7 @@ func (r *Reconciler) fillStatus(ic *kovnv1.InterConnect, in Input, d Desired, cs
 		}
 	}
 	st.Advertised = prefixStrings(cs.routes[in.AZ])
+	r.lastView.readPeers(in.AZ, cs, len(d.Conflicts))
 	st.Peers = nil
 	for _, az := range cs.peers(in.AZ) {
 		st.Peers = append(st.Peers, kovnv1.InterConnectPeer{AZ: az, Gateways: cs.gateways[az], Routes: prefixStrings(cs.routes[az])})
@@ -474,6 +477,8 @@ func (r *Reconciler) leave(ctx context.Context, ic *kovnv1.InterConnect) error {
 	}
 	r.ic.close()
 	r.holds = holds{} // a cluster that joins again starts with no history
+	r.lastView = azMetrics{}
+	resetICMetrics()
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/kovn/kovn/pkg/cni"
+	"github.com/kovn/kovn/pkg/ovn"
 )
 
 // kovn-daemon's metrics, on controller-runtime's registry (its metrics port).
@@ -89,7 +90,7 @@ func (h *NodeHealth) Register(reg prometheus.Registerer) error {
 }
 
 func (h *NodeHealth) ovsUp() float64 {
-	if h.OVS == nil || !h.OVS.Connected() {
+	if !ovn.Answers(h.OVS) {
 		return 0
 	}
 	if h.VswitchdCtl != "" {

@@ -20,7 +20,9 @@ func pod(name, app, node string) *corev1.Pod {
 		Spec: corev1.PodSpec{NodeName: node}}
 }
 
-func nodeObj(name string) *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+func nodeObj(name string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
 
 // cluster is a fake API where deleting a DaemonSet deletes its pods (as the garbage collector
 // would) and a "kubelet" finishes each cleanup pod as outcome says.

@@ -135,6 +135,7 @@ func (l *bgpLab) learns(t *testing.T) {
 	}
 	lines := []string{`kovn_bgp_session_established{address="172.30.0.254",peer="tor-v4"} 1`,
 		fmt.Sprintf(`kovn_bgp_prefixes_sent{address="172.30.0.254",peer="tor-v4"} %d`, sent)}
+	var scrape string
 	if err := eventually(10*time.Second, func() error {
 		out, err := exec.Command("ip", "netns", "exec", l.cfg.NodeNS(1, 2), filepath.Join(l.cfg.KovnBinDir, "kovn-testbox"), "get", "http://127.0.0.1:9472/metrics").CombinedOutput()
 		if err != nil {
@@ -145,10 +146,13 @@ func (l *bgpLab) learns(t *testing.T) {
 				return fmt.Errorf("c1-n2's speaker metrics lack %q:\n%s", line, grepLines(string(out), "kovn_bgp_"))
 			}
 		}
+		scrape = string(out)
 		return nil
 	}); err != nil {
 		t.Error(err)
+		return
 	}
+	checkDashboardSeries(t, "kovn-speaker", scrape)
 }
 
 // reachable: 12 connections per URL from the outside host (the ToR hashes them over the entry

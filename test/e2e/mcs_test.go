@@ -80,6 +80,36 @@ func TestMultiClusterServices(t *testing.T) {
 		}
 	}
 
+	t.Run("metrics: each AZ sees its peers ready with their routes, the IC databases connected, the exports and imports", func(t *testing.T) {
+		for i := 1; i <= 3; i++ {
+			want := []string{fmt.Sprintf(`kovn_ic_local{az="az%d",item="ready"} 1`, i),
+				`kovn_ovsdb_connected{db="ic-nb"} 1`, `kovn_ovsdb_connected{db="ic-sb"} 1`}
+			for j := 1; j <= 3; j++ {
+				if j != i {
+					want = append(want, fmt.Sprintf(`kovn_ic_peer_ready{az="az%d"} 1`, j))
+				}
+			}
+			switch i {
+			case 1, 2:
+				want = append(want, `kovn_mcs_service_exports{state="exported"} 1`)
+			case 3:
+				want = append(want, `kovn_mcs_service_exports{state="exported"} 0`)
+			}
+			want = append(want, `kovn_mcs_service_imports{type="ClusterSetIP"} 1`,
+				`kovn_mcs_service_import_clusters{name="web",namespace="mcs"} 2`)
+			waitControllerSeries(t, cfg, r, i, want...)
+			out := controllerMetrics(t, cfg, r, i)
+			for j := 1; j <= 3; j++ {
+				// Each AZ advertises its pod and service CIDRs, both families.
+				if n := value(out, fmt.Sprintf(`kovn_ic_peer_routes{az="az%d"}`, j)); j != i && n < 2 {
+					t.Errorf("c%d: kovn_ic_peer_routes{az=\"az%d\"} = %v, want its pod and service CIDRs", i, j, n)
+				}
+			}
+		}
+		checkDashboardSeries(t, "kovn-controller", controllerMetrics(t, cfg, r, 1))
+		checkDashboardSeries(t, "kovn-daemon", nodeTestbox(t, r.State, cfg.NodeNS(1, 1), "get", "http://127.0.0.1:9474/metrics"))
+	})
+
 	t.Run("a pod in c3 reaches backends in c1 and c2 through the ClusterSetIP, no NAT", func(t *testing.T) {
 		c3.t = t
 		start := time.Now()
@@ -279,6 +309,7 @@ func TestMultiClusterServices(t *testing.T) {
 				_, _ = st.StartDaemon(ctx, "ic", "ovsdb-server-icsb")
 			}
 		}()
+		waitControllerSeries(t, cfg, r, 1, `kovn_ovsdb_connected{db="ic-sb"} 0`, `kovn_ovsdb_connected{db="ic-nb"} 1`)
 		c3.waitBackendsOn(ips, []string{"be1", "be2"}, 10*time.Second)
 		c1.deletePod("mcs", "be1") // while the store is down: c3 cannot learn it yet
 		time.Sleep(3 * time.Second)
@@ -294,6 +325,7 @@ func TestMultiClusterServices(t *testing.T) {
 		start := time.Now()
 		c3.waitBackendsOn(ips, []string{"be2"}, 60*time.Second)
 		t.Logf("IC-SB stopped: c3's import stayed and answered; be1 deleted meanwhile left c3's ClusterSetIPs %.1fs after IC-SB started again", time.Since(start).Seconds())
+		waitControllerSeries(t, cfg, r, 1, `kovn_ovsdb_connected{db="ic-sb"} 1`)
 		recreateBe1(c1, c3, ips)
 	})
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kovn/kovn/deploy"
 	"github.com/kovn/kovn/test/rig"
 )
 
@@ -122,4 +123,54 @@ func value(text, series string) float64 {
 		}
 	}
 	return 0
+}
+
+// controllerMetrics is cluster cl's kovn-controller metrics text.
+func controllerMetrics(t *testing.T, cfg rig.Config, r *rig.Rig, cl int) string {
+	t.Helper()
+	return nodeTestbox(t, r.State, cfg.ControlPlaneNS(cl), "get", fmt.Sprintf("http://127.0.0.1:%d/metrics", rig.PortControllerMetrics))
+}
+
+// waitControllerSeries waits up to 30 s until cluster cl's kovn-controller serves every series
+// with its value, each written as in Prometheus text (`name{labels} value`).
+func waitControllerSeries(t *testing.T, cfg rig.Config, r *rig.Rig, cl int, want ...string) {
+	t.Helper()
+	if err := eventually(30*time.Second, func() error {
+		out := controllerMetrics(t, cfg, r, cl)
+		var lack []string
+		for _, w := range want {
+			series, v, _ := strings.Cut(w, "} ")
+			if got := value(out, series+"}"); !strings.Contains(out, series+"} ") || strconv.FormatFloat(got, 'g', -1, 64) != v {
+				lack = append(lack, fmt.Sprintf("%s} %s (got %v)", series, v, got))
+			}
+		}
+		if len(lack) > 0 {
+			return fmt.Errorf("c%d kovn-controller metrics lack %s", cl, strings.Join(lack, ", "))
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
+	}
+}
+
+// checkDashboardSeries: every series the Grafana dashboard reads from component is in its
+// scrape (a histogram's _bucket/_sum/_count by the histogram's own TYPE line).
+func checkDashboardSeries(t *testing.T, component, scrape string) {
+	t.Helper()
+	names, err := deploy.DashboardNames(component)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		found := strings.Contains(scrape, "# TYPE "+n+" ")
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if base, ok := strings.CutSuffix(n, suffix); ok && strings.Contains(scrape, "# TYPE "+base+" histogram") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("the dashboard reads %s, which %s does not serve", n, component)
+		}
+	}
+	t.Logf("%s serves all %d series the dashboard reads from it", component, len(names))
 }
