@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "time"
+
 // Condition types shared by all kinds. Every kind reports Ready; kinds whose spec has semantic
 // rules beyond CEL (Subnet, IPPool, Vpc) also report Validated, so an operator can tell
 // "rejected configuration" from "OVN not converged yet".
@@ -86,4 +88,22 @@ const (
 	ReasonInterfaceNotFound = "InterfaceNotFound"
 	// ReasonBridgeFailed: the provider bridge could not be set up on a node.
 	ReasonBridgeFailed = "BridgeFailed"
+)
+
+// NodeConditionNetworkReady is the Node condition kovn-daemon keeps on its node: whether the
+// node can give pods kovn's network now, and if not, which component is down (a reason
+// below). Its lastHeartbeatTime is re-written every NodeConditionHeartbeat, so a reader sees
+// when kovn-daemon itself stopped reporting.
+const NodeConditionNetworkReady = "KovnNetworkReady"
+
+// NodeConditionHeartbeat is how often kovn-daemon re-writes NodeConditionNetworkReady when
+// nothing changed; readers treat a heartbeat older than three of these as kovn-daemon down.
+const NodeConditionHeartbeat = 10 * time.Second
+
+// Reasons of NodeConditionNetworkReady.
+const (
+	ReasonNodeNetworkReady  = "Ready"
+	ReasonOVSDown           = "OVSDown"
+	ReasonOVNControllerDown = "OVNControllerDown"
+	ReasonNotPlumbed        = "NotPlumbed"
 )

@@ -169,7 +169,11 @@ func run(cfg node.Config, ovsDB string) error {
 	})); err != nil {
 		return err
 	}
-	if err := (&node.NodeHealth{OVS: ovs, VswitchdCtl: vswitchdCtl, OVNControllerPidfile: ovnControllerPidfile}).Register(metrics.Registry); err != nil {
+	health := &node.NodeHealth{OVS: ovs, VswitchdCtl: vswitchdCtl, OVNControllerPidfile: ovnControllerPidfile}
+	if err := health.Register(metrics.Registry); err != nil {
+		return err
+	}
+	if err := mgr.Add(&node.NodeConditionReporter{Client: mgr.GetClient(), NodeName: cfg.NodeName, Health: health, Plumbed: nr.Ready}); err != nil {
 		return err
 	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return node.WatchOvn0(ctx, nr.Ovn0Events) })); err != nil {

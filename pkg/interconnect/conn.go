@@ -2,6 +2,7 @@ package interconnect
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -24,6 +25,7 @@ type icConn struct {
 	nbEps      []string
 	sbEps      []string
 	icnb, icsb libovsdb.Client
+	stopProbe  context.CancelFunc
 	// wanted: an InterConnect names IC databases (set before the first attempt, so an
 	// unreachable database shows as down rather than absent).
 	wanted bool
@@ -76,7 +78,46 @@ func (c *icConn) connect(ctx context.Context, nbEps, sbEps []string, events chan
 		}
 	}
 	c.nbEps, c.sbEps, c.icnb, c.icsb = slices.Clone(nbEps), slices.Clone(sbEps), icnb, icsb
+	if events != nil {
+		probeCtx, stop := context.WithCancel(context.Background())
+		c.stopProbe = stop
+		go probeAnswers(probeCtx, icnb, icsb, events)
+	}
 	return icnb, icsb, nil
+}
+
+// probeAnswers re-queues the InterConnect whenever the IC databases stop or start answering:
+// a reconnecting libovsdb client raises no event of its own, and the status must say so.
+func probeAnswers(ctx context.Context, icnb, icsb libovsdb.Client, events chan<- event.GenericEvent) {
+	last := true
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if now := ovn.Answers(icnb) && ovn.Answers(icsb); now != last {
+			last = now
+			select {
+			case events <- event.GenericEvent{Object: &kovnv1.InterConnect{}}:
+			default:
+			}
+		}
+	}
+}
+
+// unanswered names the IC databases that do not answer now, with their endpoints.
+func unanswered(icnb, icsb libovsdb.Client, nbEps, sbEps []string) []string {
+	var out []string
+	if !ovn.Answers(icnb) {
+		out = append(out, fmt.Sprintf("IC-NB %v", nbEps))
+	}
+	if !ovn.Answers(icsb) {
+		out = append(out, fmt.Sprintf("IC-SB %v", sbEps))
+	}
+	return out
 }
 
 func (c *icConn) close() {
@@ -86,6 +127,10 @@ func (c *icConn) close() {
 }
 
 func (c *icConn) closeLocked() {
+	if c.stopProbe != nil {
+		c.stopProbe()
+		c.stopProbe = nil
+	}
 	if c.icnb != nil {
 		c.icnb.Close()
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
@@ -117,6 +118,12 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 	icnbc, icsbc, err := r.ic.connect(ctx, ic.Spec.ICNorthbound, ic.Spec.ICSouthbound, r.icEvents)
 	if err != nil {
 		setCondition(ic, kovnv1.ConditionReady, false, ReasonICUnreachable, err.Error())
+		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+	if down := unanswered(icnbc, icsbc, ic.Spec.ICNorthbound, ic.Spec.ICSouthbound); len(down) > 0 {
+		setCondition(ic, kovnv1.ConditionReady, false, ReasonICUnreachable, fmt.Sprintf(
+			"%s not answering: routes and Services learned from the other clusters stay as last programmed; "+
+				"changes wait until it answers", strings.Join(down, " and ")))
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 	}
 	renamedFrom := ""

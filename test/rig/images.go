@@ -17,6 +17,9 @@ import (
 const (
 	PauseImage   = "registry.k8s.io/pause:3.10"
 	TestboxImage = "kovn.io/testbox:latest"
+	// ProbeImage holds kovn-probe at /kovn-probe, as kovn's own image does: the image of
+	// `kubectl kovn connectivity-test --image` in the lab.
+	ProbeImage = "kovn.io/kovn-probe:latest"
 )
 
 // imageSpec says which binary becomes which image and how it is started.
@@ -31,6 +34,7 @@ var podImages = []imageSpec{
 	{Ref: PauseImage, Binary: "kovn-pause", Entrypoint: []string{"/pause"}},
 	{Ref: TestboxImage, Binary: "kovn-testbox", Entrypoint: []string{"/testbox"}, Cmd: []string{"sleep"}},
 	{Ref: CoreDNSImage, Binary: "kovn-coredns", Entrypoint: []string{"/coredns"}},
+	{Ref: ProbeImage, Binary: "kovn-probe", Entrypoint: []string{"/kovn-probe"}},
 }
 
 // buildImages writes one docker-archive per image into dir and returns their paths.

@@ -1,0 +1,101 @@
+package kovnctl
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/kovn/kovn/pkg/kovnctl/probe"
+)
+
+// PrintStatus writes the report for people: the problems first (what is wrong, then what to
+// do), then each part as a table.
+func PrintStatus(w io.Writer, r Report) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	fmt.Fprintln(tw, strings.ToUpper(r.Summary()[:1])+r.Summary()[1:])
+	for _, p := range r.Problems {
+		fmt.Fprintf(tw, "  ✗ %s: %s\n", p.Object, p.Fault)
+		if p.Fix != "" {
+			fmt.Fprintf(tw, "      fix: %s\n", p.Fix)
+		}
+	}
+	fmt.Fprintf(tw, "\nCONTROLLER\tLEADER\tRENEWED\n")
+	fmt.Fprintf(tw, "kovn-controller\t%s\t%s ago\n", dash(r.Controller.Leader), dash(r.Controller.RenewedAgo))
+	fmt.Fprintf(tw, "\nNODE\tKUBELET\tKOVN NETWORK\tREASON\n")
+	for _, n := range r.Nodes {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.Name, n.Kubelet, n.Network, n.Reason)
+	}
+	fmt.Fprintf(tw, "\nSUBNET\tCIDR\tUSED\tFREE\tREADY\n")
+	for _, s := range r.Subnets {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", s.Name, s.CIDR, s.Used, s.Free, s.Ready)
+	}
+	if ic := r.Interconnect; ic != nil {
+		fmt.Fprintf(tw, "\nINTERCONNECT AZ\tREADY\tGATEWAYS (ACTIVE)\tADVERTISED\n")
+		fmt.Fprintf(tw, "%s\t%s\t%s (%s)\t%s\n", ic.AZ, ic.Ready, list(ic.Gateways), list(ic.ActiveGateways), list(ic.Advertised))
+		fmt.Fprintf(tw, "\nREMOTE AZ\tGATEWAYS\tROUTES LEARNED\n")
+		for _, p := range ic.Peers {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", p.AZ, list(p.Gateways), list(p.Routes))
+		}
+	}
+	if len(r.Exports)+len(r.Imports) > 0 {
+		fmt.Fprintf(tw, "\nSERVICEEXPORT\tSTATE\tWHY\n")
+		for _, e := range r.Exports {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Name, e.State, e.Why)
+		}
+		fmt.Fprintf(tw, "\nSERVICEIMPORT\tTYPE\tIPS\tCLUSTERS\n")
+		for _, i := range r.Imports {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", i.Name, i.Type, list(i.IPs), list(i.Clusters))
+		}
+	}
+	if len(r.BGP) > 0 {
+		fmt.Fprintf(tw, "\nBGP PEER\tNODE\tSTATE\tSENT\tRECEIVED\tERROR\n")
+		for _, b := range r.BGP {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", b.Peer, b.Node, b.State, b.Sent, b.Received, b.Error)
+		}
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func list(s []string) string {
+	if len(s) == 0 {
+		return "-"
+	}
+	return strings.Join(s, ",")
+}
+
+// PrintResults writes the connectivity test as a pass/fail table, the failures first.
+func PrintResults(w io.Writer, results []probe.Result) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	failed := 0
+	for _, r := range results {
+		if !r.OK {
+			failed++
+		}
+	}
+	if failed == 0 {
+		fmt.Fprintf(tw, "all %d checks passed\n\n", len(results))
+	} else {
+		fmt.Fprintf(tw, "%d of %d checks failed\n\n", failed, len(results))
+	}
+	fmt.Fprintf(tw, "RESULT\tFROM\tCHECK\tTO\tDETAIL\n")
+	for _, pass := range []bool{false, true} {
+		for _, r := range results {
+			if r.OK == pass {
+				word := "FAIL"
+				if r.OK {
+					word = "pass"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", word, r.From, r.Check, r.To, r.Detail)
+			}
+		}
+	}
+}

@@ -1,0 +1,127 @@
+// Package probe is what the connectivity test's pods run (cmd/kovn-probe): an echo server
+// answering with its pod's name, and a checker that probes the targets kubectl-kovn planned
+// and prints one JSON result per line for it to read from the pod's log. Standard library
+// only, so the probe image stays small.
+package probe
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Port is the echo servers' port.
+const Port = 8080
+
+// Target is one path a client pod checks.
+type Target struct {
+	Check string `json:"check"` // e.g. "pod-to-pod (other node)", "pod-to-Service", "DNS"
+	To    string `json:"to"`    // what it reaches, for people
+	URL   string `json:"url"`
+	// Expect: the server pods ("cluster/pod") that may answer. With EachCluster, a server of
+	// each of those clusters must answer at least once (a ClusterSetIP's backends), else any one.
+	Expect      []string `json:"expect"`
+	EachCluster []string `json:"eachCluster,omitempty"`
+}
+
+// Result is a Target's outcome from one client.
+type Result struct {
+	Target
+	From   string `json:"from"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+// Serve answers every request with "name" until ctx ends.
+func Serve(ctx context.Context, addr, name string) error {
+	srv := &http.Server{Addr: addr, ReadHeaderTimeout: 5 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, name) })}
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+	if err := srv.ListenAndServe(); err != http.ErrServerClosed {
+		return err
+	}
+	return nil
+}
+
+// CheckAll probes every target from the pod named from and writes one JSON Result per line.
+func CheckAll(ctx context.Context, w io.Writer, from string, targets []Target) error {
+	enc := json.NewEncoder(w)
+	for _, t := range targets {
+		r := check(ctx, t)
+		r.From = from
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// check: up to 3 requests for any-one targets, up to 12 for each-cluster ones, 2 s each.
+func check(ctx context.Context, t Target) Result {
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext}}
+	tries := 3
+	if len(t.EachCluster) > 0 {
+		tries = 12
+	}
+	seen, clusters := map[string]bool{}, map[string]bool{}
+	var lastErr error
+	start := time.Now()
+	for i := 0; i < tries; i++ {
+		name, err := get(ctx, client, t.URL)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		if !slices.Contains(t.Expect, name) {
+			lastErr = fmt.Errorf("answered by %s, which is not one of %v", name, t.Expect)
+			continue
+		}
+		seen[name] = true
+		clusters[strings.SplitN(name, "/", 2)[0]] = true
+		if len(t.EachCluster) == 0 || len(clusters) == len(t.EachCluster) {
+			return Result{Target: t, OK: true, Detail: fmt.Sprintf("answered by %s in %s", strings.Join(sortedKeys(seen), ","),
+				time.Since(start).Round(time.Millisecond))}
+		}
+	}
+	if len(t.EachCluster) > 0 && len(seen) > 0 {
+		var missing []string
+		for _, c := range t.EachCluster {
+			if !clusters[c] {
+				missing = append(missing, c)
+			}
+		}
+		return Result{Target: t, Detail: fmt.Sprintf("%d requests: answered by %s; never by a backend in %s", tries,
+			strings.Join(sortedKeys(seen), ","), strings.Join(missing, ","))}
+	}
+	return Result{Target: t, Detail: fmt.Sprintf("%d requests failed, the last: %v", tries, lastErr)}
+}
+
+func get(ctx context.Context, c *http.Client, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 256))
+	return strings.TrimSpace(string(b)), err
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

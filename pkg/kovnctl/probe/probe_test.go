@@ -1,0 +1,63 @@
+package probe
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// echo answers name; a counter lets a test see how many requests it got.
+func echo(t *testing.T, name string, hits *atomic.Int32) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		fmt.Fprintln(w, name)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/"
+}
+
+func TestCheck(t *testing.T) {
+	var hits atomic.Int32
+	c1 := echo(t, "c1/server-n1", &hits)
+	wrong := echo(t, "c9/other", &hits)
+	// Alternates between a c1 and a c2 backend, as a ClusterSetIP's load balancer would.
+	var n atomic.Int32
+	both := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, []string{"c1/server-n1", "c2/server-m1"}[n.Add(1)%2])
+	}))
+	defer both.Close()
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	for _, tc := range []struct {
+		name string
+		t    Target
+		ok   bool
+		says string
+	}{
+		{"answers", Target{URL: c1, Expect: []string{"c1/server-n1"}}, true, "answered by c1/server-n1"},
+		{"wrong server", Target{URL: wrong, Expect: []string{"c1/server-n1"}}, false, "answered by c9/other, which is not one of"},
+		{"nothing listens", Target{URL: closed.URL + "/", Expect: []string{"c1/server-n1"}}, false, "3 requests failed"},
+		{"each cluster answers", Target{URL: both.URL + "/", Expect: []string{"c1/server-n1", "c2/server-m1"}, EachCluster: []string{"c1", "c2"}},
+			true, "answered by c1/server-n1,c2/server-m1"},
+		{"one cluster never answers", Target{URL: c1, Expect: []string{"c1/server-n1", "c2/server-m1"}, EachCluster: []string{"c1", "c2"}},
+			false, "12 requests: answered by c1/server-n1; never by a backend in c2"},
+	} {
+		var out bytes.Buffer
+		if err := CheckAll(context.Background(), &out, "c1/client-n1", []Target{tc.t}); err != nil {
+			t.Fatal(err)
+		}
+		var r Result
+		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+			t.Fatalf("%s: %v: %s", tc.name, err, out.String())
+		}
+		if r.OK != tc.ok || !strings.Contains(r.Detail, tc.says) || r.From != "c1/client-n1" {
+			t.Errorf("%s: %+v, want ok=%t saying %q", tc.name, r, tc.ok, tc.says)
+		}
+	}
+}
