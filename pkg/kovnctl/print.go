@@ -14,7 +14,7 @@ import (
 func PrintStatus(w io.Writer, r Report) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	defer tw.Flush()
-	fmt.Fprintln(tw, strings.ToUpper(r.Summary()[:1])+r.Summary()[1:])
+	fmt.Fprintln(tw, r.Summary())
 	for _, p := range r.Problems {
 		fmt.Fprintf(tw, "  ✗ %s: %s\n", p.Object, p.Fault)
 		if p.Fix != "" {
@@ -27,9 +27,9 @@ func PrintStatus(w io.Writer, r Report) {
 	for _, n := range r.Nodes {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.Name, n.Kubelet, n.Network, n.Reason)
 	}
-	fmt.Fprintf(tw, "\nSUBNET\tCIDR\tUSED\tFREE\tREADY\n")
+	fmt.Fprintf(tw, "\nSUBNET\tCIDR\tUSED v4/v6\tFREE v4\tREADY\n")
 	for _, s := range r.Subnets {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", s.Name, s.CIDR, s.Used, s.Free, s.Ready)
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%d\t%s\n", s.Name, s.CIDR, s.V4Used, s.V6Used, s.V4Free, s.Ready)
 	}
 	if ic := r.Interconnect; ic != nil {
 		fmt.Fprintf(tw, "\nINTERCONNECT AZ\tREADY\tGATEWAYS (ACTIVE)\tADVERTISED\n")

@@ -64,8 +64,10 @@ type NodeStatus struct {
 type SubnetStatus struct {
 	Name    string `json:"name"`
 	CIDR    string `json:"cidr"`
-	Used    int64  `json:"used"`
-	Free    int64  `json:"free"`
+	V4Used  int64  `json:"v4Used"`
+	V4Free  int64  `json:"v4Free"`
+	V6Used  int64  `json:"v6Used"`
+	V6Free  int64  `json:"v6Free"`
 	Ready   string `json:"ready"`
 	Message string `json:"message,omitempty"`
 }
@@ -208,8 +210,8 @@ func nodeFix(reason, name string) string {
 func (r *Report) subnets(in Inputs) {
 	for i := range in.Subnets {
 		sn := &in.Subnets[i]
-		s := SubnetStatus{Name: sn.Name, CIDR: sn.Spec.CIDRBlock, Used: sn.Status.V4UsedIPs + sn.Status.V6UsedIPs,
-			Free: sn.Status.V4AvailableIPs + sn.Status.V6AvailableIPs, Ready: "Unknown"}
+		s := SubnetStatus{Name: sn.Name, CIDR: sn.Spec.CIDRBlock, V4Used: sn.Status.V4UsedIPs, V4Free: sn.Status.V4AvailableIPs,
+			V6Used: sn.Status.V6UsedIPs, V6Free: sn.Status.V6AvailableIPs, Ready: "Unknown"}
 		if c := meta.FindStatusCondition(sn.Status.Conditions, kovnv1.ConditionReady); c != nil {
 			s.Ready = string(c.Status)
 			if c.Status != metav1.ConditionTrue {
