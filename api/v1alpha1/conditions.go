@@ -98,7 +98,7 @@ const NodeConditionNetworkReady = "KovnNetworkReady"
 
 // NodeConditionHeartbeat is how often kovn-daemon re-writes NodeConditionNetworkReady when
 // nothing changed; readers treat a heartbeat older than three of these as kovn-daemon down.
-const NodeConditionHeartbeat = 10 * time.Second
+const NodeConditionHeartbeat = 30 * time.Second
 
 // Reasons of NodeConditionNetworkReady.
 const (

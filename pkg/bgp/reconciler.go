@@ -21,6 +21,7 @@ import (
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
+	"github.com/kovn/kovn/pkg/nodecond"
 )
 
 // +kubebuilder:rbac:groups=kovn.io,resources=bgppeers,verbs=get;list;watch
@@ -63,7 +64,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&kovnv1.IP{}, all).
 		Watches(&corev1.Service{}, all).
 		Watches(&discoveryv1.EndpointSlice{}, all).
-		Watches(&corev1.Node{}, all, builder.WithPredicates(ownNode)).
+		Watches(&corev1.Node{}, all, builder.WithPredicates(ownNode, nodecond.IgnoreHeartbeats)).
 		Watches(&corev1.Secret{}, all, builder.WithPredicates(ownNamespace)).
 		WatchesMetadata(&corev1.Pod{}, all).
 		Complete(r)

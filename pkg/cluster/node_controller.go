@@ -12,12 +12,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/ipam"
+	"github.com/kovn/kovn/pkg/nodecond"
 )
 
 // NodeReconciler gives every node an address on the join subnet for its ovn0 port, publishes
@@ -148,7 +150,7 @@ func nodeIn(n *corev1.Node) topology.NodeIn {
 
 // SetupWithManager registers the reconciler.
 func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).For(&corev1.Node{}).Named("node").Complete(r)
+	return ctrl.NewControllerManagedBy(mgr).For(&corev1.Node{}, builder.WithPredicates(nodecond.IgnoreHeartbeats)).Named("node").Complete(r)
 }
 
 // patchAnnotations merge-patches obj's annotations when any of want differs.

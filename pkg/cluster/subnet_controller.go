@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -30,6 +31,7 @@ import (
 	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/ipam"
+	"github.com/kovn/kovn/pkg/nodecond"
 )
 
 // SubnetReconciler validates Subnets, registers valid ones with the IPAM, programs their shard
@@ -294,7 +296,7 @@ func (r *SubnetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	vlanToSubnets := r.subnetsReferring(func(s *kovnv1.Subnet) string { return s.Spec.Vlan })
 	b := ctrl.NewControllerManagedBy(mgr).For(&kovnv1.Subnet{}).Watches(&kovnv1.Subnet{}, joinToAll).
-		Watches(&kovnv1.IP{}, ipToSubnet).Watches(&corev1.Node{}, nodeToSubnets).Watches(&kovnv1.Vpc{}, vpcToSubnets).
+		Watches(&kovnv1.IP{}, ipToSubnet).Watches(&corev1.Node{}, nodeToSubnets, builder.WithPredicates(nodecond.IgnoreHeartbeats)).Watches(&kovnv1.Vpc{}, vpcToSubnets).
 		Watches(&kovnv1.Vlan{}, vlanToSubnets)
 	if r.Health != nil {
 		// A centralized subnet's health port bound to another chassis moves its egress.

@@ -59,8 +59,8 @@ func TestStatusNamesEachFault(t *testing.T) {
 			c.Status, c.Reason, c.Message = corev1.ConditionFalse, kovnv1.ReasonOVNControllerDown, "ovn-controller is not running"
 		}, "node/n2", []string{"ovn-controller is not running", "kovn-ovs pod on n2"}},
 		{"kovn-daemon stopped reporting", func(in *Inputs) {
-			in.Nodes[0].Status.Conditions[1].LastHeartbeatTime = before(time.Minute)
-		}, "node/n1", []string{"stopped reporting 1m0s ago"}},
+			in.Nodes[0].Status.Conditions[1].LastHeartbeatTime = before(2 * time.Minute)
+		}, "node/n1", []string{"stopped reporting 2m0s ago"}},
 		{"kovn-daemon never ran", func(in *Inputs) {
 			in.Nodes[0].Status.Conditions = in.Nodes[0].Status.Conditions[:1]
 		}, "node/n1", []string{"never reported"}},

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -20,6 +21,7 @@ import (
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/cluster/topology"
+	"github.com/kovn/kovn/pkg/nodecond"
 )
 
 // Config is kovn-daemon's node configuration.
@@ -120,7 +122,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return []reconcile.Request{key}
 	})
 	b := ctrl.NewControllerManagedBy(mgr).Named("node-network").
-		Watches(&corev1.Node{}, toKey).Watches(&kovnv1.Subnet{}, toKey)
+		Watches(&corev1.Node{}, toKey, builder.WithPredicates(nodecond.IgnoreHeartbeats)).Watches(&kovnv1.Subnet{}, toKey)
 	if r.Ovn0Events != nil {
 		b = b.WatchesRawSource(source.Channel(r.Ovn0Events, toKey))
 	}
