@@ -32,6 +32,18 @@ func TestCheck(t *testing.T) {
 		fmt.Fprintln(w, []string{"c1/server-n1", "c2/server-m1"}[n.Add(1)%2])
 	}))
 	defer both.Close()
+	// Answers as c1 every other request and drops the rest, as a ClusterSetIP whose c2
+	// backends are blocked would.
+	var m atomic.Int32
+	halfBlocked := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if m.Add(1)%2 == 0 {
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			conn.Close()
+			return
+		}
+		fmt.Fprintln(w, "c1/server-n1")
+	}))
+	defer halfBlocked.Close()
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closed.Close()
 	for _, tc := range []struct {
@@ -46,7 +58,9 @@ func TestCheck(t *testing.T) {
 		{"each cluster answers", Target{URL: both.URL + "/", Expect: []string{"c1/server-n1", "c2/server-m1"}, EachCluster: []string{"c1", "c2"}},
 			true, "answered by c1/server-n1,c2/server-m1"},
 		{"one cluster never answers", Target{URL: c1, Expect: []string{"c1/server-n1", "c2/server-m1"}, EachCluster: []string{"c1", "c2"}},
-			false, "12 requests: answered by c1/server-n1; never by a backend in c2"},
+			false, "32 requests: answered by c1/server-n1; never by a backend in c2"},
+		{"one cluster's backends blocked", Target{URL: halfBlocked.URL + "/", Expect: []string{"c1/server-n1", "c2/server-m1"}, EachCluster: []string{"c1", "c2"}},
+			false, "12 requests (6 failed, the last: "},
 	} {
 		var out bytes.Buffer
 		if err := CheckAll(context.Background(), &out, "c1/client-n1", []Target{tc.t}); err != nil {
