@@ -100,6 +100,7 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 	if err != nil {
 		return err
 	}
+	nbLive := ovn.WatchLiveness(ctx, nb, 0)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, LeaderElection: leaderElect,
 		LeaderElectionID: "kovn-controller", LeaderElectionNamespace: leNamespace,
 		Metrics: metricsserver.Options{BindAddress: metricsAddr}, HealthProbeBindAddress: probeAddr,
@@ -110,8 +111,8 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 	_ = mgr.AddHealthzCheck("ping", healthz.Ping)
 	// Ready while the northbound database is reachable (a standby replica too: it can take over).
 	_ = mgr.AddReadyzCheck("nb", func(*http.Request) error {
-		if !nb.Connected() {
-			return errors.New("not connected to the OVN northbound database")
+		if !nbLive.Answers() {
+			return errors.New("the OVN northbound database does not answer")
 		}
 		return nil
 	})
@@ -144,11 +145,11 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 		sbEndpoints = ovn.SplitEndpoints(sbAddr)
 	}
 	health := cluster.NewGatewayHealth(sbEndpoints)
-	if err := cluster.RegisterOVSDBConnected(metrics.Registry, "nb", func() bool { return ovn.Answers(nb) }); err != nil {
+	if err := cluster.RegisterOVSDBConnected(metrics.Registry, "nb", nbLive.Answers); err != nil {
 		return err
 	}
 	if len(sbEndpoints) > 0 {
-		if err := cluster.RegisterOVSDBConnected(metrics.Registry, "sb", health.Answers); err != nil {
+		if err := cluster.RegisterOVSDBConnected(metrics.Registry, "sb", health.Connected); err != nil {
 			return err
 		}
 	}

@@ -169,7 +169,7 @@ func run(cfg node.Config, ovsDB string) error {
 	})); err != nil {
 		return err
 	}
-	health := &node.NodeHealth{OVS: ovs, VswitchdCtl: vswitchdCtl, OVNControllerPidfile: ovnControllerPidfile}
+	health := &node.NodeHealth{OVS: ovn.WatchLiveness(ctx, ovs, 0), VswitchdCtl: vswitchdCtl, OVNControllerPidfile: ovnControllerPidfile}
 	if err := health.Register(metrics.Registry); err != nil {
 		return err
 	}

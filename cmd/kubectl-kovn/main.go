@@ -97,7 +97,7 @@ func newStatus(g *globalFlags, out io.Writer) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until kovn is healthy")
-	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long --wait waits")
+	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long status waits: for the API server's answers, and with --wait until kovn is healthy")
 	return cmd
 }
 

@@ -36,6 +36,7 @@ type GatewayHealth struct {
 
 	mu     sync.Mutex
 	sb     libovsdb.Client
+	live   *ovn.Liveness
 	events chan event.TypedGenericEvent[reconcile.Request]
 	// reported is each health port's chassis as last queued, so that a binding seen both in
 	// the initial listing and through the cache's event is queued once.
@@ -85,8 +86,9 @@ func (h *GatewayHealth) Start(ctx context.Context) error {
 	for _, b := range bindings {
 		h.notify(b, false)
 	}
+	live := ovn.WatchLiveness(ctx, c, 0)
 	h.mu.Lock()
-	h.sb = c
+	h.sb, h.live = c, live
 	h.mu.Unlock()
 	ctrl.Log.Info("centralized subnet gateways follow OVN's gateway health (SB connected)")
 	<-ctx.Done()
@@ -174,23 +176,13 @@ func (h *GatewayHealth) CaughtUp(chassis string, nbCfg int64) (caughtUp, known b
 	return int64(rows[0].NbCfg) >= nbCfg, true
 }
 
-// Connected reports whether the southbound monitor is up.
+// Connected reports whether the southbound database answers (ovn.Liveness: libovsdb's own
+// Connected stays true while it reconnects, when the monitor's rows are stale).
 func (h *GatewayHealth) Connected() bool {
 	if h == nil {
 		return false
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.sb != nil && h.sb.Connected()
-}
-
-// Answers reports whether the southbound database answers now (ovn.Answers), for the gauge.
-func (h *GatewayHealth) Answers() bool {
-	if h == nil {
-		return false
-	}
-	h.mu.Lock()
-	sb := h.sb
-	h.mu.Unlock()
-	return sb != nil && ovn.Answers(sb)
+	return h.live.Answers()
 }

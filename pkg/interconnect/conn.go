@@ -25,7 +25,9 @@ type icConn struct {
 	nbEps      []string
 	sbEps      []string
 	icnb, icsb libovsdb.Client
-	stopProbe  context.CancelFunc
+	// nbLive, sbLive: whether each database answers, echoed every ovn.LivenessInterval.
+	nbLive, sbLive *ovn.Liveness
+	stopProbe      context.CancelFunc
 	// wanted: an InterConnect names IC databases (set before the first attempt, so an
 	// unreachable database shows as down rather than absent).
 	wanted bool
@@ -35,7 +37,7 @@ type icConn struct {
 func (c *icConn) state() (nb, sb, wanted bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return ovn.Answers(c.icnb), ovn.Answers(c.icsb), c.wanted
+	return c.nbLive.Answers(), c.sbLive.Answers(), c.wanted
 }
 
 // connect returns clients for the endpoints, reusing the current ones when unchanged. Changes
@@ -61,61 +63,44 @@ func (c *icConn) connect(ctx context.Context, nbEps, sbEps []string, events chan
 		icnb.Close()
 		return nil, nil, err
 	}
-	if events != nil {
-		kick := func() {
-			select {
-			case events <- event.GenericEvent{Object: &kovnv1.InterConnect{}}:
-			default:
-			}
+	kick := func() {
+		if events == nil {
+			return
 		}
-		// IC-SB: peers, routes, gateway bindings; IC-NB: join records and withdrawals.
-		for _, c := range []libovsdb.Client{icsb, icnb} {
-			c.Cache().AddEventHandler(&cache.EventHandlerFuncs{
-				AddFunc:    func(string, model.Model) { kick() },
-				UpdateFunc: func(string, model.Model, model.Model) { kick() },
-				DeleteFunc: func(string, model.Model) { kick() },
-			})
+		select {
+		case events <- event.GenericEvent{Object: &kovnv1.InterConnect{}}:
+		default:
 		}
+	}
+	// IC-SB: peers, routes, gateway bindings; IC-NB: join records and withdrawals.
+	for _, c := range []libovsdb.Client{icsb, icnb} {
+		c.Cache().AddEventHandler(&cache.EventHandlerFuncs{
+			AddFunc:    func(string, model.Model) { kick() },
+			UpdateFunc: func(string, model.Model, model.Model) { kick() },
+			DeleteFunc: func(string, model.Model) { kick() },
+		})
 	}
 	c.nbEps, c.sbEps, c.icnb, c.icsb = slices.Clone(nbEps), slices.Clone(sbEps), icnb, icsb
-	if events != nil {
-		probeCtx, stop := context.WithCancel(context.Background())
-		c.stopProbe = stop
-		go probeAnswers(probeCtx, icnb, icsb, events)
-	}
+	// A reconnecting libovsdb client raises no event of its own, and the status must say
+	// when a database stops or starts answering.
+	probeCtx, stop := context.WithCancel(context.Background())
+	c.stopProbe = stop
+	c.nbLive, c.sbLive = ovn.WatchLiveness(probeCtx, icnb, 0), ovn.WatchLiveness(probeCtx, icsb, 0)
+	c.nbLive.OnChange(func(bool) { kick() })
+	c.sbLive.OnChange(func(bool) { kick() })
 	return icnb, icsb, nil
 }
 
-// probeAnswers re-queues the InterConnect whenever the IC databases stop or start answering:
-// a reconnecting libovsdb client raises no event of its own, and the status must say so.
-func probeAnswers(ctx context.Context, icnb, icsb libovsdb.Client, events chan<- event.GenericEvent) {
-	last := true
-	t := time.NewTicker(2 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if now := ovn.Answers(icnb) && ovn.Answers(icsb); now != last {
-			last = now
-			select {
-			case events <- event.GenericEvent{Object: &kovnv1.InterConnect{}}:
-			default:
-			}
-		}
-	}
-}
-
-// unanswered names the IC databases that do not answer now, with their endpoints.
-func unanswered(icnb, icsb libovsdb.Client, nbEps, sbEps []string) []string {
+// unanswered names the IC databases that do not answer, with their endpoints.
+func (c *icConn) unanswered() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var out []string
-	if !ovn.Answers(icnb) {
-		out = append(out, fmt.Sprintf("IC-NB %v", nbEps))
+	if !c.nbLive.Answers() {
+		out = append(out, fmt.Sprintf("IC-NB %v", c.nbEps))
 	}
-	if !ovn.Answers(icsb) {
-		out = append(out, fmt.Sprintf("IC-SB %v", sbEps))
+	if !c.sbLive.Answers() {
+		out = append(out, fmt.Sprintf("IC-SB %v", c.sbEps))
 	}
 	return out
 }
@@ -137,7 +122,7 @@ func (c *icConn) closeLocked() {
 	if c.icsb != nil {
 		c.icsb.Close()
 	}
-	c.icnb, c.icsb, c.nbEps, c.sbEps, c.wanted = nil, nil, nil, nil, false
+	c.icnb, c.icsb, c.nbEps, c.sbEps, c.nbLive, c.sbLive, c.wanted = nil, nil, nil, nil, nil, nil, false
 }
 
 func lookupRouterPort(ctx context.Context, c libovsdb.Client, name string) (*nb.LogicalRouterPort, error) {

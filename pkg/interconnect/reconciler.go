@@ -34,18 +34,6 @@ const Name = "default"
 // Finalizer keeps a deleted InterConnect until its AZ is out of the clusterset.
 const Finalizer = "kovn.io/interconnect"
 
-// Condition reasons of InterConnect.
-const (
-	ReasonICUnreachable   = "ICDatabaseUnreachable"
-	ReasonWaitingForOVNIC = "WaitingForOVNIC"
-	ReasonNoGateway       = "NoGateway"
-	ReasonRouteConflict   = "RouteConflict"
-	ReasonNoConflict      = "NoConflict"
-	// ConditionRoutesAccepted is False while a remote AZ advertises a prefix overlapping one
-	// of this cluster's subnets; the message names both.
-	ConditionRoutesAccepted = "RoutesAccepted"
-)
-
 // Reconciler makes the cluster an OVN-IC availability zone as its InterConnect says: the AZ
 // name and route exchange options in NB_Global, the transit switch in IC-NB, the cluster
 // router's gateway port on it, gateway nodes marked for their daemons, allow policies for
@@ -117,11 +105,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (res ctrl.Re
 func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec parsedSpec) (ctrl.Result, error) {
 	icnbc, icsbc, err := r.ic.connect(ctx, ic.Spec.ICNorthbound, ic.Spec.ICSouthbound, r.icEvents)
 	if err != nil {
-		setCondition(ic, kovnv1.ConditionReady, false, ReasonICUnreachable, err.Error())
+		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonICUnreachable, err.Error())
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 	}
-	if down := unanswered(icnbc, icsbc, ic.Spec.ICNorthbound, ic.Spec.ICSouthbound); len(down) > 0 {
-		setCondition(ic, kovnv1.ConditionReady, false, ReasonICUnreachable, fmt.Sprintf(
+	if down := r.ic.unanswered(); len(down) > 0 {
+		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonICUnreachable, fmt.Sprintf(
 			"%s not answering: routes and Services learned from the other clusters stay as last programmed; "+
 				"changes wait until it answers", strings.Join(down, " and ")))
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
@@ -231,24 +219,24 @@ func readiness(ic *kovnv1.InterConnect, in Input, cs clusterset, applyErr error,
 	unkeyed := slices.ContainsFunc(in.TransitSwitches, func(ts string) bool { return in.SwitchPortKeys[SwitchPortName(in.AZ, ts)] == "" })
 	switch {
 	case len(in.Gateways) == 0:
-		setCondition(ic, kovnv1.ConditionReady, false, ReasonNoGateway, "no gateway node exists: nothing crosses clusters")
+		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonNoGateway, "no gateway node exists: nothing crosses clusters")
 		return ctrl.Result{}, nil
 	case errors.Is(applyErr, nbsync.ErrParentMissing):
-		setCondition(ic, kovnv1.ConditionReady, false, ReasonWaitingForOVNIC,
+		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonWaitingForOVNIC,
 			fmt.Sprintf("waiting for ovn-ic to create transit switch %s in this AZ", DefaultTransitSwitch))
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	case applyErr != nil:
 		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonReconcileFailed, applyErr.Error())
 		return ctrl.Result{}, applyErr
 	case len(ic.Status.ActiveGateways) == 0 || unbound:
-		setCondition(ic, kovnv1.ConditionReady, false, ReasonWaitingForOVNIC, "transit ports not bound to a gateway in OVN-IC yet")
+		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonWaitingForOVNIC, "transit ports not bound to a gateway in OVN-IC yet")
 		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
 	case unkeyed:
 		// The router ports carry their peers' keys once ovn-ic gave them (PeerTunnelKeyID).
-		setCondition(ic, kovnv1.ConditionReady, false, ReasonWaitingForOVNIC, "transit ports not keyed by ovn-ic yet")
+		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonWaitingForOVNIC, "transit ports not keyed by ovn-ic yet")
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	case !keysDue:
-		setCondition(ic, kovnv1.ConditionReady, false, ReasonWaitingForOVNIC,
+		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonWaitingForOVNIC,
 			"waiting for the gateways' ovn-controllers to install the transit ports' keys")
 		return ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil
 	}
@@ -361,7 +349,7 @@ func (r *Reconciler) fillStatus(ic *kovnv1.InterConnect, in Input, d Desired, cs
 		st.Peers = append(st.Peers, kovnv1.InterConnectPeer{AZ: az, Gateways: cs.gateways[az], Routes: prefixStrings(cs.routes[az])})
 	}
 	if len(d.Conflicts) == 0 {
-		setCondition(ic, ConditionRoutesAccepted, true, ReasonNoConflict, "")
+		setCondition(ic, kovnv1.ConditionRoutesAccepted, true, kovnv1.ReasonNoConflict, "")
 		return
 	}
 	var msgs []string
@@ -369,10 +357,10 @@ func (r *Reconciler) fillStatus(ic *kovnv1.InterConnect, in Input, d Desired, cs
 		msgs = append(msgs, c.String())
 	}
 	msg := fmt.Sprintf("not routed to: %v", msgs)
-	if c := meta.FindStatusCondition(st.Conditions, ConditionRoutesAccepted); (c == nil || c.Message != msg) && r.Recorder != nil {
-		r.Recorder.Event(ic, corev1.EventTypeWarning, ReasonRouteConflict, msg)
+	if c := meta.FindStatusCondition(st.Conditions, kovnv1.ConditionRoutesAccepted); (c == nil || c.Message != msg) && r.Recorder != nil {
+		r.Recorder.Event(ic, corev1.EventTypeWarning, kovnv1.ReasonRouteConflict, msg)
 	}
-	setCondition(ic, ConditionRoutesAccepted, false, ReasonRouteConflict, msg)
+	setCondition(ic, kovnv1.ConditionRoutesAccepted, false, kovnv1.ReasonRouteConflict, msg)
 }
 
 // gatewayNodes resolves the gateway nodes that exist, in preference order: the spec's list,

@@ -245,7 +245,7 @@ func (r *Report) interconnect(in Inputs) {
 			r.problem("interconnect/"+ic.Name, c.Reason+": "+c.Message, icFix(c.Reason))
 		}
 	}
-	if c := meta.FindStatusCondition(ic.Status.Conditions, "RoutesAccepted"); c != nil && c.Status == metav1.ConditionFalse {
+	if c := meta.FindStatusCondition(ic.Status.Conditions, kovnv1.ConditionRoutesAccepted); c != nil && c.Status == metav1.ConditionFalse {
 		s.Conflicts = c.Message
 		r.problem("interconnect/"+ic.Name, "route conflict: "+c.Message,
 			"give the clusters disjoint pod and service CIDRs, or refuse the overlapping prefix (spec.refuseCIDRs)")
@@ -259,11 +259,11 @@ func (r *Report) interconnect(in Inputs) {
 
 func icFix(reason string) string {
 	switch reason {
-	case "ICDatabaseUnreachable":
+	case kovnv1.ReasonICUnreachable:
 		return "check the OVN-IC databases named in spec.icNorthbound/icSouthbound (their pods or hosts, the network to them)"
-	case "NoGateway":
+	case kovnv1.ReasonNoGateway:
 		return "label gateway nodes or set spec.gatewayNodes to nodes that exist"
-	case "WaitingForOVNIC":
+	case kovnv1.ReasonWaitingForOVNIC:
 		return "check ovn-ic in kube-system (container ovn-ic of kovn-ovn-central) and the gateways' ovn-controllers"
 	}
 	return "kubectl describe interconnect default (events)"
@@ -273,19 +273,15 @@ func (r *Report) mcs(in Inputs) {
 	for i := range in.Exports {
 		e := &in.Exports[i]
 		conds := e.Status.Conditions
-		s := ExportStatus{Name: e.Namespace + "/" + e.Name, State: "pending"}
-		switch {
-		case meta.IsStatusConditionFalse(conds, string(mcsv1.ServiceExportConditionValid)):
-			s.State = "invalid"
+		s := ExportStatus{Name: e.Namespace + "/" + e.Name, State: kovnv1.ExportState(conds)}
+		switch s.State {
+		case kovnv1.ExportStateInvalid:
 			s.Why = meta.FindStatusCondition(conds, string(mcsv1.ServiceExportConditionValid)).Message
 			r.problem("serviceexport/"+s.Name, "not exported: "+s.Why, "create the Service, or delete the ServiceExport")
-		case meta.IsStatusConditionTrue(conds, string(mcsv1.ServiceExportConditionConflict)):
-			s.State = "conflict"
+		case kovnv1.ExportStateConflict:
 			s.Why = meta.FindStatusCondition(conds, string(mcsv1.ServiceExportConditionConflict)).Message
 			r.problem("serviceexport/"+s.Name, "conflict: "+s.Why, "make the Service the same in every exporting cluster")
-		case meta.IsStatusConditionTrue(conds, string(mcsv1.ServiceExportConditionReady)):
-			s.State = "exported"
-		default:
+		case kovnv1.ExportStatePending:
 			if c := meta.FindStatusCondition(conds, string(mcsv1.ServiceExportConditionReady)); c != nil {
 				s.Why = c.Message
 			}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
-	libovsdb "github.com/ovn-org/libovsdb/client"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -75,8 +74,8 @@ func resultLabel(e *types.Error) string {
 
 // NodeHealth exports whether this node's OVS and ovn-controller are up, read at each scrape.
 type NodeHealth struct {
-	OVS                  libovsdb.Client
-	VswitchdCtl          string // ovs-vswitchd's control socket; empty: the database connection alone
+	OVS                  *ovn.Liveness // the node's Open_vSwitch database
+	VswitchdCtl          string        // ovs-vswitchd's control socket; empty: the database connection alone
 	OVNControllerPidfile string
 }
 
@@ -90,7 +89,7 @@ func (h *NodeHealth) Register(reg prometheus.Registerer) error {
 }
 
 func (h *NodeHealth) ovsUp() float64 {
-	if !ovn.Answers(h.OVS) {
+	if !h.OVS.Answers() {
 		return 0
 	}
 	if h.VswitchdCtl != "" {

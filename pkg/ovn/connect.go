@@ -179,15 +179,3 @@ func connectFull(ctx context.Context, cfg Config, full func() (model.ClientDBMod
 	}
 	return Connect(ctx, dbModel, cfg)
 }
-
-// Answers reports whether c's database answers an echo within a second. libovsdb's
-// Connected() stays true while a reconnecting client (WithReconnect) has no connection, so
-// gauges and health checks that must see a database go away ask this instead.
-func Answers(c client.Client) bool {
-	if c == nil || !c.Connected() {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	return c.Echo(ctx) == nil
-}

@@ -2,11 +2,10 @@ package mcs
 
 import (
 	"context"
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -41,9 +40,12 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	var exports mcsv1.ServiceExportList
 	if err := m.r.List(ctx, &exports); err == nil {
-		counts := map[string]int{"exported": 0, "conflict": 0, "invalid": 0, "pending": 0}
+		counts := map[string]int{}
+		for _, state := range kovnv1.ExportStates {
+			counts[state] = 0
+		}
 		for i := range exports.Items {
-			counts[exportState(exports.Items[i].Status.Conditions)]++
+			counts[kovnv1.ExportState(exports.Items[i].Status.Conditions)]++
 		}
 		for state, n := range counts {
 			ch <- prometheus.MustNewConstMetric(exportsDesc, prometheus.GaugeValue, float64(n), state)
@@ -62,17 +64,4 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(importsDesc, prometheus.GaugeValue, float64(n), t)
 		}
 	}
-}
-
-// exportState is one word for an export's conditions, the worst first.
-func exportState(conds []metav1.Condition) string {
-	switch {
-	case meta.IsStatusConditionFalse(conds, string(mcsv1.ServiceExportConditionValid)):
-		return "invalid"
-	case meta.IsStatusConditionTrue(conds, string(mcsv1.ServiceExportConditionConflict)):
-		return "conflict"
-	case meta.IsStatusConditionTrue(conds, string(mcsv1.ServiceExportConditionReady)):
-		return "exported"
-	}
-	return "pending"
 }

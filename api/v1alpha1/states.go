@@ -1,0 +1,46 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	mcsv1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+)
+
+// InterConnect condition types and reasons beyond Ready. kubectl-kovn and the metrics match on
+// them, so they live with the API rather than in the controller.
+const (
+	// ConditionRoutesAccepted is False while a remote AZ advertises a prefix overlapping one
+	// of this cluster's subnets; the message names both.
+	ConditionRoutesAccepted = "RoutesAccepted"
+
+	ReasonICUnreachable   = "ICDatabaseUnreachable"
+	ReasonWaitingForOVNIC = "WaitingForOVNIC"
+	ReasonNoGateway       = "NoGateway"
+	ReasonRouteConflict   = "RouteConflict"
+	ReasonNoConflict      = "NoConflict"
+)
+
+// One word for a ServiceExport's state, as the metrics label it and kubectl-kovn shows it.
+const (
+	ExportStateInvalid  = "invalid"
+	ExportStateConflict = "conflict"
+	ExportStateExported = "exported"
+	ExportStatePending  = "pending"
+)
+
+// ExportStates lists every ExportState value, so a gauge can report zeros.
+var ExportStates = []string{ExportStateExported, ExportStateConflict, ExportStateInvalid, ExportStatePending}
+
+// ExportState reads a ServiceExport's conditions, the worst first: Valid=False, then
+// Conflict=True, then Ready=True; anything else is still pending.
+func ExportState(conds []metav1.Condition) string {
+	switch {
+	case meta.IsStatusConditionFalse(conds, string(mcsv1.ServiceExportConditionValid)):
+		return ExportStateInvalid
+	case meta.IsStatusConditionTrue(conds, string(mcsv1.ServiceExportConditionConflict)):
+		return ExportStateConflict
+	case meta.IsStatusConditionTrue(conds, string(mcsv1.ServiceExportConditionReady)):
+		return ExportStateExported
+	}
+	return ExportStatePending
+}
