@@ -74,15 +74,11 @@ func hostPorts(t *testing.T, c *cluster, st *rig.State) {
 // hp-udp again from the Pod objects alone, and not hp-tcp.
 func hostPortsAfterDaemonRestart(t *testing.T, c *cluster, st *rig.State) {
 	cfg := st.Config
-	if err := st.StopDaemon("c1-n2", "kovn-daemon"); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	stopComponent(t, c, "c1-n2", "kovn-daemon", false)
 	started := false
 	defer func() { // never leave the node without its daemon for the subtests that follow
 		if !started {
-			_, _ = st.StartDaemon(ctx, "c1-n2", "kovn-daemon")
+			startComponent(t, c, "c1-n2", "kovn-daemon")
 		}
 	}()
 	for _, ipt := range []string{"iptables", "ip6tables"} {
@@ -98,9 +94,7 @@ func hostPortsAfterDaemonRestart(t *testing.T, c *cluster, st *rig.State) {
 		t.Fatalf("hp-udp answers with the chain flushed and the daemon down: %s", out)
 	}
 	start := time.Now()
-	if _, err := st.StartDaemon(ctx, "c1-n2", "kovn-daemon"); err != nil {
-		t.Fatal(err)
-	}
+	startComponent(t, c, "c1-n2", "kovn-daemon")
 	started = true
 	for _, ip := range ips {
 		waitAnswered(t, ip.String()+":8080/udp after the daemon's restart", "hp-udp", func() string { return udpFrom(t, st, ext, ip) })

@@ -17,20 +17,23 @@ import (
 
 // TestPodNetwork runs kovn in a dual-stack 1-cluster x 3-node rig and checks single-cluster
 // pod networking with real kubelets creating real pods through kovn-cni, over IPv4 and IPv6.
-func TestPodNetwork(t *testing.T) { podNetworkSuite(t, rig.Dual) }
+// It runs on kovn installed from the chart (its pods on the rig's kubelets), as users install
+// it; KOVN_E2E_INSTALL=processes runs it on the rig's supervised processes.
+func TestPodNetwork(t *testing.T) { podNetworkSuite(t, rig.Dual, rig.InstallChart) }
 
 // TestPodNetworkIPv6Only runs the same suite on an IPv6-only rig: fabric, nodes, control
 // plane, Service range, pods and the external host have no IPv4, so nothing passes over IPv4 by
 // accident.
-func TestPodNetworkIPv6Only(t *testing.T) { podNetworkSuite(t, rig.IPv6) }
+func TestPodNetworkIPv6Only(t *testing.T) { podNetworkSuite(t, rig.IPv6, rig.InstallProcesses) }
 
 // podNetworkSuite: the subtests share the rig and run in order; later ones rely on the pods the
 // earlier ones made. Pods run on c1-n1 and c1-n2; c1-n3 is there so the centralized gateway can
 // fail over to a node that is not the pod's own (failover and fallback then egress from
 // different nodes).
-func podNetworkSuite(t *testing.T, family string) {
+func podNetworkSuite(t *testing.T, family, install string) {
 	cfg := rigConfig(t, 1, 3)
 	cfg.Kovn, cfg.IPFamily = true, family
+	preferInstall(&cfg, install)
 	r := upRig(t, cfg)
 	c := newCluster(t, r, "c1")
 	plan := c.plan
@@ -259,17 +262,8 @@ spec:
 		fail, restore func()
 	}{
 		{"fabric link", func() { setFabricLink(t, st.Config, 1, 2, false) }, func() { setFabricLink(t, st.Config, 1, 2, true) }},
-		{"ovn-controller", func() {
-			if err := st.CrashDaemon("c1-n2", "ovn-controller"); err != nil {
-				t.Fatal(err)
-			}
-		}, func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if _, err := st.StartDaemon(ctx, "c1-n2", "ovn-controller"); err != nil {
-				t.Fatal(err)
-			}
-		}},
+		{"ovn-controller", func() { stopComponent(t, c, "c1-n2", "ovn-controller", true) },
+			func() { startComponent(t, c, "c1-n2", "ovn-controller") }},
 	}
 	for _, tc := range cases {
 		centralFailover(t, c, tc.what, tc.fail, tc.restore, func() { waitEgress("c1-n3") }, func() { waitEgress("c1-n2") })

@@ -119,7 +119,7 @@ func diffInts(before, after []int) []int {
 func killLeader(t *testing.T, c *cluster, st *rig.State) (string, time.Duration) {
 	t.Helper()
 	oldHolder := leaseHolder(t, c)
-	old := procPid(t, st, "c1", "kovn-controller")
+	old := leaderPid(t, c)
 	kill := time.Now()
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -134,8 +134,8 @@ func killLeader(t *testing.T, c *cluster, st *rig.State) (string, time.Duration)
 		t.Fatal(err)
 	}
 	takeover := time.Since(kill)
-	if p := procPid(t, st, "c1", "kovn-controller"); p == old || !rig.Alive(p) {
-		t.Fatalf("lease moved to %s but no new kovn-controller process runs", holder)
+	if p := leaderPid(t, c); p == old || !rig.Alive(p) {
+		t.Fatalf("lease moved to %s but no new kovn-controller process leads", holder)
 	}
 	return holder, takeover
 }

@@ -28,7 +28,9 @@ func rigConfig(t *testing.T, clusters, nodes int) rig.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := rig.Config{Dir: dir, Clusters: clusters, Nodes: nodes, KovnBinDir: bin}.Defaults()
+	// KOVN_E2E_INSTALL=chart runs a suite on kovn installed from the chart (kovn-rig up
+	// --install chart) instead of the rig's supervised processes.
+	cfg, err := rig.Config{Dir: dir, Clusters: clusters, Nodes: nodes, KovnBinDir: bin, Install: os.Getenv("KOVN_E2E_INSTALL")}.Defaults()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,6 +38,13 @@ func rigConfig(t *testing.T, clusters, nodes int) rig.Config {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// preferInstall sets how kovn runs in cfg's rig unless KOVN_E2E_INSTALL says.
+func preferInstall(cfg *rig.Config, install string) {
+	if os.Getenv("KOVN_E2E_INSTALL") == "" {
+		cfg.Install = install
+	}
 }
 
 // upRig starts a rig and registers its teardown; on failure the logs are copied next to the

@@ -23,10 +23,12 @@ import (
 )
 
 // TestServices: kovn is the Service implementation (the rig runs no kube-proxy). Every check
-// runs over both families of a dual-stack Service.
+// runs over both families of a dual-stack Service. It runs on kovn installed from the chart;
+// KOVN_E2E_INSTALL=processes runs it on the rig's supervised processes.
 func TestServices(t *testing.T) {
 	cfg := rigConfig(t, 1, 2)
 	cfg.Kovn = true
+	preferInstall(&cfg, rig.InstallChart)
 	r := upRig(t, cfg)
 	c := newCluster(t, r, "c1")
 	c.createNamespace("svc")
@@ -143,9 +145,7 @@ func vswitchdCrash(t *testing.T, c *cluster, st *rig.State, vips []string) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if err := syscall.Kill(procPid(t, st, "c1-n2", "ovs-vswitchd"), syscall.SIGABRT); err != nil {
-		t.Fatal(err)
-	}
+	signalComponent(t, c, "c1-n2", "ovs-vswitchd", syscall.SIGABRT)
 	time.Sleep(200 * time.Millisecond)
 	var podBack, nodeBack time.Duration
 	var out string

@@ -158,7 +158,9 @@ func (r *Rig) installCharts(ctx context.Context) error {
 // runs, br-phy (a netdev bridge) takes eth0 as a port and the node's addresses and routes, and
 // gets them back whenever it comes back without them (ovs-vswitchd restarted); once the
 // chart's OVS is gone for 5 s (helm uninstall), eth0 gets them back, so the node stays
-// reachable without kovn and a later install finds it as a fresh node.
+// reachable without kovn and a later install finds it as a fresh node. br-phy takes eth0's MAC
+// as well as its addresses: the node's neighbours, and the other nodes' OVS tunnel neighbour
+// caches (which keep an entry for 15 minutes), learned that MAC while eth0 held the address.
 func (c Config) uplinkKeeperStep(cl, n int, logs string) Step {
 	ip := c.NodeIPs(cl, n)[0].String()
 	run := c.NodeHostPath("ovs-run")
@@ -186,7 +188,8 @@ func (c Config) uplinkKeeperStep(cl, n int, logs string) Step {
 		"    down=0",
 		"    if ! " + vsctl + " --timeout=2 br-exists br-phy; then",
 		"      echo \"$(date -Is) the chart's OVS is up: br-phy takes eth0\"",
-		"      " + vsctl + " --timeout=10 -- --may-exist add-br br-phy -- set bridge br-phy datapath_type=netdev -- --may-exist add-port br-phy eth0 || { sleep 1; continue; }",
+		"      mac=$(ip -o link show dev eth0 | sed -n 's/.*link\\/ether \\([0-9a-f:]*\\).*/\\1/p')",
+		"      " + vsctl + " --timeout=10 -- --may-exist add-br br-phy -- set bridge br-phy datapath_type=netdev \"other-config:hwaddr=\\\"$mac\\\"\" -- --may-exist add-port br-phy eth0 || { sleep 1; continue; }",
 		"    fi",
 		"    if ovs-appctl -t " + filepath.Join(run, "ovs-vswitchd.ctl") + " version >/dev/null 2>&1 && ip link show br-phy >/dev/null 2>&1 && ! " + hasIP + "; then",
 		"      echo \"$(date -Is) br-phy without the node addresses: moving them from eth0\"",

@@ -42,18 +42,35 @@ func runAll(argvs [][]string) string {
 
 // OVSDBSocket is the node's Open_vSwitch database socket, for ovs-vsctl --db unix:<it>.
 func (c Config) OVSDBSocket(cl, n int) string {
-	return filepath.Join(c.runDir(), NodeName(cl, n), "ovs", "db.sock")
+	return filepath.Join(c.nodeOVSRunDir(cl, n), "db.sock")
+}
+
+// nodeOVSRunDir is node n's OVS run directory as the host sees it: the rig's own, or with the
+// chart the node's hostPath (chartNodeBinds).
+func (c Config) nodeOVSRunDir(cl, n int) string {
+	if c.Chart() {
+		return filepath.Join(c.NodeDir(cl, n), "host", "ovs-run")
+	}
+	return filepath.Join(c.runDir(), NodeName(cl, n), "ovs")
+}
+
+// nodeOVNRunDir is node n's OVN run directory (ovn-controller's pidfile and control socket).
+func (c Config) nodeOVNRunDir(cl, n int) string {
+	if c.Chart() {
+		return filepath.Join(c.NodeDir(cl, n), "host", "ovn-run")
+	}
+	return filepath.Join(c.runDir(), NodeName(cl, n), "ovn")
 }
 
 // vswitchdCtl is node n's ovs-vswitchd control socket, for ovs-appctl -t.
 func (c Config) vswitchdCtl(cl, n int) string {
-	return filepath.Join(c.runDir(), NodeName(cl, n), "ovs", "ovs-vswitchd.ctl")
+	return filepath.Join(c.nodeOVSRunDir(cl, n), "ovs-vswitchd.ctl")
 }
 
 // OVNControllerCtl is node n's ovn-controller control socket ("" if it runs none): it names
 // itself ovn-controller.<pid>.ctl in the node's OVN run directory.
 func (c Config) OVNControllerCtl(cl, n int) string {
-	m, _ := filepath.Glob(filepath.Join(c.runDir(), NodeName(cl, n), "ovn", "ovn-controller.*.ctl"))
+	m, _ := filepath.Glob(filepath.Join(c.nodeOVNRunDir(cl, n), "ovn-controller.*.ctl"))
 	if len(m) == 0 {
 		return ""
 	}

@@ -195,9 +195,13 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 		steps = append(steps, Step{Name: fmt.Sprintf("import-image-%d", i), Log: filepath.Join(logs, "images.log"),
 			Argv: []string{"ctr", "-n", "k8s.io", "images", "import", "--snapshotter", "overlayfs", img}})
 	}
-	steps = append(steps, daemon("kubelet", Ready{TCP: hostPort(ips[0], 10250)}, slices.Concat([]string{c.k8sBin("kubelet"),
+	// Like a node's service manager, the rig starts kubelet again when it exits; a test holds it
+	// down (StopDaemon) to keep a chart pod's dead container from being restarted.
+	kubelet := daemon("kubelet", Ready{TCP: hostPort(ips[0], 10250)}, slices.Concat([]string{c.k8sBin("kubelet"),
 		"--config=" + filepath.Join(c.NodeDir(cl, n), "kubelet.yaml"), "--kubeconfig=" + kubeconfig,
-		"--hostname-override=" + name, "--node-ip=" + annotation.JoinAddrs(ips), "--v=2"}, c.chartNodeLabels(n))...))
+		"--hostname-override=" + name, "--node-ip=" + annotation.JoinAddrs(ips), "--v=2"}, c.chartNodeLabels(n))...)
+	kubelet.Restart = true
+	steps = append(steps, kubelet)
 	if c.Kovn && !c.Chart() && !c.BridgeNode(n) {
 		kovnKubeconfig := c.DaemonKubeconfig(cl, n)
 		steps = append(steps, c.credentialsStep("kovn-daemon-credentials", logs, Credentials{
