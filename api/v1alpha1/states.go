@@ -3,7 +3,7 @@ package v1alpha1
 import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	mcsv1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+	mcsv1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
 // InterConnect condition types and reasons beyond Ready. kubectl-kovn and the metrics match on

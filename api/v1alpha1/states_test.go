@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	mcsv1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+	mcsv1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
 func TestExportState(t *testing.T) {

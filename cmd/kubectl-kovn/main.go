@@ -1,5 +1,6 @@
 // kubectl-kovn is kovn's kubectl plugin: `kubectl kovn status` says what is wrong with kovn in
-// a cluster and why, for people (tables) and scripts (-o json).
+// a cluster and why, for people (tables) and scripts (-o json); connectivity-test probes every
+// path; trace, tcpdump, diagnose and gather run OVS and OVN tools in the chart's pods.
 package main
 
 import (
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -23,7 +25,7 @@ var errProblems = errors.New("problems found")
 
 func main() {
 	if err := newRoot(os.Stdout).Execute(); err != nil {
-		if !errors.Is(err, errProblems) {
+		if !errors.Is(err, errProblems) && !errors.Is(err, errChecksFailed) {
 			fmt.Fprintln(os.Stderr, "error:", err)
 		}
 		os.Exit(1)
@@ -40,21 +42,35 @@ func newRoot(out io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	root.PersistentFlags().StringVar(&g.context, "context", "", "kubeconfig context")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "table or json")
-	root.AddCommand(newStatus(g, out), newConnectivityTest(g, out))
+	root.AddCommand(newStatus(g, out), newConnectivityTest(g, out), newTrace(g, out), newTcpdump(g, out), newGather(g, out),
+		newDiagnose(g, out))
 	return root
 }
 
-func (g *globalFlags) client() (client.Client, error) {
+func (g *globalFlags) restConfig() (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if g.kubeconfig != "" {
 		rules.ExplicitPath = g.kubeconfig
 	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: g.context}).ClientConfig()
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: g.context}).ClientConfig()
+}
+
+func (g *globalFlags) client() (client.Client, error) {
+	cfg, err := g.restConfig()
 	if err != nil {
 		return nil, err
 	}
 	cfg.Timeout = 10 * time.Second
 	return kovnctl.NewClient(cfg)
+}
+
+// execer runs OVS and OVN tools in kovn's pods (kubectl exec).
+func (g *globalFlags) execer() (*kovnctl.Execer, error) {
+	cfg, err := g.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	return kovnctl.NewExecer(cfg)
 }
 
 func newStatus(g *globalFlags, out io.Writer) *cobra.Command {

@@ -24,9 +24,10 @@ import (
 
 // Packages is what the kovn image carries besides kovn's binaries: OVS and OVN (the ovs-ovn and
 // OVN central pods run from it too), the tools kovn-daemon runs (iptables), and a shell with
-// coreutils and iproute2 for the chart's start-up scripts and an operator's kubectl exec.
+// coreutils and iproute2 for the chart's start-up scripts and an operator's kubectl exec, tcpdump for
+// kubectl kovn tcpdump.
 var Packages = []string{"openvswitch-common", "openvswitch-switch", "ovn-common", "ovn-host", "ovn-central", "ovn-ic", "ovn-ic-db",
-	"iptables", "iproute2", "ethtool", "dash", "coreutils"}
+	"iptables", "iproute2", "ethtool", "dash", "coreutils", "tcpdump"}
 
 // Alternatives are commands Debian links through /etc/alternatives (update-alternatives makes
 // them, dpkg -L does not list them); added as the links they are on this host.
@@ -73,6 +74,10 @@ func run(binDir, outDir, ref string) error {
 	if err := fs.addSharedLibraries(); err != nil {
 		return err
 	}
+	// Users for tools that look themselves up (tcpdump drops privileges to a named user: kubectl
+	// kovn tcpdump runs it with -Z root).
+	fs.addText("/etc/passwd", []byte("root:x:0:0:root:/root:/bin/sh\n"))
+	fs.addText("/etc/group", []byte("root:x:0:\n"))
 	for _, d := range []string{"/tmp", "/var/run/openvswitch", "/var/run/ovn", "/var/log/openvswitch", "/var/log/ovn", "/etc/openvswitch", "/etc/ovn"} {
 		fs.dirs[d] = true
 	}

@@ -24,10 +24,17 @@ type rootfs struct {
 	links map[string]string // image path -> link target
 	dirs  map[string]bool
 	modes map[string]os.FileMode
+	texts map[string][]byte // image path -> content written by the builder itself
 }
 
 func newRootfs() *rootfs {
-	return &rootfs{files: map[string]string{}, links: map[string]string{}, dirs: map[string]bool{}, modes: map[string]os.FileMode{}}
+	return &rootfs{files: map[string]string{}, links: map[string]string{}, dirs: map[string]bool{}, modes: map[string]os.FileMode{},
+		texts: map[string][]byte{}}
+}
+
+// addText puts content the builder writes at an image path (/etc/passwd).
+func (r *rootfs) addText(imagePath string, content []byte) {
+	r.texts[imagePath], r.modes[imagePath] = content, 0o644
 }
 
 // skipped are package paths an image has no use for.
@@ -232,6 +239,9 @@ func (r *rootfs) writeTar(w io.Writer) error {
 	for p := range r.links {
 		entries[p] = true
 	}
+	for p := range r.texts {
+		entries[p] = true
+	}
 	for p := range entries {
 		for d := path.Dir(p); d != "/" && !entries[d]; d = path.Dir(d) {
 			r.dirs[d] = true
@@ -254,6 +264,15 @@ func (r *rootfs) writeTar(w io.Writer) error {
 			h.Typeflag, h.Name, h.Mode = tar.TypeDir, h.Name+"/", 0o755
 		case r.links[p] != "":
 			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, r.links[p], 0o777
+		case r.texts[p] != nil:
+			h.Typeflag, h.Mode, h.Size = tar.TypeReg, int64(r.modes[p]), int64(len(r.texts[p]))
+			if err := tw.WriteHeader(h); err != nil {
+				return err
+			}
+			if _, err := tw.Write(r.texts[p]); err != nil {
+				return err
+			}
+			continue
 		default:
 			if err := writeFile(tw, h, r.files[p], r.modes[p]); err != nil {
 				return err

@@ -99,3 +99,68 @@ func PrintResults(w io.Writer, results []probe.Result) {
 		}
 	}
 }
+
+// PrintChecks writes diagnose's checks as a table, the failures first with their fixes.
+func PrintChecks(w io.Writer, checks []Check) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	failed := 0
+	for _, c := range checks {
+		if !c.OK {
+			failed++
+		}
+	}
+	if failed == 0 {
+		fmt.Fprintf(tw, "all %d checks passed\n\n", len(checks))
+	} else {
+		fmt.Fprintf(tw, "%d of %d checks failed\n\n", failed, len(checks))
+	}
+	fmt.Fprintf(tw, "RESULT\tOBJECT\tCHECK\tDETAIL\n")
+	for _, pass := range []bool{false, true} {
+		for _, c := range checks {
+			if c.OK != pass {
+				continue
+			}
+			word := "FAIL"
+			if c.OK {
+				word = "pass"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", word, c.Object, c.Check, oneLine(c.Detail))
+			if c.Fix != "" {
+				fmt.Fprintf(tw, "\t\t  fix:\t%s\n", c.Fix)
+			}
+		}
+	}
+}
+
+// PrintTrace writes a trace: the packet, OVN's logical pipeline, the node's OpenFlow
+// pipeline (the datapath actions only, unless detailed), and the verdict.
+func PrintTrace(w io.Writer, r TraceResult, detailed bool) {
+	p := r.Packet
+	what := p.Proto
+	if p.Proto != "icmp" {
+		what = fmt.Sprintf("%s %d -> %d", p.Proto, SrcPort, p.DstPort)
+	}
+	fmt.Fprintf(w, "packet: %s (%s, port %s on %s) -> %s, %s\n", p.SrcIP, p.SrcMAC, p.Port, r.Node, p.DstIP, what)
+	if r.Service != "" {
+		fmt.Fprintf(w, "service: %s\n", r.Service)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "== OVN logical pipeline (ovn-trace %s) ==\n%s\n", p.Switch, strings.TrimRight(r.Logical, "\n"))
+	fmt.Fprintf(w, "\n== OpenFlow on %s (ofproto/trace br-int, in_port %s) ==\n", r.Node, r.Iface)
+	if detailed {
+		fmt.Fprintln(w, strings.TrimRight(r.Physical, "\n"))
+	} else {
+		for _, l := range strings.Split(r.Physical, "\n") {
+			if strings.HasPrefix(l, "Datapath actions:") || strings.HasPrefix(l, "Final flow:") {
+				fmt.Fprintln(w, l)
+			}
+		}
+	}
+	fmt.Fprintf(w, "\nverdict: %s\n", r.Verdict)
+}
+
+// oneLine keeps a table row on one line: a tool's multi-line error joined with " | ".
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(strings.TrimSpace(s), "\n", " | ")), " ")
+}

@@ -46,6 +46,7 @@ func TestChartInstall(t *testing.T) {
 	familyChecks(t, c, r.State, false, a, b)
 	familyChecks(t, c, r.State, true, a, b)
 
+	var echoVIPs []string
 	t.Run("ClusterIP: TCP reaches both backends, both families", func(t *testing.T) {
 		c.t = t
 		c.createNamespace("svc")
@@ -55,10 +56,12 @@ func TestChartInstall(t *testing.T) {
 		for _, p := range []string{"be1", "be2", "client"} {
 			c.waitReady("svc", p, 90*time.Second)
 		}
-		for _, vip := range c.createService(serviceSpec("echo", map[string]string{"app": "echo"})) {
+		echoVIPs = c.createService(serviceSpec("echo", map[string]string{"app": "echo"}))
+		for _, vip := range echoVIPs {
 			c.waitBackends("svc", "client", vip, []string{"be1", "be2"}, 30*time.Second)
 		}
 	})
+	kubectlKovnOps(t, c, a, b, echoVIPs)
 
 	t.Run("helm uninstall: no kovn state left on any node, every node reachable", func(t *testing.T) {
 		c.t = t

@@ -1,0 +1,162 @@
+package kovnctl
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kovn/kovn/pkg/annotation"
+)
+
+// Check is one diagnosis: what was checked on which object, the verdict, why, and the fix.
+type Check struct {
+	Check  string `json:"check"`
+	Object string `json:"object"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+// NodeReading is what diagnose read on one node through its kovn-ovs pod; an empty error
+// string means the command worked.
+type NodeReading struct {
+	Node        string
+	VswitchdErr string
+	BrInt       bool
+	OVNConn     string // ovn-controller's connection-status
+	OVNConnErr  string
+	Tunnels     int // geneve interfaces on br-int (interconnect gateways add those to other clusters)
+	OtherNodes  int // kovn nodes besides this one
+	Ovn0Addrs   string
+	JoinIP      string // the node's join address (kovn-controller's annotation)
+	NoOVSPod    bool
+	NoOVSPodWhy string
+}
+
+// NodeChecks judges one node's reading.
+func NodeChecks(r NodeReading) []Check {
+	obj := "node/" + r.Node
+	if r.NoOVSPod {
+		return []Check{{Check: "OVS pod", Object: obj, Detail: r.NoOVSPodWhy,
+			Fix: "kubectl -n kube-system get ds kovn-ovs; a node outside its tolerations or selector has no OVS"}}
+	}
+	var out []Check
+	add := func(check string, ok bool, detail, fix string) {
+		c := Check{Check: check, Object: obj, OK: ok, Detail: detail}
+		if !ok {
+			c.Fix = fix
+		}
+		out = append(out, c)
+	}
+	add("ovs-vswitchd answers", r.VswitchdErr == "", either(r.VswitchdErr == "", "ovs-appctl version answered", r.VswitchdErr),
+		"kubectl -n kube-system logs <kovn-ovs pod on the node> -c vswitchd")
+	add("br-int exists", r.BrInt, either(r.BrInt, "br-int is in the OVS database", "no br-int: ovn-controller has not created it"),
+		"check the ovn-controller container of the node's kovn-ovs pod")
+	connected := r.OVNConnErr == "" && strings.TrimSpace(r.OVNConn) == "connected"
+	switch {
+	case strings.Contains(r.OVNConnErr, "pidfile"):
+		add("ovn-controller connected to SB", false, "ovn-controller is not running (no pidfile)",
+			"check the ovn-controller container of the node's kovn-ovs pod and its logs")
+	default:
+		add("ovn-controller connected to SB", connected, either(connected, "connected", strings.TrimSpace(r.OVNConn+" "+r.OVNConnErr)),
+			"ovn-controller must reach OVN SB (ovn-remote): check kovn-ovn-central's pods and the network to them")
+	}
+	tunnelsOK := r.Tunnels >= r.OtherNodes
+	add("geneve tunnels", tunnelsOK, fmt.Sprintf("%d geneve tunnels on br-int for %d other nodes", r.Tunnels, r.OtherNodes),
+		"every node's ovn-encap-ip must be reachable over UDP 6081; check the other nodes' chassis in OVN SB (ovn-sbctl show)")
+	ovn0 := r.JoinIP != ""
+	for _, ip := range strings.Split(r.JoinIP, ",") {
+		ovn0 = ovn0 && strings.Contains(r.Ovn0Addrs, " "+strings.TrimSpace(ip)+"/")
+	}
+	add("ovn0 holds the join address", ovn0, either(ovn0, "ovn0 has "+r.JoinIP, fmt.Sprintf("join address %q, ovn0: %s", r.JoinIP, strings.TrimSpace(r.Ovn0Addrs))),
+		"kubectl -n kube-system logs <kovn-daemon pod on the node>: the daemon plumbs ovn0 once kovn-controller annotated the node")
+	return out
+}
+
+func either(ok bool, yes, no string) string {
+	if ok {
+		return yes
+	}
+	return no
+}
+
+// Diagnose runs every check: the status report's problems, OVN central's databases and
+// northd, and on each node OVS, br-int, ovn-controller's SB connection, tunnels and ovn0.
+func Diagnose(ctx context.Context, c client.Client, e *Execer) ([]Check, error) {
+	in, err := Collect(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	var checks []Check
+	r := Build(in)
+	for _, p := range r.Problems {
+		checks = append(checks, Check{Check: "status", Object: p.Object, Detail: p.Fault, Fix: p.Fix})
+	}
+	if len(r.Problems) == 0 {
+		checks = append(checks, Check{Check: "status", Object: "kovn", OK: true, Detail: "kovn's objects and nodes report no problem"})
+	}
+	checks = append(checks, centralChecks(ctx, e)...)
+	for _, n := range in.Nodes {
+		checks = append(checks, NodeChecks(readNode(ctx, e, n, len(in.Nodes)-1))...)
+	}
+	return checks, nil
+}
+
+func centralChecks(ctx context.Context, e *Execer) []Check {
+	pods, err := e.Kube.CoreV1().Pods(KovnNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + CentralApp})
+	if err != nil || len(pods.Items) == 0 {
+		return []Check{{Check: "OVN central", Object: "kube-system/" + CentralApp, Detail: fmt.Sprintf("no pod (%v)", err),
+			Fix: "kubectl -n kube-system get ds,deploy,sts | grep ovn-central; kovn's chart runs it on nodes labelled kovn.io/ovn-central"}}
+	}
+	var out []Check
+	active := 0
+	for _, p := range pods.Items {
+		obj := "pod/" + p.Name
+		for _, db := range []struct{ name, sock string }{{"NB", NBSocket}, {"SB", SBSocket}} {
+			_, err := e.Output(ctx, p.Name, CentralContainer, "ovsdb-client", "--timeout=5", "list-dbs", db.sock)
+			c := Check{Check: "OVN " + db.name + " answers", Object: obj, OK: err == nil, Detail: db.sock + " lists its databases"}
+			if err != nil {
+				c.Detail, c.Fix = err.Error(), "kubectl -n kube-system logs "+p.Name+" -c "+strings.ToLower(db.name)
+			}
+			out = append(out, c)
+		}
+		st, err := e.Output(ctx, p.Name, CentralContainer, "ovn-appctl", "-t", "/var/run/ovn/ovn-northd.ctl", "status")
+		if err == nil && strings.Contains(st, "active") {
+			active++
+		}
+	}
+	c := Check{Check: "ovn-northd active", Object: "kube-system/" + CentralApp, OK: active == 1,
+		Detail: fmt.Sprintf("%d of %d ovn-northd active", active, len(pods.Items))}
+	if !c.OK {
+		c.Fix = "exactly one ovn-northd must be active (the others standby): check the northd containers' logs and the SB lock"
+	}
+	return append(out, c)
+}
+
+func readNode(ctx context.Context, e *Execer, n corev1.Node, others int) NodeReading {
+	r := NodeReading{Node: n.Name, OtherNodes: others, JoinIP: n.Annotations[annotation.JoinIP]}
+	pod, err := e.NodePod(ctx, OVSApp, n.Name)
+	if err != nil {
+		r.NoOVSPod, r.NoOVSPodWhy = true, err.Error()
+		return r
+	}
+	run := func(container string, argv ...string) (string, string) {
+		out, err := e.Output(ctx, pod, container, argv...)
+		if err != nil {
+			return out, err.Error()
+		}
+		return out, ""
+	}
+	_, r.VswitchdErr = run(OVSContainer, "ovs-appctl", "-t", VswitchdCtl, "version")
+	_, brErr := run(OVSContainer, "ovs-vsctl", "--timeout=5", "br-exists", "br-int")
+	r.BrInt = brErr == ""
+	r.OVNConn, r.OVNConnErr = run(OVNControllerCont, "ovn-appctl", "-t", "ovn-controller", "connection-status")
+	tunnels, _ := run(OVSContainer, "ovs-vsctl", "--timeout=5", "--bare", "--columns=name", "find", "Interface", "type=geneve")
+	r.Tunnels = len(strings.Fields(tunnels))
+	r.Ovn0Addrs, _ = run(OVSContainer, "ip", "-br", "addr", "show", "dev", "ovn0")
+	return r
+}
