@@ -26,6 +26,9 @@ import (
 func TestKubectlKovn(t *testing.T) {
 	cfg := rigConfig(t, 2, 2)
 	cfg.Kovn = true
+	// Users run the plugin against kovn installed from the chart: two clusters, each with
+	// interconnect and OVN-IC from its chart (the clusterset's IC databases are the rig's).
+	preferInstall(&cfg, rig.InstallChart)
 	r := upRig(t, cfg)
 	c1, c2 := newCluster(t, r, "c1"), newCluster(t, r, "c2")
 	c1.applyInterConnect("az1", rig.NodeName(1, 1))
@@ -116,15 +119,10 @@ func TestKubectlKovn(t *testing.T) {
 	})
 
 	t.Run("ovn-controller stopped on c1-n2: status names the node and ovn-controller", func(t *testing.T) {
-		if err := r.State.StopDaemon(rig.NodeName(1, 2), "ovn-controller"); err != nil {
-			t.Fatal(err)
-		}
+		c1.t = t
+		stopComponent(t, c1, rig.NodeName(1, 2), "ovn-controller", false)
 		waitProblem(t, "node/"+rig.NodeName(1, 2), "ovn-controller is not running")
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if _, err := r.State.StartDaemon(ctx, rig.NodeName(1, 2), "ovn-controller"); err != nil {
-			t.Fatal(err)
-		}
+		startComponent(t, c1, rig.NodeName(1, 2), "ovn-controller")
 		waitHealthy(t)
 	})
 

@@ -86,6 +86,14 @@ func (c Config) ChartValues(cl int) []string {
 		"daemon.cniBinDir=" + c.cniBinDir(),
 		fmt.Sprintf("controller.replicas=%d", min(2, c.Nodes)),
 	}
+	if c.Clusters > 1 {
+		// Each cluster an AZ of the rig's clusterset (IC-NB and IC-SB are the rig's), its
+		// node 1 the gateway: the InterConnect the multi-cluster suites apply themselves.
+		v = append(v, "interconnect.enabled=true", fmt.Sprintf("interconnect.azName=az%d", cl),
+			"interconnect.icNorthbound={"+strings.Join(c.ICNBEndpoints(), ",")+"}",
+			"interconnect.icSouthbound={"+strings.Join(c.ICSBEndpoints(), ",")+"}",
+			"interconnect.gatewayNodes={"+NodeName(cl, 1)+"}")
+	}
 	return v
 }
 

@@ -65,15 +65,18 @@ func CheckAll(ctx context.Context, w io.Writer, from string, targets []Target) e
 // eachClusterTries bounds an each-cluster check. It stops at the first answer from the last
 // cluster, so the bound only costs time when a cluster never answers; with two clusters'
 // backends equally likely, 32 requests miss one by chance once in 2^32 (12 did once in CI).
-// A check gives up after maxFailed unanswered requests: a cluster whose backends time out
-// would otherwise cost 2 s a request.
+// A check that has had an answer gives up after maxFailed unanswered requests (a cluster whose
+// backends time out would otherwise cost 2 s a request); one that has had none goes on to
+// maxFailedUnanswered, so a blocked cluster's backends drawn first (1 in 64 for 6 draws of two
+// clusters) do not hide which cluster answers.
 const (
-	eachClusterTries = 32
-	maxFailed        = 6
+	eachClusterTries    = 32
+	maxFailed           = 6
+	maxFailedUnanswered = 18
 )
 
 // check: up to 3 requests for any-one targets, up to eachClusterTries for each-cluster ones,
-// 2 s each.
+// 2 s each (see maxFailed).
 func check(ctx context.Context, t Target) Result {
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
 		DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext}}
@@ -86,7 +89,7 @@ func check(ctx context.Context, t Target) Result {
 	failed := 0
 	start := time.Now()
 	sent := 0
-	for ; sent < tries && failed < maxFailed; sent++ {
+	for ; sent < tries && failed < maxFailedUnanswered && (failed < maxFailed || len(seen) == 0); sent++ {
 		name, err := get(ctx, client, t.URL)
 		if err != nil {
 			lastErr, failed = err, failed+1

@@ -32,11 +32,11 @@ func TestCheck(t *testing.T) {
 		fmt.Fprintln(w, []string{"c1/server-n1", "c2/server-m1"}[n.Add(1)%2])
 	}))
 	defer both.Close()
-	// Answers as c1 every other request and drops the rest, as a ClusterSetIP whose c2
-	// backends are blocked would.
+	// Drops the first 7 requests, then answers as c1 every other request and drops the rest: a
+	// ClusterSetIP whose c2 backends are blocked, drawn first 7 times.
 	var m atomic.Int32
 	halfBlocked := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		if m.Add(1)%2 == 0 {
+		if n := m.Add(1); n <= 7 || n%2 == 0 {
 			conn, _, _ := w.(http.Hijacker).Hijack()
 			conn.Close()
 			return
@@ -60,7 +60,7 @@ func TestCheck(t *testing.T) {
 		{"one cluster never answers", Target{URL: c1, Expect: []string{"c1/server-n1", "c2/server-m1"}, EachCluster: []string{"c1", "c2"}},
 			false, "32 requests: answered by c1/server-n1; never by a backend in c2"},
 		{"one cluster's backends blocked", Target{URL: halfBlocked.URL + "/", Expect: []string{"c1/server-n1", "c2/server-m1"}, EachCluster: []string{"c1", "c2"}},
-			false, "12 requests (6 failed, the last: "},
+			false, "9 requests (8 failed, the last: "},
 	} {
 		var out bytes.Buffer
 		if err := CheckAll(context.Background(), &out, "c1/client-n1", []Target{tc.t}); err != nil {
