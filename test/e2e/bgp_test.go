@@ -67,6 +67,7 @@ type bgpLab struct {
 func newBGPLab(t *testing.T) *bgpLab {
 	cfg := rigConfig(t, 1, 3)
 	cfg.Kovn = true
+	preferInstall(&cfg, rig.InstallChart) // kovn-speaker is the chart's DaemonSet
 	l := &bgpLab{cfg: cfg, r: upRig(t, cfg)}
 	c := newCluster(t, l.r, "c1")
 	l.c, l.tor = c, &torRouter{t: t, cfg: cfg}
@@ -195,9 +196,7 @@ func (l *bgpLab) unmarked(t *testing.T) {
 
 func (l *bgpLab) killed(t *testing.T) {
 	l.tor.t = t
-	if err := l.r.State.CrashDaemon("c1-n1", "kovn-speaker"); err != nil {
-		t.Fatal(err)
-	}
+	stopComponent(t, l.c, "c1-n1", "kovn-speaker", true)
 	start := time.Now()
 	l.tor.waitRoutes(withoutHops(l.want, l.cfg.NodeIPs(1, 1)...))
 	gone := time.Since(start)
@@ -205,25 +204,21 @@ func (l *bgpLab) killed(t *testing.T) {
 	if gone > 9*time.Second {
 		t.Errorf("next hop withdrawn after %s, want within the 9 s hold time", gone)
 	}
-	if _, err := l.r.State.StartDaemon(t.Context(), "c1-n1", "kovn-speaker"); err != nil {
-		t.Fatal(err)
-	}
+	startComponent(t, l.c, "c1-n1", "kovn-speaker")
 	l.tor.waitRoutes(l.want)
 }
 
 func (l *bgpLab) stopped(t *testing.T) {
 	l.tor.t = t
 	stopped := make(chan error, 1)
-	go func() { stopped <- l.r.State.StopDaemon("c1-n1", "kovn-speaker") }()
+	go func() { stopped <- stopComponentErr(t, l.c, "c1-n1", "kovn-speaker", false) }()
 	start := time.Now()
 	l.tor.waitRoutes(withoutHops(l.want, l.cfg.NodeIPs(1, 1)...))
 	t.Logf("c1-n1's next hop gone from the ToR %.2fs after SIGTERM to its speaker", time.Since(start).Seconds())
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.r.State.StartDaemon(t.Context(), "c1-n1", "kovn-speaker"); err != nil {
-		t.Fatal(err)
-	}
+	startComponent(t, l.c, "c1-n1", "kovn-speaker")
 	l.tor.waitRoutes(l.want)
 }
 
@@ -243,7 +238,7 @@ func bgpGracefulRestart(t *testing.T, c *cluster, tor *torRouter, r *rig.Rig, cf
 	const count = 150
 	var staleSeen bool
 	lost, outage, err := outsideStream(cfg, vip.String(), count, func() {
-		if err := r.State.CrashDaemon("c1-n2", "kovn-speaker"); err != nil {
+		if err := stopComponentErr(t, c, "c1-n2", "kovn-speaker", true); err != nil {
 			t.Error(err)
 			return
 		}
@@ -254,9 +249,7 @@ func bgpGracefulRestart(t *testing.T, c *cluster, tor *torRouter, r *rig.Rig, cf
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		if _, err := r.State.StartDaemon(t.Context(), "c1-n2", "kovn-speaker"); err != nil {
-			t.Error(err)
-		}
+		startComponent(t, c, "c1-n2", "kovn-speaker")
 	})
 	if err != nil {
 		t.Fatal(err)

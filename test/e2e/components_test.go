@@ -29,6 +29,7 @@ var chartContainers = map[string][2]string{
 	"ovs-vswitchd":   {"kovn-ovs", "vswitchd"},
 	"ovn-controller": {"kovn-ovs", "ovn-controller"},
 	"kovn-daemon":    {"kovn-daemon", "daemon"},
+	"kovn-speaker":   {"kovn-speaker", "speaker"},
 }
 
 // nodeIndex is (cluster, node) of a rig node name such as "c1-n2".
@@ -70,23 +71,30 @@ func chartPod(t *testing.T, c *cluster, app, node string) *corev1.Pod {
 // processes whose parent (containerd's shim) is not one of them.
 func containerPid(t *testing.T, pod *corev1.Pod, container string) int {
 	t.Helper()
+	pid, err := runningContainerPid(pod, container)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+func runningContainerPid(pod *corev1.Pod, container string) (int, error) {
 	var id string
 	for _, s := range pod.Status.ContainerStatuses {
 		if s.Name == container && s.State.Running != nil {
-			_, id, _ = strings.Cut(s.ContainerID, "://")
+			id = containerID(s)
 		}
 	}
 	if id == "" {
-		t.Fatalf("container %s of pod %s is not running", container, pod.Name)
+		return 0, fmt.Errorf("container %s of pod %s is not running", container, pod.Name)
 	}
 	pids := cgroupPids(id)
 	for pid := range pids {
 		if !pids[parentPid(pid)] {
-			return pid
+			return pid, nil
 		}
 	}
-	t.Fatalf("no process of container %s (%s) of pod %s", container, id, pod.Name)
-	return 0
+	return 0, fmt.Errorf("no process of container %s (%s) of pod %s", container, id, pod.Name)
 }
 
 // cgroupPids are the processes whose cgroup path names the container ID.
@@ -132,50 +140,65 @@ func signalComponent(t *testing.T, c *cluster, node, name string, sig syscall.Si
 
 // stopComponent holds component name on node down (killed with SIGKILL when crash, else
 // SIGTERM) until startComponent. With the chart: ovn-controller by the hold file its
-// container waits on (what helm uninstall's cleanup uses), kovn-daemon by stopping the node's
-// kubelet first, so nothing starts its container again; the node's other pods keep running.
+// container waits on (what helm uninstall's cleanup uses), kovn-daemon and kovn-speaker by
+// stopping the node's kubelet first, so nothing starts their containers again; the node's
+// other pods keep running.
 func stopComponent(t *testing.T, c *cluster, node, name string, crash bool) {
 	t.Helper()
+	if err := stopComponentErr(t, c, node, name, crash); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stopComponentErr is stopComponent for a goroutine: it returns what went wrong.
+func stopComponentErr(t *testing.T, c *cluster, node, name string, crash bool) error {
 	st := c.st
 	if !st.Config.Chart() {
 		stop := st.StopDaemon
 		if crash {
 			stop = st.CrashDaemon
 		}
-		if err := stop(node, name); err != nil {
-			t.Fatal(err)
-		}
-		return
+		return stop(node, name)
 	}
-	pid := componentPid(t, c, node, name)
+	where, ok := chartContainers[name]
+	if !ok {
+		return fmt.Errorf("the chart runs no %s on nodes", name)
+	}
+	pods, err := c.kc.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{
+		LabelSelector: "app=" + where[0], FieldSelector: "spec.nodeName=" + node})
+	if err != nil || len(pods.Items) != 1 {
+		return fmt.Errorf("the chart's %s pod on %s: %d pods, %v", where[0], node, len(pods.Items), err)
+	}
+	pid, err := runningContainerPid(&pods.Items[0], where[1])
+	if err != nil {
+		return err
+	}
 	switch name {
 	case "ovn-controller":
 		cl, n := nodeIndex(t, node)
 		if err := os.WriteFile(ovnControllerHold(st.Config, cl, n), nil, 0o644); err != nil {
-			t.Fatal(err)
+			return err
 		}
-	case "kovn-daemon":
+	case "kovn-daemon", "kovn-speaker":
 		if err := st.StopDaemon(node, "kubelet"); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	default:
-		t.Fatalf("stopping %s of a chart install is not supported", name)
+		return fmt.Errorf("stopping %s of a chart install is not supported", name)
 	}
 	sig := syscall.SIGTERM
 	if crash {
 		sig = syscall.SIGKILL
 	}
 	if err := syscall.Kill(pid, sig); err != nil {
-		t.Fatalf("%s on %s: %v", name, node, err)
+		return fmt.Errorf("%s on %s: %v", name, node, err)
 	}
-	if err := eventually(15*time.Second, func() error {
+	return eventually(15*time.Second, func() error {
 		if rig.Alive(pid) {
 			return fmt.Errorf("%s (pid %d) on %s still runs", name, pid, node)
 		}
 		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 }
 
 // startComponent lets a component stopped by stopComponent run again and waits until it does.
@@ -196,7 +219,7 @@ func startComponent(t *testing.T, c *cluster, node, name string) {
 		if err := os.Remove(ovnControllerHold(st.Config, cl, n)); err != nil && !os.IsNotExist(err) {
 			t.Fatal(err)
 		}
-	case "kovn-daemon":
+	case "kovn-daemon", "kovn-speaker":
 		if _, err := st.StartDaemon(ctx, node, "kubelet"); err != nil {
 			t.Fatal(err)
 		}

@@ -85,6 +85,8 @@ func (c Config) ChartValues(cl int) []string {
 		"daemon.runDir=" + c.NodeHostPath("kovn-run"),
 		"daemon.cniBinDir=" + c.cniBinDir(),
 		fmt.Sprintf("controller.replicas=%d", min(2, c.Nodes)),
+		"speaker.enabled=true",
+		"speaker.externalIPCIDRs=" + SpeakerExternalIPCIDR.String(),
 	}
 	if c.Clusters > 1 {
 		// Each cluster an AZ of the rig's clusterset (IC-NB and IC-SB are the rig's), its
@@ -220,9 +222,18 @@ func (c Config) uplinkKeeperStep(cl, n int, logs string) Step {
 const OVNCentralLabel = "kovn.io/ovn-central"
 
 // chartNodeLabels are kubelet flags registering node n with the chart's node labels.
+// Every node speaks BGP in the rig (as with processes): with no BgpPeer a speaker holds no
+// session.
 func (c Config) chartNodeLabels(n int) []string {
-	if !c.Chart() || n != 1 {
+	if !c.Chart() {
 		return nil
 	}
-	return []string{"--node-labels=" + OVNCentralLabel + "=true"}
+	labels := SpeakerLabel + "=true"
+	if n == 1 {
+		labels += "," + OVNCentralLabel + "=true"
+	}
+	return []string{"--node-labels=" + labels}
 }
+
+// SpeakerLabel is the chart's default speaker.nodeSelector.
+const SpeakerLabel = "kovn.io/bgp-speaker"
