@@ -77,6 +77,9 @@ const (
 	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
 	// ReasonMissingField: a required field is empty.
 	ReasonMissingField = "MissingField"
+	// ReasonInvalidACL: a Subnet ACL's match is one OVN would refuse (the message says where
+	// and why), or its direction, priority or action is out of range.
+	ReasonInvalidACL = "InvalidACL"
 	// ReasonInvalidVlan: a subnet's vlan is malformed or combined with fields an underlay
 	// subnet cannot have (centralized gateway, private, a custom VPC).
 	ReasonInvalidVlan = "InvalidVlan"

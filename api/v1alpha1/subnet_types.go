@@ -152,11 +152,43 @@ type SubnetSpec struct {
 	// +optional
 	BGPPolicy BGPPolicy `json:"bgpPolicy,omitempty"`
 
+	// ACLs are the admin's rules on the subnet's logical switch, in OVN's own terms: a direction
+	// (to-lport: traffic to the subnet's pods; from-lport: from them), a priority, an OVN match
+	// (ovn-sb(5)) and an action. They sit above every NetworkPolicy and the private-subnet
+	// isolation (OVN priority 2000 + priority), so a namespace user cannot open what they close.
+	// A match OVN would refuse makes the Subnet Validated=False (InvalidACL) and leaves the
+	// last valid ACLs programmed.
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=atomic
+	// +optional
+	ACLs []SubnetACL `json:"acls,omitempty"`
+
 	// LogicalSwitch is the name of the OVN logical switch; empty means the Subnet's name.
 	// Immutable once set (including set/unset).
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	LogicalSwitch string `json:"logicalSwitch,omitempty"`
+}
+
+// SubnetACL is one admin rule on a Subnet's logical switch.
+type SubnetACL struct {
+	// Direction: to-lport matches traffic on its way to the subnet's pods, from-lport traffic
+	// leaving them.
+	// +kubebuilder:validation:Enum=to-lport;from-lport
+	Direction string `json:"direction"`
+	// Priority orders the subnet's ACLs, higher first: 0 to 999, written as OVN priority
+	// 2000 + priority.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=999
+	Priority int `json:"priority"`
+	// Match is an OVN match expression, e.g. `ip4.src == 10.17.0.0/16 && tcp.dst == 8080`.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Match string `json:"match"`
+	// Action: allow, allow-related (replies pass too), drop, or reject (a TCP reset or an ICMP
+	// unreachable goes back).
+	// +kubebuilder:validation:Enum=allow;allow-related;drop;reject
+	Action string `json:"action"`
 }
 
 // BGPPolicy is who announces a subnet's addresses over BGP.

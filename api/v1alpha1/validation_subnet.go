@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/kovn/kovn/pkg/ovn/match"
 )
 
 // CIDRs parses cidrBlock: one or two canonical CIDRs, at most one per family, each large enough
@@ -163,7 +165,27 @@ func (s *SubnetSpec) Validate() error {
 	}
 	validateNamespaces("spec.namespaces", s.Namespaces, &errs)
 	s.validateVlan(&errs)
+	s.validateACLs(&errs)
 	return errs.err()
+}
+
+// validateACLs checks each ACL as OVN would: a match northd cannot parse would be dropped
+// with a line in its own log, and the rule silently missing.
+func (s *SubnetSpec) validateACLs(errs *ValidationErrors) {
+	for i, a := range s.ACLs {
+		f := fmt.Sprintf("spec.acls[%d]", i)
+		switch {
+		case a.Direction != "to-lport" && a.Direction != "from-lport":
+			errs.add(f+".direction", ReasonInvalidACL, "direction %q is not to-lport or from-lport", a.Direction)
+		case a.Priority < 0 || a.Priority > 999:
+			errs.add(f+".priority", ReasonInvalidACL, "priority %d is outside 0..999", a.Priority)
+		case !slices.Contains([]string{"allow", "allow-related", "drop", "reject"}, a.Action):
+			errs.add(f+".action", ReasonInvalidACL, "action %q is not allow, allow-related, drop or reject", a.Action)
+		}
+		if _, err := match.Check(a.Match); err != nil {
+			errs.add(f+".match", ReasonInvalidACL, "match %q: %v", a.Match, err)
+		}
+	}
 }
 
 // validateVlan: an underlay subnet's gateway is the physical router, so kovn has no egress

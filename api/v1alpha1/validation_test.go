@@ -205,6 +205,20 @@ func TestSubnetValidate(t *testing.T) {
 		{name: "bad gateway node", spec: SubnetSpec{CIDRBlock: "10.16.0.0/16", GatewayNodes: []string{"Node_A"}}, reason: ReasonInvalidGatewayNodes, frag: "not a node name"},
 		{name: "bad allowSubnet", spec: SubnetSpec{CIDRBlock: "10.16.0.0/16", Private: true, AllowSubnets: []string{"10.17.0.1/16"}}, reason: ReasonInvalidAllowSubnets, frag: "canonical"},
 		{name: "bad namespace", spec: SubnetSpec{CIDRBlock: "10.16.0.0/16", Namespaces: []string{"Default"}}, reason: ReasonInvalidNamespaces, frag: "namespaces[0]"},
+
+		{name: "acls", spec: SubnetSpec{CIDRBlock: "10.16.0.0/16", ACLs: []SubnetACL{
+			{Direction: "to-lport", Priority: 100, Match: "ip4.src == 10.17.0.0/16 && tcp.dst == 8080", Action: "drop"},
+			{Direction: "from-lport", Priority: 0, Match: "ip6 && udp.dst == 53", Action: "allow-related"}}}},
+		{name: "acl match OVN refuses", spec: SubnetSpec{CIDRBlock: "10.16.0.0/16", ACLs: []SubnetACL{
+			{Direction: "to-lport", Priority: 1, Match: "tcp.dst == 8080", Action: "drop"},
+			{Direction: "to-lport", Priority: 1, Match: "ip4.src == 10.17.0.1/16", Action: "drop"}}},
+			reason: ReasonInvalidACL, frag: "spec.acls[1].match"},
+		{name: "acl unknown field", spec: SubnetSpec{CIDRBlock: "10.16.0.0/16", ACLs: []SubnetACL{
+			{Direction: "to-lport", Priority: 1, Match: "tcp.port == 80", Action: "drop"}}}, reason: ReasonInvalidACL, frag: `unknown field "tcp.port"`},
+		{name: "acl action", spec: SubnetSpec{CIDRBlock: "10.16.0.0/16", ACLs: []SubnetACL{
+			{Direction: "to-lport", Priority: 1, Match: "tcp", Action: "deny"}}}, reason: ReasonInvalidACL, frag: "spec.acls[0].action"},
+		{name: "acl priority", spec: SubnetSpec{CIDRBlock: "10.16.0.0/16", ACLs: []SubnetACL{
+			{Direction: "to-lport", Priority: 1000, Match: "tcp", Action: "drop"}}}, reason: ReasonInvalidACL, frag: "outside 0..999"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { wantErr(t, tc.spec.Validate(), tc.reason, tc.frag) })
 	}

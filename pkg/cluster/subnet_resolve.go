@@ -8,8 +8,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
+	libovsdb "github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
+
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/cluster/topology"
+	"github.com/kovn/kovn/pkg/ovn/match"
+	"github.com/kovn/kovn/pkg/ovn/model/nb"
 )
 
 // resolve validates sn on its own, against its VPC and against every other Subnet, and turns
@@ -42,6 +47,9 @@ func (r *SubnetReconciler) resolve(ctx context.Context, sn *kovnv1.Subnet, all [
 	if in.Underlay, err = r.underlay(ctx, sn); err != nil {
 		return topology.SubnetIn{}, err
 	}
+	if in.ACLs, err = r.acls(ctx, sn); err != nil {
+		return topology.SubnetIn{}, err
+	}
 	if sn.Spec.Private {
 		for _, c := range sn.Spec.AllowSubnets {
 			p, _ := kovnv1.ParsePrefix(c) // validated above
@@ -49,6 +57,38 @@ func (r *SubnetReconciler) resolve(ctx context.Context, sn *kovnv1.Subnet, all [
 		}
 	}
 	return in, nil
+}
+
+// acls turns spec.acls (each match already parsed by Validate) into the topology's input,
+// refusing a match that names an address set or port group NB does not have: OVN would
+// drop that ACL.
+func (r *SubnetReconciler) acls(ctx context.Context, sn *kovnv1.Subnet) ([]topology.SubnetACLIn, error) {
+	var out []topology.SubnetACLIn
+	for i, a := range sn.Spec.ACLs {
+		refs, err := match.Check(a.Match)
+		if err != nil {
+			return nil, err // Validate refused it already
+		}
+		for _, name := range refs.AddressSets {
+			if r.NB != nil && !nbHas(ctx, r.NB, &nb.AddressSet{Name: name}) {
+				return nil, &kovnv1.ValidationError{Field: fmt.Sprintf("spec.acls[%d].match", i), Reason: kovnv1.ReasonInvalidACL,
+					Message: fmt.Sprintf("match %q: address set $%s does not exist in OVN", a.Match, name)}
+			}
+		}
+		for _, name := range refs.PortGroups {
+			if r.NB != nil && !nbHas(ctx, r.NB, &nb.PortGroup{Name: name}) {
+				return nil, &kovnv1.ValidationError{Field: fmt.Sprintf("spec.acls[%d].match", i), Reason: kovnv1.ReasonInvalidACL,
+					Message: fmt.Sprintf("match %q: port group @%s does not exist in OVN", a.Match, name)}
+			}
+		}
+		out = append(out, topology.SubnetACLIn{Direction: a.Direction, Priority: a.Priority, Match: a.Match, Action: a.Action})
+	}
+	return out, nil
+}
+
+// nbHas reports whether NB holds the row m (looked up by its index, the name).
+func nbHas(ctx context.Context, c libovsdb.Client, m model.Model) bool {
+	return c.Get(ctx, m) == nil
 }
 
 // gone reports whether a subnet being deleted no longer holds anything (its CIDR is free).

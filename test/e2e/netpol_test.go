@@ -159,6 +159,7 @@ func TestNetworkPolicy(t *testing.T) {
 	})
 	// x/a: a default-subnet pod no policy above isolates, in ingress or egress.
 	t.Run("private subnet", func(t *testing.T) { privateSubnet(t, c, r.State, xa) })
+	t.Run("Subnet ACLs", func(t *testing.T) { subnetACLs(t, c, r.State, xa) })
 	t.Run("every policy deleted: no peer address set left", func(t *testing.T) {
 		c.t = t
 		for _, np := range slices.Clone(policies) {

@@ -204,6 +204,14 @@ type SubnetIn struct {
 	// Underlay, when set, puts the subnet on a physical network (a Vlan of a ProviderNetwork)
 	// instead of the overlay: no router port, the gateway is the physical router.
 	Underlay *UnderlayIn
+	// ACLs are the admin's rules (spec.acls), validated.
+	ACLs []SubnetACLIn
+}
+
+// SubnetACLIn is one of a subnet's admin ACLs; Priority is the spec's, 0..999.
+type SubnetACLIn struct {
+	Direction, Match, Action string
+	Priority                 int
 }
 
 // UnderlayIn is an underlay subnet's physical network.

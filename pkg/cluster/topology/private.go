@@ -28,7 +28,7 @@ const (
 // Keys of a subnet ACL's external_ids (beside ownership), for debugging and ACL logs.
 const (
 	SubnetKey     = "kovn.io/subnet"
-	SubnetRuleKey = "kovn.io/subnet-rule" // private/deny | private/stateful
+	SubnetRuleKey = "kovn.io/subnet-rule" // private/deny | private/stateful | acl/<index in spec.acls>
 )
 
 // linkLocal6 is always admitted into a private IPv6 subnet: link-local sources come only
@@ -81,6 +81,23 @@ func privateACLs(s SubnetIn, join *SubnetIn) []ACL {
 func subnetACL(s SubnetIn, rule, f string, prio int, match, action string) ACL {
 	return ACL{Switch: s.Switch, Name: ACLName(s.Name, rule+"/"+f), Direction: "to-lport", Priority: prio, Match: match,
 		Action: action, ExternalIDs: map[string]string{SubnetKey: s.Name, SubnetRuleKey: rule, IPFamilyKey: f}}
+}
+
+// PrioritySubnetACLBase is the OVN priority of a Subnet ACL of priority 0: the admin's rules
+// sit above the private isolation (PrioritySubnetPrivateDeny) and every NetworkPolicy band.
+const PrioritySubnetACLBase = 2000
+
+// adminACLs are a subnet's spec.acls on its switch, named by their index (a changed match or
+// action updates the row in place; the whole list is one shard, one transaction).
+func adminACLs(s SubnetIn) []ACL {
+	out := make([]ACL, 0, len(s.ACLs))
+	for i, a := range s.ACLs {
+		rule := fmt.Sprintf("acl/%d", i)
+		out = append(out, ACL{Switch: s.Switch, Name: ACLName(s.Name, rule), Direction: a.Direction,
+			Priority: PrioritySubnetACLBase + a.Priority, Match: a.Match, Action: a.Action,
+			ExternalIDs: map[string]string{SubnetKey: s.Name, SubnetRuleKey: rule}})
+	}
+	return out
 }
 
 // complement returns the prefixes, in address order, that cover exactly the addresses of the

@@ -153,3 +153,34 @@ func TestPrivateSubnetLongName(t *testing.T) {
 		t.Errorf("%d distinct names, want 4", len(seen))
 	}
 }
+
+// TestSubnetAdminACLs: spec.acls on the subnet's switch above every other band, named by
+// index, beside the private ACLs; an underlay subnet's switch carries them too.
+func TestSubnetAdminACLs(t *testing.T) {
+	in := SubnetIn{Name: "s", Vpc: "ovn-cluster", Switch: "s-ls", CIDRs: prefixes("10.1.0.0/16"), Gateways: addrs("10.1.0.1"),
+		ACLs: []SubnetACLIn{{Direction: "to-lport", Priority: 100, Match: "ip4.src == 10.17.0.0/16 && tcp.dst == 8080", Action: "drop"},
+			{Direction: "from-lport", Priority: 0, Match: "udp.dst == 53", Action: "allow-related"}}}
+	want := []ACL{
+		{Switch: "s-ls", Name: "s:acl/0", Direction: "to-lport", Priority: 2100, Match: "ip4.src == 10.17.0.0/16 && tcp.dst == 8080",
+			Action: "drop", ExternalIDs: map[string]string{SubnetKey: "s", SubnetRuleKey: "acl/0"}},
+		{Switch: "s-ls", Name: "s:acl/1", Direction: "from-lport", Priority: 2000, Match: "udp.dst == 53",
+			Action: "allow-related", ExternalIDs: map[string]string{SubnetKey: "s", SubnetRuleKey: "acl/1"}},
+	}
+	if got := ForSubnet(in, &joinIn, nil).ACLs; !reflect.DeepEqual(got, want) {
+		t.Errorf("overlay subnet ACLs:\n got %+v\nwant %+v", got, want)
+	}
+	if PrioritySubnetACLBase <= PrioritySubnetPrivateDeny || PrioritySubnetACLBase <= PriorityPolicyAllow {
+		t.Errorf("the Subnet ACL band (%d) must be above the private deny (%d) and NetworkPolicy (%d)",
+			PrioritySubnetACLBase, PrioritySubnetPrivateDeny, PriorityPolicyAllow)
+	}
+	private := in
+	private.Private = true
+	if got := ForSubnet(private, &joinIn, nil).ACLs; len(got) != 4 || got[2].Name != "s:acl/0" {
+		t.Errorf("private subnet with ACLs: %+v", got)
+	}
+	underlay := in
+	underlay.Underlay = &UnderlayIn{Provider: "phys", VlanID: 100}
+	if got := ForSubnet(underlay, &joinIn, nil).ACLs; !reflect.DeepEqual(got, want) {
+		t.Errorf("underlay subnet ACLs: %+v", got)
+	}
+}

@@ -147,6 +147,7 @@ func ForSubnet(s SubnetIn, join *SubnetIn, nodes map[string]NodeIn) Shard {
 	if s.Underlay != nil {
 		sh.Switches = []Switch{sw}
 		sh.SwitchPorts = []SwitchPort{localnetPort(s)}
+		sh.ACLs = adminACLs(s)
 		return sh
 	}
 	if join != nil && join.Vpc == s.Vpc {
@@ -159,7 +160,7 @@ func ForSubnet(s SubnetIn, join *SubnetIn, nodes map[string]NodeIn) Shard {
 		sh.LoadBalancerGroups = []LoadBalancerGroup{{Name: ClusterLBGroup}}
 	}
 	sh.Switches = []Switch{sw}
-	sh.ACLs = privateACLs(s, join)
+	sh.ACLs = append(privateACLs(s, join), adminACLs(s)...)
 	lrp := RouterPortName(s.Vpc, s.Switch)
 	sh.RouterPorts = []RouterPort{{Router: s.Vpc, Name: lrp, MAC: RouterMAC(lrp), Networks: nets,
 		IPv6RAConfigs: raConfigs(s.CIDRs)}}
