@@ -23,13 +23,19 @@ import (
 
 var errChecksFailed = errors.New("checks failed")
 
-// podArg reads NAMESPACE/POD (or POD in the default namespace).
-func podArg(ctx context.Context, e *kovnctl.Execer, arg string) (*corev1.Pod, error) {
+// podExecer is an Execer and the pod that arg, NAMESPACE/POD (or POD in the default
+// namespace), names: what trace and tcpdump start from.
+func (g *globalFlags) podExecer(ctx context.Context, arg string) (*kovnctl.Execer, *corev1.Pod, error) {
+	e, err := g.execer()
+	if err != nil {
+		return nil, nil, err
+	}
 	ns, name, ok := strings.Cut(arg, "/")
 	if !ok {
 		ns, name = "default", arg
 	}
-	return e.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	pod, err := e.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	return e, pod, err
 }
 
 // destination reads IP, IP:PORT or [IPv6]:PORT.
@@ -53,13 +59,9 @@ func newTrace(g *globalFlags, out io.Writer) *cobra.Command {
 		Short: "Trace a packet from a pod through OVN's logical pipeline (ovn-trace) and its node's OpenFlow tables (ofproto/trace)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := g.execer()
-			if err != nil {
-				return err
-			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 			defer cancel()
-			pod, err := podArg(ctx, e, args[0])
+			e, pod, err := g.podExecer(ctx, args[0])
 			if err != nil {
 				return err
 			}
@@ -95,13 +97,9 @@ func newTcpdump(g *globalFlags, out io.Writer) *cobra.Command {
 		Short: "Capture a pod's traffic on its node, at the host end of its interface",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := g.execer()
-			if err != nil {
-				return err
-			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
-			pod, err := podArg(ctx, e, args[0])
+			e, pod, err := g.podExecer(ctx, args[0])
 			if err != nil {
 				return err
 			}

@@ -2,14 +2,21 @@ package kovnctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kovn/kovn/pkg/annotation"
+	"github.com/kovn/kovn/pkg/ovn"
+	"github.com/kovn/kovn/pkg/ovn/model/nb"
+	"github.com/kovn/kovn/pkg/ovn/model/sb"
+	"github.com/kovn/kovn/pkg/ovn/model/vswitch"
 )
 
 // Check is one diagnosis: what was checked on which object, the verdict, why, and the fix.
@@ -26,6 +33,7 @@ type Check struct {
 type NodeReading struct {
 	Node        string
 	VswitchdErr string
+	OVSDBErr    string // reading the node's Open_vSwitch database failed
 	BrInt       bool
 	OVNConn     string // ovn-controller's connection-status
 	OVNConnErr  string
@@ -54,8 +62,14 @@ func NodeChecks(r NodeReading) []Check {
 	}
 	add("ovs-vswitchd answers", r.VswitchdErr == "", either(r.VswitchdErr == "", "ovs-appctl version answered", r.VswitchdErr),
 		"kubectl -n kube-system logs <kovn-ovs pod on the node> -c vswitchd")
-	add("br-int exists", r.BrInt, either(r.BrInt, "br-int is in the OVS database", "no br-int: ovn-controller has not created it"),
-		"check the ovn-controller container of the node's kovn-ovs pod")
+	switch {
+	case r.OVSDBErr != "":
+		add("br-int exists", false, "reading the node's OVS database: "+r.OVSDBErr,
+			"kubectl -n kube-system logs <kovn-ovs pod on the node> -c ovsdb")
+	default:
+		add("br-int exists", r.BrInt, either(r.BrInt, "br-int is in the OVS database", "no br-int: ovn-controller has not created it"),
+			"check the ovn-controller container of the node's kovn-ovs pod")
+	}
 	connected := r.OVNConnErr == "" && strings.TrimSpace(r.OVNConn) == "connected"
 	switch {
 	case strings.Contains(r.OVNConnErr, "pidfile"):
@@ -65,9 +79,13 @@ func NodeChecks(r NodeReading) []Check {
 		add("ovn-controller connected to SB", connected, either(connected, "connected", strings.TrimSpace(r.OVNConn+" "+r.OVNConnErr)),
 			"ovn-controller must reach OVN SB (ovn-remote): check kovn-ovn-central's pods and the network to them")
 	}
-	tunnelsOK := r.Tunnels >= r.OtherNodes
-	add("geneve tunnels", tunnelsOK, fmt.Sprintf("%d geneve tunnels on br-int for %d other nodes", r.Tunnels, r.OtherNodes),
-		"every node's ovn-encap-ip must be reachable over UDP 6081; check the other nodes' chassis in OVN SB (ovn-sbctl show)")
+	tunnelsOK := r.OVSDBErr == "" && r.Tunnels >= r.OtherNodes
+	tunnels := fmt.Sprintf("%d geneve tunnels on br-int for %d other nodes", r.Tunnels, r.OtherNodes)
+	if r.OVSDBErr != "" {
+		tunnels = "unknown: the node's OVS database could not be read"
+	}
+	add("geneve tunnels", tunnelsOK, tunnels,
+		"every node's ovn-encap-ip must be reachable over UDP 6081; check the other nodes' Chassis and Encap rows in OVN SB (gather's ovn/sb-dump.json)")
 	ovn0 := r.JoinIP != ""
 	for _, ip := range strings.Split(r.JoinIP, ",") {
 		ovn0 = ovn0 && strings.Contains(r.Ovn0Addrs, " "+strings.TrimSpace(ip)+"/")
@@ -100,8 +118,8 @@ func Diagnose(ctx context.Context, c client.Client, e *Execer) ([]Check, error) 
 		checks = append(checks, Check{Check: "status", Object: "kovn", OK: true, Detail: "kovn's objects and nodes report no problem"})
 	}
 	checks = append(checks, centralChecks(ctx, e)...)
-	for _, n := range in.Nodes {
-		checks = append(checks, NodeChecks(readNode(ctx, e, n, len(in.Nodes)-1))...)
+	for _, r := range readNodes(ctx, e, in.Nodes) {
+		checks = append(checks, NodeChecks(r)...)
 	}
 	return checks, nil
 }
@@ -116,9 +134,12 @@ func centralChecks(ctx context.Context, e *Execer) []Check {
 	active := 0
 	for _, p := range pods.Items {
 		obj := "pod/" + p.Name
-		for _, db := range []struct{ name, sock string }{{"NB", NBSocket}, {"SB", SBSocket}} {
-			_, err := e.Output(ctx, p.Name, CentralContainer, "ovsdb-client", "--timeout=5", "list-dbs", db.sock)
-			c := Check{Check: "OVN " + db.name + " answers", Object: obj, OK: err == nil, Detail: db.sock + " lists its databases"}
+		for _, db := range []struct{ name, db, sock, global string }{
+			{"NB", "nb", NBSocket, nb.NBGlobalTable}, {"SB", "sb", SBSocket, sb.SBGlobalTable},
+		} {
+			// One small table read through libovsdb: the database answers and serves its schema.
+			_, err := e.Dump(ctx, p.Name, CentralContainer, db.db, db.sock, db.global)
+			c := Check{Check: "OVN " + db.name + " answers", Object: obj, OK: err == nil, Detail: db.sock + " serves " + db.global}
 			if err != nil {
 				c.Detail, c.Fix = err.Error(), "kubectl -n kube-system logs "+p.Name+" -c "+strings.ToLower(db.name)
 			}
@@ -137,6 +158,27 @@ func centralChecks(ctx context.Context, e *Execer) []Check {
 	return append(out, c)
 }
 
+// nodeParallelism bounds how many nodes diagnose reads at once (each read is 4 execs through
+// the API server).
+const nodeParallelism = 8
+
+// readNodes reads every node, nodeParallelism at a time, in the nodes' order.
+func readNodes(ctx context.Context, e *Execer, nodes []corev1.Node) []NodeReading {
+	out := make([]NodeReading, len(nodes))
+	sem := make(chan struct{}, nodeParallelism)
+	var wg sync.WaitGroup
+	for i := range nodes {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer func() { <-sem; wg.Done() }()
+			out[i] = readNode(ctx, e, nodes[i], len(nodes)-1)
+		}(i)
+	}
+	wg.Wait()
+	return out
+}
+
 func readNode(ctx context.Context, e *Execer, n corev1.Node, others int) NodeReading {
 	r := NodeReading{Node: n.Name, OtherNodes: others, JoinIP: n.Annotations[annotation.JoinIP]}
 	pod, err := e.NodePod(ctx, OVSApp, n.Name)
@@ -152,11 +194,24 @@ func readNode(ctx context.Context, e *Execer, n corev1.Node, others int) NodeRea
 		return out, ""
 	}
 	_, r.VswitchdErr = run(OVSContainer, "ovs-appctl", "-t", VswitchdCtl, "version")
-	_, brErr := run(OVSContainer, "ovs-vsctl", "--timeout=5", "br-exists", "br-int")
-	r.BrInt = brErr == ""
-	r.OVNConn, r.OVNConnErr = run(OVNControllerCont, "ovn-appctl", "-t", "ovn-controller", "connection-status")
-	tunnels, _ := run(OVSContainer, "ovs-vsctl", "--timeout=5", "--bare", "--columns=name", "find", "Interface", "type=geneve")
-	r.Tunnels = len(strings.Fields(tunnels))
+	r.OVNConn, r.OVNConnErr = run(OVNControllerContainer, "ovn-appctl", "-t", "ovn-controller", "connection-status")
 	r.Ovn0Addrs, _ = run(OVSContainer, "ip", "-br", "addr", "show", "dev", "ovn0")
+	dump, err := e.Dump(ctx, pod, OVSContainer, "ovs", OVSSocket, vswitch.BridgeTable, vswitch.InterfaceTable)
+	if err != nil {
+		r.OVSDBErr = err.Error()
+		return r
+	}
+	bridges, err1 := ovn.DecodeRows[vswitch.Bridge](dump, vswitch.BridgeTable)
+	ifaces, err2 := ovn.DecodeRows[vswitch.Interface](dump, vswitch.InterfaceTable)
+	if err := errors.Join(err1, err2); err != nil {
+		r.OVSDBErr = err.Error()
+		return r
+	}
+	r.BrInt = slices.ContainsFunc(bridges, func(b vswitch.Bridge) bool { return b.Name == "br-int" })
+	for _, i := range ifaces {
+		if i.Type == "geneve" {
+			r.Tunnels++
+		}
+	}
 	return r
 }

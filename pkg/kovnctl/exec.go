@@ -3,6 +3,7 @@ package kovnctl
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -13,23 +14,29 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/kovn/kovn/pkg/ovn"
+	"github.com/kovn/kovn/pkg/ovn/model/vswitch"
 )
 
-// The chart's pods kubectl-kovn runs OVS and OVN tools in (kubectl exec, through the API
-// server): a node's vswitchd container for ovs-vsctl, ovs-appctl, ovs-ofctl and tcpdump (it
-// shares the node's network), and OVN central's northd container for ovn-nbctl, ovn-sbctl,
-// ovn-trace and ovsdb-client (the databases' unix sockets are in its /var/run/ovn).
+// The chart's pods kubectl-kovn runs tools in (kubectl exec, through the API server): a
+// node's vswitchd container for ovs-appctl, ovs-ofctl and tcpdump (it shares the node's
+// network), and OVN central's northd container for ovn-trace and ovn-appctl. Databases are
+// read with kovn-ovsdb (libovsdb, typed rows as JSON) in the same pods, whose unix sockets
+// only they reach; no OVSDB CLI's text is parsed.
 const (
-	KovnNamespace     = "kube-system"
-	OVSApp            = "kovn-ovs"
-	OVSContainer      = "vswitchd"
-	OVNControllerCont = "ovn-controller"
-	CentralApp        = "kovn-ovn-central"
-	CentralContainer  = "northd"
-	DaemonApp         = "kovn-daemon"
-	VswitchdCtl       = "/var/run/openvswitch/ovs-vswitchd.ctl" // the chart names it (--unixctl)
-	NBSocket          = "unix:/var/run/ovn/ovnnb_db.sock"
-	SBSocket          = "unix:/var/run/ovn/ovnsb_db.sock"
+	KovnNamespace          = "kube-system"
+	OVSApp                 = "kovn-ovs"
+	OVSContainer           = "vswitchd"
+	OVNControllerContainer = "ovn-controller"
+	CentralApp             = "kovn-ovn-central"
+	CentralContainer       = "northd"
+	DaemonApp              = "kovn-daemon"
+	VswitchdCtl            = "/var/run/openvswitch/ovs-vswitchd.ctl" // the chart names it (--unixctl)
+	NBSocket               = "unix:/var/run/ovn/ovnnb_db.sock"
+	SBSocket               = "unix:/var/run/ovn/ovnsb_db.sock"
+	OVSSocket              = "unix:/var/run/openvswitch/db.sock"
+	OVSDBTool              = "/kovn-ovsdb" // kovn's image holds its binaries at the root
 )
 
 // Execer runs commands in the chart's pods.
@@ -117,15 +124,50 @@ func (e *Execer) OnCentral(ctx context.Context, argv ...string) (string, error) 
 	return e.Output(ctx, pod, CentralContainer, argv...)
 }
 
-// HostInterface is the node-side interface of an OVN logical switch port on node.
+// DumpJSON reads tables (all when none) of database db ("nb", "sb", "ic-nb", "ic-sb", "ovs")
+// at endpoint with kovn-ovsdb in container of pod, and returns its JSON: table -> rows.
+func (e *Execer) DumpJSON(ctx context.Context, pod, container, db, endpoint string, tables ...string) ([]byte, error) {
+	var out bytes.Buffer
+	err := e.Run(ctx, pod, container, append([]string{OVSDBTool, "dump", db, endpoint}, tables...), &out)
+	return out.Bytes(), err
+}
+
+// Dump is DumpJSON by table, for ovn.DecodeRows.
+func (e *Execer) Dump(ctx context.Context, pod, container, db, endpoint string, tables ...string) (map[string]json.RawMessage, error) {
+	raw, err := e.DumpJSON(ctx, pod, container, db, endpoint, tables...)
+	if err != nil {
+		return nil, err
+	}
+	var dump map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &dump); err != nil {
+		return nil, fmt.Errorf("reading %s's dump from %s: %w", db, pod, err)
+	}
+	return dump, nil
+}
+
+// HostInterface is the node-side interface of an OVN logical switch port on node: the OVS
+// Interface whose external_ids:iface-id names the port.
 func (e *Execer) HostInterface(ctx context.Context, node, port string) (string, error) {
-	out, err := e.OnNode(ctx, node, "ovs-vsctl", "--bare", "--columns=name", "find", "Interface", "external_ids:iface-id="+port)
+	pod, err := e.NodePod(ctx, OVSApp, node)
 	if err != nil {
 		return "", err
 	}
-	name := strings.TrimSpace(out)
-	if name == "" || strings.Contains(name, "\n") {
-		return "", fmt.Errorf("no single OVS interface on %s for logical port %s (%q)", node, port, name)
+	dump, err := e.Dump(ctx, pod, OVSContainer, "ovs", OVSSocket, vswitch.InterfaceTable)
+	if err != nil {
+		return "", err
 	}
-	return name, nil
+	ifaces, err := ovn.DecodeRows[vswitch.Interface](dump, vswitch.InterfaceTable)
+	if err != nil {
+		return "", err
+	}
+	var names []string
+	for _, i := range ifaces {
+		if i.ExternalIDs["iface-id"] == port {
+			names = append(names, i.Name)
+		}
+	}
+	if len(names) != 1 {
+		return "", fmt.Errorf("no single OVS interface on %s for logical port %s (%q)", node, port, names)
+	}
+	return names[0], nil
 }

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	mcsv1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	"sigs.k8s.io/yaml"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
@@ -56,18 +55,18 @@ type GatherResult struct {
 
 // Gather writes a support bundle to w: kovn's objects and status, the Nodes, kube-system's
 // events, every log of kovn's pods (and of their previous containers), the NB and SB
-// databases (and IC-NB/IC-SB when interconnected), and per node OVS's bridges, br-int's
-// OpenFlow tables and ovn-controller's connection.
+// databases (and IC-NB/IC-SB when interconnected) as JSON, and per node the Open_vSwitch
+// database, br-int's OpenFlow tables and ovn-controller's connection.
 func Gather(ctx context.Context, c client.Client, e *Execer, w io.Writer, progress io.Writer) (GatherResult, error) {
 	zw := gzip.NewWriter(w)
 	b := &bundle{tw: tar.NewWriter(zw), prefix: "kovn-gather/",
 		say: func(format string, a ...any) { fmt.Fprintf(progress, format+"\n", a...) }}
 	b.say("objects and status")
-	gatherObjects(ctx, c, b)
+	in := gatherObjects(ctx, c, b)
 	b.say("logs of kovn's pods")
 	pods := gatherLogs(ctx, e, b)
 	b.say("OVN databases")
-	gatherOVN(ctx, c, e, b)
+	gatherOVN(ctx, in, e, b)
 	b.say("nodes' OVS")
 	for _, p := range pods {
 		if p.Labels["app"] == OVSApp && p.Status.Phase == corev1.PodRunning {
@@ -83,12 +82,30 @@ func Gather(ctx context.Context, c client.Client, e *Execer, w io.Writer, progre
 	return GatherResult{Files: b.files, Errors: b.errs}, zw.Close()
 }
 
-func gatherObjects(ctx context.Context, c client.Client, b *bundle) {
+// gatherObjects adds kovn's objects, the Nodes, kube-system's events and the status report,
+// and returns what the status report read (Collect's one listing serves both).
+func gatherObjects(ctx context.Context, c client.Client, b *bundle) *Inputs {
+	in, err := Collect(ctx, c)
+	if err != nil {
+		b.failed("status", err)
+	} else {
+		var s bytes.Buffer
+		PrintStatus(&s, Build(in))
+		b.add("status.txt", s.Bytes())
+		var ics []kovnv1.InterConnect
+		if in.InterConnect != nil {
+			ics = append(ics, *in.InterConnect)
+		}
+		for name, items := range map[string]any{"nodes": in.Nodes, "subnets": in.Subnets, "interconnects": ics,
+			"bgppeers": in.BgpPeers, "serviceexports": in.Exports, "serviceimports": in.Imports} {
+			if y, err := yaml.Marshal(map[string]any{"items": items}); err == nil {
+				b.add("objects/"+name+".yaml", y)
+			}
+		}
+	}
 	lists := map[string]client.ObjectList{
-		"nodes": &corev1.NodeList{}, "subnets": &kovnv1.SubnetList{}, "vpcs": &kovnv1.VpcList{}, "ippools": &kovnv1.IPPoolList{},
-		"ips": &kovnv1.IPList{}, "interconnects": &kovnv1.InterConnectList{}, "bgppeers": &kovnv1.BgpPeerList{},
+		"vpcs": &kovnv1.VpcList{}, "ippools": &kovnv1.IPPoolList{}, "ips": &kovnv1.IPList{},
 		"providernetworks": &kovnv1.ProviderNetworkList{}, "vlans": &kovnv1.VlanList{},
-		"serviceexports": &mcsv1.ServiceExportList{}, "serviceimports": &mcsv1.ServiceImportList{},
 	}
 	for name, l := range lists {
 		if err := c.List(ctx, l); err != nil {
@@ -112,14 +129,10 @@ func gatherObjects(ctx context.Context, c client.Client, b *bundle) {
 	} else {
 		b.failed("events", err)
 	}
-	in, err := Collect(ctx, c)
 	if err != nil {
-		b.failed("status", err)
-		return
+		return nil
 	}
-	var s bytes.Buffer
-	PrintStatus(&s, Build(in))
-	b.add("status.txt", s.Bytes())
+	return &in
 }
 
 // gatherLogs adds every container's log of kovn's pods in KovnNamespace and returns the pods.
@@ -156,46 +169,55 @@ func gatherLogs(ctx context.Context, e *Execer, b *bundle) []corev1.Pod {
 	return kovn
 }
 
-func gatherOVN(ctx context.Context, c client.Client, e *Execer, b *bundle) {
+// gatherOVN adds NB and SB (and IC-NB/IC-SB when interconnected) as kovn-ovsdb's JSON, and
+// northd's status.
+func gatherOVN(ctx context.Context, in *Inputs, e *Execer, b *bundle) {
 	pod, err := e.CentralPod(ctx)
 	if err != nil {
 		b.failed("OVN central", err)
 		return
 	}
-	run := func(file string, argv ...string) {
-		out, err := e.Output(ctx, pod, CentralContainer, argv...)
+	dump := func(file, db, endpoint string) {
+		out, err := e.DumpJSON(ctx, pod, CentralContainer, db, endpoint)
 		if err != nil {
 			b.failed(file, err)
 			return
 		}
-		b.add(file, []byte(out))
+		b.add(file, out)
 	}
-	run("ovn/nb-dump.txt", "ovsdb-client", "dump", NBSocket)
-	run("ovn/sb-dump.txt", "ovsdb-client", "dump", SBSocket)
-	run("ovn/nbctl-show.txt", "ovn-nbctl", "--db="+NBSocket, "show")
-	run("ovn/sbctl-show.txt", "ovn-sbctl", "--db="+SBSocket, "show")
-	run("ovn/northd-status.txt", "ovn-appctl", "-t", "/var/run/ovn/ovn-northd.ctl", "status")
-	var ics kovnv1.InterConnectList
-	if err := c.List(ctx, &ics); err != nil || len(ics.Items) == 0 {
+	dump("ovn/nb-dump.json", "nb", NBSocket)
+	dump("ovn/sb-dump.json", "sb", SBSocket)
+	if out, err := e.Output(ctx, pod, CentralContainer, "ovn-appctl", "-t", "/var/run/ovn/ovn-northd.ctl", "status"); err != nil {
+		b.failed("ovn/northd-status.txt", err)
+	} else {
+		b.add("ovn/northd-status.txt", []byte(out))
+	}
+	if in == nil || in.InterConnect == nil {
 		return
 	}
-	ic := ics.Items[0].Spec
-	run("ovn/ic-nb-dump.txt", "ovsdb-client", "dump", strings.Join(ic.ICNorthbound, ","))
-	run("ovn/ic-sb-dump.txt", "ovsdb-client", "dump", strings.Join(ic.ICSouthbound, ","))
+	ic := in.InterConnect.Spec
+	dump("ovn/ic-nb-dump.json", "ic-nb", strings.Join(ic.ICNorthbound, ","))
+	dump("ovn/ic-sb-dump.json", "ic-sb", strings.Join(ic.ICSouthbound, ","))
 }
 
+// gatherNode adds the node's Open_vSwitch database (kovn-ovsdb's JSON), br-int's OpenFlow
+// and datapath flows, its addresses and routes, and ovn-controller's SB connection.
 func gatherNode(ctx context.Context, e *Execer, b *bundle, p corev1.Pod) {
 	node := p.Spec.NodeName
+	if out, err := e.DumpJSON(ctx, p.Name, OVSContainer, "ovs", OVSSocket); err != nil {
+		b.failed("nodes/"+node+"/ovs-dump.json", err)
+	} else {
+		b.add("nodes/"+node+"/ovs-dump.json", out)
+	}
 	for _, cmd := range []struct {
 		file, container string
 		argv            []string
 	}{
-		{"ovs-vsctl-show.txt", OVSContainer, []string{"ovs-vsctl", "show"}},
 		{"br-int-flows.txt", OVSContainer, []string{"ovs-ofctl", "dump-flows", "br-int"}},
 		{"datapath-flows.txt", OVSContainer, []string{"ovs-appctl", "-t", VswitchdCtl, "dpctl/dump-flows"}},
 		{"ip-addr.txt", OVSContainer, []string{"ip", "addr"}},
 		{"ip-route.txt", OVSContainer, []string{"ip", "route", "show", "table", "all"}},
-		{"ovn-controller-connection.txt", OVNControllerCont, []string{"ovn-appctl", "-t", "ovn-controller", "connection-status"}},
+		{"ovn-controller-connection.txt", OVNControllerContainer, []string{"ovn-appctl", "-t", "ovn-controller", "connection-status"}},
 	} {
 		name := "nodes/" + node + "/" + cmd.file
 		out, err := e.Output(ctx, p.Name, cmd.container, cmd.argv...)

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kovn/kovn/pkg/annotation"
+	"github.com/kovn/kovn/pkg/ovn"
+	"github.com/kovn/kovn/pkg/ovn/model/nb"
 )
 
 // Packet is what a trace sends: from a pod's port to an address, a protocol and a port.
@@ -225,12 +227,12 @@ func nextHopMAC(ctx context.Context, e *Execer, src PodEnd, dst netip.Addr) (str
 		if !c.Contains(dst) {
 			continue
 		}
-		pods, err := e.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		pods, err := podsWithIP(ctx, e, dst)
 		if err != nil {
 			return "", err
 		}
-		for i := range pods.Items {
-			if end, err := PodEndOf(&pods.Items[i]); err == nil && end.Switch == src.Switch && slices.Contains(end.IPs, dst) {
+		for i := range pods {
+			if end, err := PodEndOf(&pods[i]); err == nil && end.Switch == src.Switch && slices.Contains(end.IPs, dst) {
 				return end.MAC, nil
 			}
 		}
@@ -239,22 +241,54 @@ func nextHopMAC(ctx context.Context, e *Execer, src PodEnd, dst netip.Addr) (str
 	if !ok {
 		return "", fmt.Errorf("the pod's Subnet has no gateway of %s's family", dst)
 	}
-	bits := 0
-	for _, c := range src.CIDRs {
-		if c.Addr().Is4() == gw.Is4() {
-			bits = c.Bits()
-		}
+	return routerPortMAC(ctx, e, gw)
+}
+
+// podsWithIP finds the pods holding ip: the API server selects on a pod's primary address
+// (status.podIP); the other family's address is only in status.podIPs, which no field
+// selector reads, so for it every pod is listed.
+func podsWithIP(ctx context.Context, e *Execer, ip netip.Addr) ([]corev1.Pod, error) {
+	pods, err := e.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.podIP=" + ip.String()})
+	if err != nil || len(pods.Items) > 0 {
+		return podItems(pods), err
 	}
-	out, err := e.OnCentral(ctx, "ovn-nbctl", "--db="+NBSocket, "--bare", "--columns=mac", "find", "Logical_Router_Port",
-		fmt.Sprintf("networks{>=}%q", netip.PrefixFrom(gw, bits).String()))
+	pods, err = e.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	return podItems(pods), err
+}
+
+func podItems(l *corev1.PodList) []corev1.Pod {
+	if l == nil {
+		return nil
+	}
+	return l.Items
+}
+
+// routerPortMAC is the MAC of the logical router port holding gw, read from OVN NB.
+func routerPortMAC(ctx context.Context, e *Execer, gw netip.Addr) (string, error) {
+	pod, err := e.CentralPod(ctx)
 	if err != nil {
 		return "", err
 	}
-	mac := strings.TrimSpace(out)
-	if mac == "" || strings.Contains(mac, "\n") {
-		return "", fmt.Errorf("no single router port holds the gateway %s (%q)", gw, mac)
+	dump, err := e.Dump(ctx, pod, CentralContainer, "nb", NBSocket, nb.LogicalRouterPortTable)
+	if err != nil {
+		return "", err
 	}
-	return mac, nil
+	ports, err := ovn.DecodeRows[nb.LogicalRouterPort](dump, nb.LogicalRouterPortTable)
+	if err != nil {
+		return "", err
+	}
+	var macs []string
+	for _, p := range ports {
+		for _, n := range p.Networks {
+			if pfx, err := netip.ParsePrefix(n); err == nil && pfx.Addr() == gw {
+				macs = append(macs, p.MAC)
+			}
+		}
+	}
+	if len(macs) != 1 {
+		return "", fmt.Errorf("no single router port holds the gateway %s (%q)", gw, macs)
+	}
+	return macs[0], nil
 }
 
 // ovn-trace names the port a packet leaves on as `/* output to "PORT", type "" */` (summary and

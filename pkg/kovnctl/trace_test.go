@@ -105,6 +105,17 @@ func TestNodeChecks(t *testing.T) {
 			t.Errorf("ovn-controller stopped: %+v", c)
 		}
 	}
+	unread := healthy
+	unread.OVSDBErr = "kovn-ovsdb: connecting to Open_vSwitch: connection refused"
+	failed = map[string]bool{}
+	for _, c := range NodeChecks(unread) {
+		if !c.OK {
+			failed[c.Check] = true
+		}
+	}
+	if len(failed) != 2 || !failed["br-int exists"] || !failed["geneve tunnels"] {
+		t.Errorf("OVS database unreadable: failed %v, want br-int and tunnels", failed)
+	}
 	if cs := NodeChecks(NodeReading{Node: "n2", NoOVSPod: true, NoOVSPodWhy: "no running kovn-ovs pod"}); len(cs) != 1 || cs[0].OK {
 		t.Errorf("no OVS pod: %+v", cs)
 	}

@@ -52,19 +52,21 @@ func componentPid(t *testing.T, c *cluster, node, name string) int {
 	if !ok {
 		t.Fatalf("the chart runs no %s on nodes", name)
 	}
-	pod := chartPod(t, c, where[0], node)
+	pod, err := chartPod(c, where[0], node)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return containerPid(t, pod, where[1])
 }
 
 // chartPod is the chart's pod of app on node.
-func chartPod(t *testing.T, c *cluster, app, node string) *corev1.Pod {
-	t.Helper()
+func chartPod(c *cluster, app, node string) (*corev1.Pod, error) {
 	pods, err := c.kc.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{
 		LabelSelector: "app=" + app, FieldSelector: "spec.nodeName=" + node})
 	if err != nil || len(pods.Items) != 1 {
-		t.Fatalf("the chart's %s pod on %s: %d pods, %v", app, node, len(pods.Items), err)
+		return nil, fmt.Errorf("the chart's %s pod on %s: %d pods, %v", app, node, len(pods.Items), err)
 	}
-	return &pods.Items[0]
+	return &pods.Items[0], nil
 }
 
 // containerPid is the first process of pod's running container: the one of the container's
@@ -164,12 +166,11 @@ func stopComponentErr(t *testing.T, c *cluster, node, name string, crash bool) e
 	if !ok {
 		return fmt.Errorf("the chart runs no %s on nodes", name)
 	}
-	pods, err := c.kc.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{
-		LabelSelector: "app=" + where[0], FieldSelector: "spec.nodeName=" + node})
-	if err != nil || len(pods.Items) != 1 {
-		return fmt.Errorf("the chart's %s pod on %s: %d pods, %v", where[0], node, len(pods.Items), err)
+	pod, err := chartPod(c, where[0], node)
+	if err != nil {
+		return err
 	}
-	pid, err := runningContainerPid(&pods.Items[0], where[1])
+	pid, err := runningContainerPid(pod, where[1])
 	if err != nil {
 		return err
 	}
@@ -226,7 +227,10 @@ func startComponent(t *testing.T, c *cluster, node, name string) {
 	}
 	app := chartContainers[name][0]
 	if err := eventually(time.Minute, func() error {
-		pod := chartPod(t, c, app, node)
+		pod, err := chartPod(c, app, node)
+		if err != nil {
+			return err
+		}
 		for _, s := range pod.Status.ContainerStatuses {
 			if s.Name == chartContainers[name][1] && s.State.Running != nil && s.Ready && len(cgroupPids(containerID(s))) > 0 {
 				return nil

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kovn/kovn/pkg/kovnctl"
+	"github.com/kovn/kovn/pkg/ovn"
+	"github.com/kovn/kovn/pkg/ovn/model/nb"
+	"github.com/kovn/kovn/pkg/ovn/model/sb"
+	"github.com/kovn/kovn/pkg/ovn/model/vswitch"
 )
 
 // kubectlKovnOps checks kubectl-kovn's commands that run OVS and OVN tools in the chart's pods
@@ -166,16 +171,41 @@ func kubectlKovnOps(t *testing.T, c *cluster, a, b *corev1.Pod, echoVIPs []strin
 		want := map[string]string{
 			"kovn-gather/objects/subnets.yaml":                      "ovn-default",
 			"kovn-gather/status.txt":                                "",
-			"kovn-gather/ovn/nb-dump.txt":                           "Logical_Switch_Port",
-			"kovn-gather/ovn/sb-dump.txt":                           "Port_Binding",
+			"kovn-gather/ovn/nb-dump.json":                          "Logical_Switch_Port",
+			"kovn-gather/ovn/sb-dump.json":                          "Port_Binding",
 			"kovn-gather/nodes/c1-n1/br-int-flows.txt":              "table=",
-			"kovn-gather/nodes/c1-n2/ovs-vsctl-show.txt":            "br-int",
+			"kovn-gather/nodes/c1-n2/ovs-dump.json":                 "br-int",
 			"kovn-gather/nodes/c1-n2/ovn-controller-connection.txt": "connected",
 		}
 		for name, has := range want {
 			if body, ok := files[name]; !ok || !strings.Contains(body, has) {
 				t.Errorf("%s: present %t, want it to hold %q", name, ok, has)
 			}
+		}
+		// The dumps are libovsdb's typed rows: pod a's port in NB, bound in SB, br-int on c1-n2.
+		rows := func(file string) map[string]json.RawMessage {
+			var dump map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(files["kovn-gather/"+file]), &dump); err != nil {
+				t.Errorf("%s: %v", file, err)
+			}
+			return dump
+		}
+		lsps, err := ovn.DecodeRows[nb.LogicalSwitchPort](rows("ovn/nb-dump.json"), nb.LogicalSwitchPortTable)
+		bindings, err2 := ovn.DecodeRows[sb.PortBinding](rows("ovn/sb-dump.json"), sb.PortBindingTable)
+		bridges, err3 := ovn.DecodeRows[vswitch.Bridge](rows("nodes/c1-n2/ovs-dump.json"), vswitch.BridgeTable)
+		if err := errors.Join(err, err2, err3); err != nil {
+			t.Errorf("decoding the dumps: %v", err)
+		}
+		aEnd, err := kovnctl.PodEndOf(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		aPort := aEnd.Port
+		if !slices.ContainsFunc(lsps, func(p nb.LogicalSwitchPort) bool { return p.Name == aPort }) ||
+			!slices.ContainsFunc(bindings, func(b sb.PortBinding) bool { return b.LogicalPort == aPort && b.Chassis != nil }) ||
+			!slices.ContainsFunc(bridges, func(b vswitch.Bridge) bool { return b.Name == "br-int" }) {
+			t.Errorf("dumps: %d switch ports, %d port bindings, %d bridges on c1-n2; want %s in NB, bound in SB, and br-int",
+				len(lsps), len(bindings), len(bridges), aPort)
 		}
 		logs := 0
 		for name, body := range files {
