@@ -127,6 +127,33 @@ sleep 3
 kubectl get events --field-selector involvedObject.name=forger -o custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message | grep -v Scheduled || true
 kubectl get pod forger -o wide
 kubectl delete pod forger --wait=false >/dev/null
+
+step "a Subnet ACL (admin's, above every NetworkPolicy): ovn-default drops TCP 8080 from demo-1"
+kubectl patch subnet ovn-default --type=merge -p "{\"spec\":{\"acls\":[{\"direction\":\"to-lport\",\"priority\":100,\"action\":\"drop\",\"match\":\"ip4.src == $IP1 && tcp.dst == 8080\"}]}}" >/dev/null
+sleep 2
+kubectl exec demo-1 -- /testbox probe "$IP2:8080" "$IP2:9000" "[$IP2v6]:8080"
+echo "a match OVN would refuse (host bits set) is reported, and the rule above stays:"
+kubectl patch subnet ovn-default --type=merge -p '{"spec":{"acls":[{"direction":"to-lport","priority":100,"action":"drop","match":"ip4.src == 10.16.0.1/16"}]}}' >/dev/null
+sleep 2
+kubectl get subnet ovn-default -o jsonpath='{range .status.conditions[?(@.type=="Validated")]}{.type}={.status} {.reason}: {.message}{"\n"}{end}'
+kubectl exec demo-1 -- /testbox probe "$IP2:8080"
+kubectl patch subnet ovn-default --type=json -p '[{"op":"remove","path":"/spec/acls"}]' >/dev/null
+
+step "bandwidth: kubernetes.io/egress-bandwidth=20M on demo-1 becomes an OVN QoS meter on its port"
+# mbps FROM TO ADDR: stream TCP for 3 s, print the receiver's rate.
+mbps() {
+  kubectl exec "$2" -- /testbox tcprecv -p 5201 -i 1s -t 30s | awk '/^total/ {printf "%.1f Mbit/s\n", $2*8/$3/1e6}' &
+  kubectl exec "$1" -- /testbox tcpsend -t 3s "$3" >/dev/null
+  wait
+}
+echo -n "demo-1 -> demo-2 without a limit: "; mbps demo-1 demo-2 "$IP2:5201"
+kubectl annotate pod demo-1 kubernetes.io/egress-bandwidth=20M --overwrite >/dev/null
+sleep 1
+echo -n "with egress-bandwidth=20M:        "; mbps demo-1 demo-2 "$IP2:5201"
+kubectl annotate pod demo-1 kubernetes.io/egress-bandwidth=fast --overwrite >/dev/null
+sleep 1
+kubectl get events --field-selector involvedObject.name=demo-1,reason=InvalidBandwidth -o custom-columns=REASON:.reason,MESSAGE:.message | tail -1
+kubectl annotate pod demo-1 kubernetes.io/egress-bandwidth- >/dev/null
 step "the clusters join one network: an InterConnect in each makes it an OVN-IC availability zone"
 for c in 1 2; do
   eval "$("$RIG" env c$c --dir "$DIR")"

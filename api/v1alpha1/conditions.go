@@ -80,6 +80,11 @@ const (
 	// ReasonInvalidACL: a Subnet ACL's match is one OVN would refuse (the message says where
 	// and why), or its direction, priority or action is out of range.
 	ReasonInvalidACL = "InvalidACL"
+	// ReasonInvalidBandwidth: a Subnet's podBandwidth is not a bandwidth OVN's meters can
+	// hold (the message says which and why); the last valid default stays in force. On a pod
+	// (an event) its kubernetes.io/{ingress,egress}-bandwidth annotation is refused the same
+	// way, and its limit stays what it was.
+	ReasonInvalidBandwidth = "InvalidBandwidth"
 	// ReasonInvalidVlan: a subnet's vlan is malformed or combined with fields an underlay
 	// subnet cannot have (centralized gateway, private, a custom VPC).
 	ReasonInvalidVlan = "InvalidVlan"

@@ -163,6 +163,13 @@ type SubnetSpec struct {
 	// +optional
 	ACLs []SubnetACL `json:"acls,omitempty"`
 
+	// PodBandwidth is the default limit of each pod's traffic, both ways, enforced by OVN QoS
+	// meters on the pod's port. A pod's kubernetes.io/ingress-bandwidth and
+	// kubernetes.io/egress-bandwidth annotations may lower it, never raise it. An invalid value
+	// makes the Subnet Validated=False (InvalidBandwidth) and leaves the last valid one in force.
+	// +optional
+	PodBandwidth *PodBandwidth `json:"podBandwidth,omitempty"`
+
 	// LogicalSwitch is the name of the OVN logical switch; empty means the Subnet's name.
 	// Immutable once set (including set/unset).
 	// +kubebuilder:validation:MaxLength=253

@@ -166,6 +166,7 @@ func (s *SubnetSpec) Validate() error {
 	validateNamespaces("spec.namespaces", s.Namespaces, &errs)
 	s.validateVlan(&errs)
 	s.validateACLs(&errs)
+	s.PodBandwidth.validate(&errs)
 	return errs.err()
 }
 

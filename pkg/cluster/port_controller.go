@@ -8,13 +8,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/cluster/nbsync"
 	"github.com/kovn/kovn/pkg/cluster/topology"
 )
 
@@ -22,10 +27,15 @@ import (
 // IP object, which only kovn-controller may write (RBAC), never from the pod's annotations,
 // which anyone who may create a pod can set: a pod claiming someone else's address gets no
 // port. One request is one pod, so the cost of an event does not depend on the cluster's size.
+//
+// A pod's bandwidth limits (kubernetes.io/{ingress,egress}-bandwidth, bounded by its Subnet's
+// podBandwidth) are QoS meters of the same shard; a refused annotation is an event on the pod
+// and leaves the programmed limit as it is.
 type PodPortReconciler struct {
 	client.Client
-	State *State
-	NB    libovsdb.Client
+	State    *State
+	NB       libovsdb.Client
+	Recorder record.EventRecorder
 }
 
 // Reconcile implements reconcile.Reconciler; the request names the pod.
@@ -65,6 +75,16 @@ func (r *PodPortReconciler) desired(ctx context.Context, key types.NamespacedNam
 	if err != nil {
 		return topology.PodIn{}, false, nil // not (yet) this pod's allocation: no port
 	}
+	sn, _ := r.State.Subnet(ip.Spec.Subnet) // podInFromIP found it
+	current, err := nbsync.ProgrammedBandwidth(ctx, r.NB, pod.Namespace, pod.Name)
+	if err != nil {
+		return topology.PodIn{}, false, err
+	}
+	var problems []string
+	in.Bandwidth, problems = podBandwidth(pod.Annotations, sn.PodBandwidth, current)
+	for _, p := range problems {
+		r.Recorder.Event(&pod, corev1.EventTypeWarning, kovnv1.ReasonInvalidBandwidth, p)
+	}
 	return in, true, nil
 }
 
@@ -98,6 +118,21 @@ func (r *PodPortReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ip.Spec.Namespace, Name: ip.Spec.PodName}}}
 	})
+	// A subnet's pod bandwidth default changed: every pod with an address in it.
+	subnetPods := handler.TypedFuncs[string, reconcile.Request]{
+		GenericFunc: func(ctx context.Context, e event.TypedGenericEvent[string], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			var ips kovnv1.IPList
+			if err := r.List(ctx, &ips, client.MatchingLabels{LabelSubnet: e.Object}); err != nil {
+				ctrl.Log.Error(err, "listing the IPs of a subnet whose pod bandwidth changed", "subnet", e.Object)
+				return
+			}
+			for _, ip := range ips.Items {
+				if ip.Spec.PodName != "" {
+					q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ip.Spec.Namespace, Name: ip.Spec.PodName}})
+				}
+			}
+		}}
 	return ctrl.NewControllerManagedBy(mgr).For(&corev1.Pod{}).Watches(&kovnv1.IP{}, ipToPod).
+		WatchesRawSource(source.Channel(r.State.podBandwidth, subnetPods)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).Named("pod-port").Complete(r)
 }

@@ -69,7 +69,7 @@ func newReconcilerEnv(t *testing.T, objs ...client.Object) *reconcilerEnv {
 		t.Fatal(err)
 	}
 	return &reconcilerEnv{c: c, nb: nb, st: st, rec: rec, subnets: &SubnetReconciler{Client: c, State: st, Recorder: rec, NB: nb},
-		pods: &PodReconciler{Client: c, State: st, Recorder: rec}, ports: &PodPortReconciler{Client: c, State: st, NB: nb},
+		pods: &PodReconciler{Client: c, State: st, Recorder: rec}, ports: &PodPortReconciler{Client: c, State: st, NB: nb, Recorder: rec},
 		nodes: &NodeReconciler{Client: c, State: st, NB: nb}}
 }
 

@@ -182,7 +182,7 @@ func Setup(mgr ctrl.Manager, st *State, nb libovsdb.Client, health *GatewayHealt
 		&IPPoolReconciler{Client: c, State: st},
 		&NodeReconciler{Client: c, State: st, NB: nb},
 		&PodReconciler{Client: c, State: st, Recorder: rec},
-		&PodPortReconciler{Client: c, State: st, NB: nb},
+		&PodPortReconciler{Client: c, State: st, NB: nb, Recorder: rec},
 		&StatefulSetReconciler{Client: c, State: st},
 		&ServiceReconciler{Client: c, State: st, NB: nb, Recorder: rec},
 		&NetworkPolicyReconciler{Client: c, State: st, NB: nb, Recorder: rec},

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/ipam"
 )
@@ -40,6 +42,9 @@ type State struct {
 	mu       sync.Mutex
 	subnets  map[string]topology.SubnetIn
 	restored chan struct{}
+	// podBandwidth names each subnet whose pod bandwidth default changed: its pods' limits
+	// are recomputed (PodPortReconciler).
+	podBandwidth chan event.TypedGenericEvent[string]
 }
 
 // MarkRestored opens the gate the reconcilers wait on (see WaitRestored).
@@ -58,13 +63,23 @@ func (s *State) WaitRestored(ctx context.Context) error {
 
 // NewState returns an empty state.
 func NewState(opts Options) *State {
-	return &State{Opts: opts, IPAM: ipam.New(), subnets: map[string]topology.SubnetIn{}, restored: make(chan struct{})}
+	return &State{Opts: opts, IPAM: ipam.New(), subnets: map[string]topology.SubnetIn{}, restored: make(chan struct{}),
+		podBandwidth: make(chan event.TypedGenericEvent[string], 256)}
 }
 
 func (s *State) setSubnet(sn topology.SubnetIn) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	old := s.subnets[sn.Name]
 	s.subnets[sn.Name] = sn
+	s.mu.Unlock()
+	if old.PodBandwidth != sn.PodBandwidth {
+		ev := event.TypedGenericEvent[string]{Object: sn.Name}
+		select {
+		case s.podBandwidth <- ev:
+		default: // never block a subnet's reconcile on the pods' queue
+			go func() { s.podBandwidth <- ev }()
+		}
+	}
 }
 
 func (s *State) deleteSubnet(name string) {

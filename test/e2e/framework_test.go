@@ -196,24 +196,7 @@ func (c *cluster) events(ns, name string) string {
 // waitEvent waits for an event with reason on the named object and returns its message.
 func (c *cluster) waitEvent(ns, name, reason string, timeout time.Duration) string {
 	c.t.Helper()
-	var msg string
-	err := eventually(timeout, func() error {
-		evs, err := c.kc.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
-		if err != nil {
-			return err
-		}
-		for _, e := range evs.Items {
-			if e.Reason == reason {
-				msg = e.Message
-				return nil
-			}
-		}
-		return fmt.Errorf("no %s event on %s/%s yet", reason, ns, name)
-	})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return msg
+	return c.waitEventWith(ns, name, reason, "", timeout)
 }
 
 func (c *cluster) deletePod(ns, name string) {

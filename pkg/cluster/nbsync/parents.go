@@ -75,6 +75,7 @@ var (
 	routerRoutes   = ref[*nb.LogicalRouter]{"Logical_Router", "static_routes", func(lr *nb.LogicalRouter) *[]string { return &lr.StaticRoutes }}
 	switchPorts    = ref[*nb.LogicalSwitch]{"Logical_Switch", "ports", func(ls *nb.LogicalSwitch) *[]string { return &ls.Ports }}
 	switchACLs     = ref[*nb.LogicalSwitch]{"Logical_Switch", "acls", func(ls *nb.LogicalSwitch) *[]string { return &ls.ACLs }}
+	switchQoS      = ref[*nb.LogicalSwitch]{"Logical_Switch", "qos_rules", func(ls *nb.LogicalSwitch) *[]string { return &ls.QOSRules }}
 	groupPorts     = ref[*nb.PortGroup]{"Port_Group", "ports", func(pg *nb.PortGroup) *[]string { return &pg.Ports }}
 )
 

@@ -35,6 +35,9 @@ type Shard struct {
 	ACLs []ACL
 	// AddressSets are owned whole: name, addresses and external_ids.
 	AddressSets []AddressSet
+	// QoS are bandwidth meters on switches (a pod's limits); Logical_Switch.qos_rules is
+	// shared, so they join and leave it by mutation, as a switch's ACLs do.
+	QoS []QoS
 	// TemplateVars are this shard's Chassis_Template_Var variables, by chassis then name.
 	// Rows are shared by every shard; a shard owns the variables named with its
 	// TemplateVarPrefix (computed from the owner alone, so an empty shard removes them).
@@ -57,6 +60,23 @@ type ACL struct {
 	Action      string // allow | allow-related | drop | reject
 	Options     map[string]string
 	ExternalIDs map[string]string
+}
+
+// QoS is a QoS row of Switch limiting the traffic its match selects to RateKbps, with a
+// bucket of BurstKbits. Name is unique within the shard (nbsync keys rows on it).
+type QoS struct {
+	Switch     string
+	Name       string
+	Direction  string // from-lport: traffic from a port; to-lport: traffic to it
+	Priority   int
+	Match      string
+	RateKbps   int
+	BurstKbits int
+}
+
+// Bandwidth is a limit each way in kbit/s; 0 is none. Ingress is traffic to the pod.
+type Bandwidth struct {
+	IngressKbps, EgressKbps int
 }
 
 // AddressSet is an Address_Set, referenced from matches as $Name.
@@ -206,6 +226,8 @@ type SubnetIn struct {
 	Underlay *UnderlayIn
 	// ACLs are the admin's rules (spec.acls), validated.
 	ACLs []SubnetACLIn
+	// PodBandwidth is the default (and ceiling) of each pod's limits (spec.podBandwidth).
+	PodBandwidth Bandwidth
 }
 
 // SubnetACLIn is one of a subnet's admin ACLs; Priority is the spec's, 0..999.
@@ -239,4 +261,5 @@ type PodIn struct {
 	Switch          string // logical switch of the pod's subnet
 	IPs             []netip.Addr
 	MAC             string
+	Bandwidth       Bandwidth // resolved from the pod's annotations and its Subnet's default
 }

@@ -90,7 +90,35 @@ func ForPod(p PodIn) Shard {
 	if p.Node != "" {
 		s.Memberships = []Membership{{PortGroup: NodePortGroup(p.Node), Port: PodPortName(p.Namespace, p.Name)}}
 	}
+	s.QoS = podQoS(p)
 	return s
+}
+
+// PriorityPodQoS is the priority of a pod's bandwidth meters: their matches name one port
+// each, so no two of kovn's rules overlap and one priority serves all.
+const PriorityPodQoS = 1000
+
+// podQoS meters the pod's traffic each way it is limited: what it sends (from-lport, its
+// inport) and what it receives (to-lport, its outport), on whichever node its port is bound.
+func podQoS(p PodIn) []QoS {
+	port := PodPortName(p.Namespace, p.Name)
+	var out []QoS
+	if r := p.Bandwidth.EgressKbps; r > 0 {
+		out = append(out, QoS{Switch: p.Switch, Name: "egress", Direction: "from-lport", Priority: PriorityPodQoS,
+			Match: fmt.Sprintf("inport == %q", port), RateKbps: r, BurstKbits: QoSBurst(r)})
+	}
+	if r := p.Bandwidth.IngressKbps; r > 0 {
+		out = append(out, QoS{Switch: p.Switch, Name: "ingress", Direction: "to-lport", Priority: PriorityPodQoS,
+			Match: fmt.Sprintf("outport == %q", port), RateKbps: r, BurstKbits: QoSBurst(r)})
+	}
+	return out
+}
+
+// QoSBurst is the meter's bucket for a rate: 800 ms of traffic. TCP through a policer that
+// drops needs a deep bucket to average the rate: measured in the lab (kernel datapath), a
+// 100 ms bucket let TCP reach only 52 % of the limit, 500 ms 97 %, 800 ms 98-101 %.
+func QoSBurst(rateKbps int) int {
+	return max(rateKbps*8/10, 64)
 }
 
 // ForNode is a node's shard: its ovn0 port on the join switch, its pods' port group and the

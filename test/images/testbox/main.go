@@ -15,6 +15,8 @@
 //	                                 prints how long the connection (or its refusal) took
 //	testbox ip                       print each interface (MAC, MTU, addresses) and the routes of both families
 //	testbox rs [-i IFACE]            send an IPv6 router solicitation, print the advertisement answering it
+//	testbox tcprecv [-p P] [-n N] [-i D]   receive N TCP streams, print the bytes of each interval D and the total
+//	testbox tcpsend [-t D] [-P N] ADDR     send N TCP streams as fast as they go for D
 package main
 
 import (
@@ -69,6 +71,10 @@ func main() {
 		err = routerSolicit(args)
 	case "dns":
 		err = dnsLookup(args)
+	case "tcprecv":
+		err = tcpRecv(args)
+	case "tcpsend":
+		err = tcpBulkSend(args)
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
