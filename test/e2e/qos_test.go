@@ -55,25 +55,17 @@ func TestPodQoS(t *testing.T) {
 		t.Fatalf("pod %s has no address of that family", pod)
 		return ""
 	}
-	within := func(t *testing.T, what string, got, goodput, limitMbps float64) {
-		t.Helper()
-		lo, hi := limitMbps*qosFloor, limitMbps*qosCeiling
-		t.Logf("%s: %.1f Mbit/s on the wire, TCP payload %.1f (limit %.0f, allowed %.1f..%.1f)", what, got, goodput, limitMbps, lo, hi)
-		if got < lo || got > hi {
-			t.Errorf("%s: %.1f Mbit/s, want %.0f..%.0f %% of %.0f", what, got, qosFloor*100, qosCeiling*100, limitMbps)
-		}
-	}
+	within := checkRateOf
 	measure := func(t *testing.T, what, from, to, dst string, limitMbps float64) {
 		t.Helper()
-		s := c.stream(t, from, to, dst, 8*time.Second, nil)
-		within(t, what, s.rate(), s.goodput(), limitMbps)
+		checkRate(t, what, c.stream(t, "default", from, to, dst, 8*time.Second, nil), limitMbps)
 	}
 
 	t.Run("egress 100M and ingress 20M (IPv4), then egress 20M and ingress 100M (IPv6)", func(t *testing.T) {
 		c.t = t
 		measure(t, "q -> p, egress 100M, IPv4", "q", "p", addr("p", false), 100)
 		measure(t, "p -> q, ingress 20M, IPv4", "p", "q", addr("q", false), 20)
-		c.annotate(t, "q", map[string]*string{ingressBW: ptr.To("100M"), egressBW: ptr.To("20M")})
+		c.annotate(t, "default", "q", map[string]*string{ingressBW: ptr.To("100M"), egressBW: ptr.To("20M")})
 		c.waitQoS(t, "q", 2)
 		measure(t, "q -> p, egress 20M, IPv6", "q", "p", addr("p", true), 20)
 		measure(t, "p -> q, ingress 100M, IPv6", "p", "q", addr("q", true), 100)
@@ -81,8 +73,8 @@ func TestPodQoS(t *testing.T) {
 
 	t.Run("an unlimited pod on q's node is not slowed", func(t *testing.T) {
 		c.t = t
-		out := c.stream(t, "u", "p", addr("p", false), 6*time.Second, nil).rate()
-		in := c.stream(t, "p", "u", addr("u", false), 6*time.Second, nil).rate()
+		out := c.stream(t, "default", "u", "p", addr("p", false), 6*time.Second, nil).rate()
+		in := c.stream(t, "default", "p", "u", addr("u", false), 6*time.Second, nil).rate()
 		t.Logf("u -> p %.0f Mbit/s, p -> u %.0f Mbit/s (q's limits: 20M and 100M)", out, in)
 		// The lab's unlimited streams vary from 240 to 700 Mbit/s (2 cores); a meter of q's
 		// would hold u at or below 115.
@@ -93,13 +85,13 @@ func TestPodQoS(t *testing.T) {
 
 	t.Run("egress changed 100M -> 20M on the running pod: the new rate holds within 1 s", func(t *testing.T) {
 		c.t = t
-		c.annotate(t, "q", map[string]*string{egressBW: ptr.To("100M")})
+		c.annotate(t, "default", "q", map[string]*string{egressBW: ptr.To("100M")})
 		c.waitQoS(t, "q", 2)
 		var changed time.Time
-		s := c.stream(t, "q", "p", addr("p", false), 10*time.Second, func() {
+		s := c.stream(t, "default", "q", "p", addr("p", false), 10*time.Second, func() {
 			time.Sleep(4 * time.Second)
 			changed = time.Now()
-			c.annotate(t, "q", map[string]*string{egressBW: ptr.To("20M")})
+			c.annotate(t, "default", "q", map[string]*string{egressBW: ptr.To("20M")})
 		})
 		before := s.rateBetween(s.start().Add(2*time.Second), changed)
 		burst := float64(topology.QoSBurst(20000)) / 1000
@@ -119,7 +111,7 @@ func TestPodQoS(t *testing.T) {
 	t.Run("a malformed and an out-of-range value: an event each, the rate unchanged", func(t *testing.T) {
 		c.t = t
 		for _, bad := range []string{"fast", "10P"} {
-			c.annotate(t, "q", map[string]*string{egressBW: ptr.To(bad)})
+			c.annotate(t, "default", "q", map[string]*string{egressBW: ptr.To(bad)})
 			msg := c.waitEventWith("default", "q", "InvalidBandwidth", strconv.Quote(bad), 30*time.Second)
 			t.Logf("egress-bandwidth %q: event %q", bad, msg)
 			measure(t, "q -> p with egress-bandwidth "+bad, "q", "p", addr("p", false), 20)
@@ -145,7 +137,7 @@ func TestPodQoS(t *testing.T) {
 		c.kubectlOK("patch", "subnet", "ovn-default", "--type=merge", "-p", `{"spec":{"podBandwidth":{"egress":"30M"}}}`)
 		waitRate("u", "burst=24000 rate=30000") // u has no annotation: the Subnet's default
 		waitRate("q", "burst=16000 rate=20000") // q's 20M is below it
-		c.annotate(t, "u", map[string]*string{egressBW: ptr.To("1G")})
+		c.annotate(t, "default", "u", map[string]*string{egressBW: ptr.To("1G")})
 		msg := c.waitEventWith("default", "u", "InvalidBandwidth", "above the Subnet's limit", 30*time.Second)
 		waitRate("u", "burst=24000 rate=30000")
 		t.Logf("u asks for 1G under a 30M Subnet: %q", msg)
@@ -156,15 +148,15 @@ func TestPodQoS(t *testing.T) {
 		c.kubectlOK("patch", "subnet", "ovn-default", "--type=json", "-p", `[{"op":"remove","path":"/spec/podBandwidth"}]`)
 		c.waitSubnetCondition("ovn-default", "Validated", "True", "", 20*time.Second)
 		waitRate("u", "burst=800000 rate=1000000") // no ceiling now: u's own 1G
-		c.annotate(t, "u", map[string]*string{egressBW: nil})
+		c.annotate(t, "default", "u", map[string]*string{egressBW: nil})
 		c.waitQoS(t, "u", 0)
 	})
 
 	t.Run("annotations removed: no limit and no QoS row left", func(t *testing.T) {
 		c.t = t
-		c.annotate(t, "q", map[string]*string{ingressBW: nil, egressBW: nil})
+		c.annotate(t, "default", "q", map[string]*string{ingressBW: nil, egressBW: nil})
 		c.waitQoS(t, "q", 0)
-		out := c.stream(t, "q", "p", addr("p", false), 6*time.Second, nil).rate()
+		out := c.stream(t, "default", "q", "p", addr("p", false), 6*time.Second, nil).rate()
 		t.Logf("q -> p without limits: %.0f Mbit/s", out)
 		if out < 150 {
 			t.Errorf("q -> p without limits: %.0f Mbit/s, want above 150", out)
@@ -172,11 +164,28 @@ func TestPodQoS(t *testing.T) {
 	})
 }
 
-// annotate sets (nil: removes) annotations of pod in default with a merge patch.
-func (c *cluster) annotate(t *testing.T, pod string, kv map[string]*string) {
+// checkRate checks a stream's rate (after its first 2 s) against a limit.
+func checkRate(t *testing.T, what string, s tcpStream, limitMbps float64) {
+	t.Helper()
+	checkRateOf(t, what, s.rate(), s.goodput(), limitMbps)
+}
+
+// checkRateOf checks a rate on the wire (goodput is its TCP payload, logged) against a limit:
+// between qosFloor and qosCeiling times it.
+func checkRateOf(t *testing.T, what string, got, goodput, limitMbps float64) {
+	t.Helper()
+	lo, hi := limitMbps*qosFloor, limitMbps*qosCeiling
+	t.Logf("%s: %.1f Mbit/s on the wire, TCP payload %.1f (limit %.0f, allowed %.1f..%.1f)", what, got, goodput, limitMbps, lo, hi)
+	if got < lo || got > hi {
+		t.Errorf("%s: %.1f Mbit/s, want %.0f..%.0f %% of %.0f", what, got, qosFloor*100, qosCeiling*100, limitMbps)
+	}
+}
+
+// annotate sets (nil: removes) annotations of pod in ns with a merge patch.
+func (c *cluster) annotate(t *testing.T, ns, pod string, kv map[string]*string) {
 	t.Helper()
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": kv}})
-	if _, err := c.kc.CoreV1().Pods("default").Patch(context.Background(), pod, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := c.kc.CoreV1().Pods(ns).Patch(context.Background(), pod, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -233,9 +242,10 @@ type tcpStream struct {
 // 88-98 % (as iperf3 -P is used for).
 const streamConns = 4
 
-// stream sends TCP from pod from to dst (pod to's address) for d over streamConns
-// connections and returns what to received; during, when set, runs while the stream flows.
-func (c *cluster) stream(t *testing.T, from, to, dst string, d time.Duration, during func()) tcpStream {
+// stream sends TCP from pod from to dst (pod to's address; both pods in ns) for d over
+// streamConns connections and returns what to received; during, when set, runs while the
+// stream flows.
+func (c *cluster) stream(t *testing.T, ns, from, to, dst string, d time.Duration, during func()) tcpStream {
 	t.Helper()
 	type result struct {
 		out string
@@ -243,12 +253,12 @@ func (c *cluster) stream(t *testing.T, from, to, dst string, d time.Duration, du
 	}
 	recv := make(chan result, 1)
 	go func() {
-		out, err := c.exec("default", to, "tcprecv", "-p", "5201", "-n", strconv.Itoa(streamConns), "-i", "100ms", "-t", "60s")
+		out, err := c.exec(ns, to, "tcprecv", "-p", "5201", "-n", strconv.Itoa(streamConns), "-i", "100ms", "-t", "60s")
 		recv <- result{out, err}
 	}()
 	sent := make(chan result, 1)
 	go func() {
-		out, err := c.exec("default", from, "tcpsend", "-t", d.String(), "-P", strconv.Itoa(streamConns), dst)
+		out, err := c.exec(ns, from, "tcpsend", "-t", d.String(), "-P", strconv.Itoa(streamConns), dst)
 		sent <- result{out, err}
 	}()
 	if during != nil {
