@@ -145,6 +145,7 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 		sbEndpoints = ovn.SplitEndpoints(sbAddr)
 	}
 	health := cluster.NewGatewayHealth(sbEndpoints)
+	health.NB = nb
 	if err := cluster.RegisterOVSDBConnected(metrics.Registry, "nb", nbLive.Answers); err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/kovn/kovn/pkg/cluster/nbsync"
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/ovn/model/sb"
@@ -33,6 +34,9 @@ import (
 // and the subnet reconciler falls back to Node readiness.
 type GatewayHealth struct {
 	Endpoints []string
+	// NB, when set, is where every replica moves a centralized subnet's egress itself
+	// (nbsync.FollowGateway) as soon as a health port's binding changes, leader or not.
+	NB libovsdb.Client
 
 	mu     sync.Mutex
 	sb     libovsdb.Client
@@ -41,11 +45,16 @@ type GatewayHealth struct {
 	// reported is each health port's chassis as last queued, so that a binding seen both in
 	// the initial listing and through the cache's event is queued once.
 	reported map[string]string
+	// moved holds the latest chassis of each subnet whose health port changed, for the
+	// follower; wake tells it there is something.
+	moved map[string]string
+	wake  chan struct{}
 }
 
 // NewGatewayHealth returns a GatewayHealth for the SB endpoints (none: disabled).
 func NewGatewayHealth(endpoints []string) *GatewayHealth {
-	return &GatewayHealth{Endpoints: endpoints, events: make(chan event.TypedGenericEvent[reconcile.Request], 64)}
+	return &GatewayHealth{Endpoints: endpoints, events: make(chan event.TypedGenericEvent[reconcile.Request], 64),
+		moved: map[string]string{}, wake: make(chan struct{}, 1)}
 }
 
 // NeedLeaderElection: every replica keeps the cache warm, so a new leader has the verdicts.
@@ -61,6 +70,9 @@ func (h *GatewayHealth) Start(ctx context.Context) error {
 	dbModel, err := sb.FullDatabaseModel()
 	if err != nil {
 		return err
+	}
+	if h.NB != nil {
+		go h.follow(ctx)
 	}
 	pb, cp := &sb.PortBinding{}, &sb.ChassisPrivate{}
 	c, err := ovn.ConnectMonitor(ctx, dbModel, ovn.Config{Endpoints: h.Endpoints, Logger: ctrl.Log.WithName("sb")},
@@ -120,6 +132,16 @@ func (h *GatewayHealth) notify(m model.Model, deleted bool) {
 	} else {
 		h.reported[pb.LogicalPort] = chassis
 	}
+	if !deleted && pb.Chassis != nil {
+		if h.moved == nil {
+			h.moved = map[string]string{}
+		}
+		h.moved[subnet] = *pb.Chassis
+		select {
+		case h.wake <- struct{}{}:
+		default:
+		}
+	}
 	h.mu.Unlock()
 	if !deleted && seen && last == chassis {
 		return
@@ -130,6 +152,51 @@ func (h *GatewayHealth) notify(m model.Model, deleted bool) {
 	default:
 		go func() { h.events <- ev }()
 	}
+}
+
+// follow moves each centralized subnet's egress to the node its health port was last bound
+// to, in this replica, until ctx ends. Only the latest binding of each subnet is applied: a
+// burst of changes costs one transaction per subnet. A failed write is retried on the next
+// change; the leader's reconcile of the subnet writes the same verdict in any case.
+func (h *GatewayHealth) follow(ctx context.Context) {
+	log := ctrl.Log.WithName("gateway-failover")
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.wake:
+		}
+		h.mu.Lock()
+		moved := h.moved
+		h.moved = map[string]string{}
+		c := h.sb
+		h.mu.Unlock()
+		for subnet, chassisUUID := range moved {
+			node := chassisName(ctx, c, chassisUUID)
+			if node == "" {
+				continue
+			}
+			ops, err := nbsync.FollowGateway(ctx, h.NB, subnet, node)
+			switch {
+			case err != nil:
+				log.Error(err, "moving a centralized subnet's egress", "subnet", subnet, "node", node)
+			case ops > 0:
+				log.Info("centralized subnet's egress moved to the node OVN bound its health port to", "subnet", subnet, "node", node)
+			}
+		}
+	}
+}
+
+// chassisName is the name (kovn's node name) of the SB Chassis row with uuid, "" if unknown.
+func chassisName(ctx context.Context, c libovsdb.Client, uuid string) string {
+	if c == nil {
+		return ""
+	}
+	ch := &sb.Chassis{UUID: uuid}
+	if err := c.Get(ctx, ch); err != nil {
+		return ""
+	}
+	return ch.Name
 }
 
 // Bound returns the chassis (node) name OVN bound the health port to, "" when none or unknown.
@@ -148,11 +215,7 @@ func (h *GatewayHealth) Bound(port string) string {
 	if err != nil || len(pbs) != 1 || pbs[0].Chassis == nil {
 		return ""
 	}
-	ch := &sb.Chassis{UUID: *pbs[0].Chassis}
-	if err := c.Get(context.Background(), ch); err != nil {
-		return ""
-	}
-	return ch.Name
+	return chassisName(context.Background(), c, *pbs[0].Chassis)
 }
 
 // CaughtUp reports whether the chassis' ovn-controller has installed the flows of northbound

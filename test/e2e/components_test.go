@@ -272,15 +272,20 @@ func ovnControllerHold(cfg rig.Config, cl, n int) string {
 	return filepath.Join(cfg.NodeDir(cl, n), "host", "ovn-run", "ovn-controller.hold")
 }
 
-// leaderPid is the pid of cluster c's leading kovn-controller. With the chart, the replica
-// whose metrics say it leads (every replica has the host's hostname in the lease: the rig's
-// nodes share its UTS namespace).
+// leaderPid is the pid of cluster c's leading kovn-controller.
 func leaderPid(t *testing.T, c *cluster) int {
 	t.Helper()
 	if !c.st.Config.Chart() {
 		return procPid(t, c.st, c.info.Name, "kovn-controller")
 	}
-	var pid int
+	return containerPid(t, leadingControllerPod(t, c), "controller")
+}
+
+// leadingControllerPod is the chart's kovn-controller pod whose metrics say it leads (every
+// replica has the host's hostname in the lease: the rig's nodes share its UTS namespace).
+func leadingControllerPod(t *testing.T, c *cluster) *corev1.Pod {
+	t.Helper()
+	var leader *corev1.Pod
 	if err := eventually(30*time.Second, func() error {
 		pods, err := c.kc.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app=kovn-controller"})
 		if err != nil {
@@ -288,10 +293,13 @@ func leaderPid(t *testing.T, c *cluster) int {
 		}
 		for i := range pods.Items {
 			p := &pods.Items[i]
+			if p.Spec.NodeName == "" || p.DeletionTimestamp != nil {
+				continue
+			}
 			cl, n := nodeIndex(t, p.Spec.NodeName)
 			out := nodeTestbox(t, c.st, c.st.Config.NodeNS(cl, n), "get", fmt.Sprintf("http://127.0.0.1:%d/metrics", chartControllerMetricsPort))
 			if value(out, `leader_election_master_status{name="kovn-controller"}`) == 1 {
-				pid = containerPid(t, p, "controller")
+				leader = p
 				return nil
 			}
 		}
@@ -299,7 +307,7 @@ func leaderPid(t *testing.T, c *cluster) int {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return pid
+	return leader
 }
 
 // chartControllerMetricsPort is the chart's controller.metricsPort (deploy/values.yaml).

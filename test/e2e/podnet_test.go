@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	corev1 "k8s.io/api/core/v1"
 	"net/netip"
 	"slices"
 	"strings"
@@ -257,6 +258,7 @@ spec:
 		}
 	}
 	waitEgress("c1-n2")
+	leaderOn(t, c, "c1-n2")
 	cases := []struct {
 		what          string
 		fail, restore func()
@@ -268,6 +270,46 @@ spec:
 	for _, tc := range cases {
 		centralFailover(t, c, tc.what, tc.fail, tc.restore, func() { waitEgress("c1-n3") }, func() { waitEgress("c1-n2") })
 	}
+}
+
+// leaderOn makes the chart's kovn-controller replica on node the leader, if one runs there,
+// by deleting the leading pod elsewhere: the gateway that fails must be the leader's node, so
+// that failover cannot wait for a new leader (15 s of lease) and pass only when the leader
+// happened to run elsewhere. It logs what it found.
+func leaderOn(t *testing.T, c *cluster, node string) {
+	t.Helper()
+	if !c.st.Config.Chart() {
+		t.Logf("kovn-controller runs as a process off the nodes: %s's failure cannot take it down", node)
+		return
+	}
+	pods, err := c.kc.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app=kovn-controller"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return p.Spec.NodeName == node }) {
+		t.Logf("no kovn-controller replica on %s, whose failure is tested", node)
+		return
+	}
+	leader := leadingControllerPod(t, c)
+	if leader.Spec.NodeName == node {
+		t.Logf("kovn-controller leader %s runs on %s, the gateway that fails", leader.Name, node)
+		return
+	}
+	zero := int64(0)
+	if err := c.kc.CoreV1().Pods("kube-system").Delete(context.Background(), leader.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := eventually(60*time.Second, func() error {
+		if p := leadingControllerPod(t, c); p.Spec.NodeName != node {
+			return fmt.Errorf("leader %s on %s", p.Name, p.Spec.NodeName)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("the kovn-controller replica on %s did not take the lease: %v", node, err)
+	}
+	t.Logf("kovn-controller leader moved from %s (on %s) to %s, the gateway that fails, in %.1fs",
+		leader.Name, leader.Spec.NodeName, node, time.Since(start).Seconds())
 }
 
 // maxCentralFailoverLoss bounds the probes (100 ms apart) a centralized gateway's failover may

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"testing"
 	"time"
 
@@ -282,6 +283,55 @@ func TestCentralizedGatewayPolicy(t *testing.T) {
 	}
 	if len(hops) != 1 || hops[0] != "100.64.0.2" {
 		t.Fatalf("central gateway policies in NB: %v, want one to n1", hops)
+	}
+}
+
+// A standby replica moves the egress from NB and SB alone: FollowGateway points the policy at
+// the node OVN bound the health port to, with the join address the leader recorded, and
+// touches nothing for a node that is not one of the subnet's gateways.
+func TestFollowGateway(t *testing.T) {
+	central := topology.SubnetIn{Name: "central", Vpc: "ovn-cluster", Switch: "central", CIDRs: []netip.Prefix{p("10.20.0.0/24")},
+		Gateways: []netip.Addr{a("10.20.0.1")}, Centralized: true, GatewayNodes: []string{"n2", "n1"}}
+	c := connect(t)
+	base(t, c)
+	nodes := map[string]topology.NodeIn{"n1": n1, "n2": n2}
+	apply(t, c, topology.ForSubnet(central, &join, nodes))
+	hops := func() []string {
+		var out []string
+		for _, pl := range list[nb.LogicalRouterPolicy](t, c) {
+			if pl.Priority == topology.PriorityCentralGateway {
+				out = append(out, pl.Nexthops...)
+			}
+		}
+		return out
+	}
+	if got := hops(); !slices.Equal(got, []string{"100.64.0.3"}) {
+		t.Fatalf("policy before failover: %v, want n2's", got)
+	}
+	for _, tc := range []struct {
+		node string
+		ops  int
+		want string
+	}{{"n1", 1, "100.64.0.2"}, {"n1", 0, "100.64.0.2"}, {"n9", 0, "100.64.0.2"}, {"n2", 1, "100.64.0.3"}} {
+		ops, err := FollowGateway(context.Background(), c, "central", tc.node)
+		if err != nil || ops != tc.ops {
+			t.Fatalf("follow %s: %d ops, err %v; want %d", tc.node, ops, err, tc.ops)
+		}
+		if got := hops(); !slices.Equal(got, []string{tc.want}) {
+			t.Fatalf("bound to %s: policy to %v, want %s", tc.node, got, tc.want)
+		}
+	}
+	// The leader's reconcile with the same verdict (n1 holds the port) writes nothing more.
+	m := map[string]topology.NodeIn{"n1": n1, "n2": n2}
+	held := m["n1"]
+	held.HoldsHealthPort = true
+	m["n1"] = held
+	if _, err := FollowGateway(context.Background(), c, "central", "n1"); err != nil {
+		t.Fatal(err)
+	}
+	ops, missing, err := Plan(context.Background(), c, topology.ForSubnet(central, &join, m))
+	if err != nil || len(missing) > 0 || len(ops) != 0 {
+		t.Fatalf("leader after a standby's failover: %d ops %v, missing %v, err %v; want none", len(ops), ops, missing, err)
 	}
 }
 

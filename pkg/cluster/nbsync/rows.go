@@ -244,7 +244,7 @@ func (t *tx) syncPolicies() {
 		done[k] = true
 		p := t.sh.Policies[i]
 		m := nb.LogicalRouterPolicy{UUID: cur.UUID, Priority: p.Priority, Match: p.Match, Action: p.Action, Nexthops: p.Nexthops,
-			ExternalIDs: t.ids(nil, p.Router)}
+			ExternalIDs: t.ids(p.ExternalIDs, p.Router)}
 		if cur.Action != m.Action || !sameSet(cur.Nexthops, m.Nexthops) || !sameMap(cur.ExternalIDs, m.ExternalIDs) {
 			t.update(&m, &m.Action, &m.Nexthops, &m.ExternalIDs)
 		}
@@ -258,7 +258,7 @@ func (t *tx) syncPolicies() {
 			t.missing = append(t.missing, "router "+p.Router)
 			continue
 		}
-		m := nb.LogicalRouterPolicy{Priority: p.Priority, Match: p.Match, Action: p.Action, Nexthops: p.Nexthops, ExternalIDs: t.ids(nil, p.Router)}
+		m := nb.LogicalRouterPolicy{Priority: p.Priority, Match: p.Match, Action: p.Action, Nexthops: p.Nexthops, ExternalIDs: t.ids(p.ExternalIDs, p.Router)}
 		attach(t, "router "+p.Router, lr, isNew, routerPolicies, t.create(&m, func(id string) { m.UUID = id }))
 	}
 }

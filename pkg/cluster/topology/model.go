@@ -144,6 +144,8 @@ type Policy struct {
 	Match    string
 	Action   string // allow | drop | reroute
 	Nexthops []string
+	// ExternalIDs are extra keys on the row (GatewayHopsKey).
+	ExternalIDs map[string]string
 }
 
 // StaticRoute is a Logical_Router_Static_Route of Router.

@@ -221,7 +221,8 @@ func ForSubnet(s SubnetIn, join *SubnetIn, nodes map[string]NodeIn) Shard {
 		for _, c := range s.CIDRs {
 			if hop, ok := joinIPOf(gw, c.Addr().Is4()); ok {
 				sh.Policies = append(sh.Policies, Policy{Router: s.Vpc, Priority: PriorityCentralGateway, Action: "reroute",
-					Nexthops: []string{hop.String()}, Match: fmt.Sprintf("%s.src == %s", family(c.Addr()), c.Masked())})
+					Nexthops: []string{hop.String()}, Match: fmt.Sprintf("%s.src == %s", family(c.Addr()), c.Masked()),
+					ExternalIDs: map[string]string{GatewayHopsKey: gatewayHops(s, nodes, c.Addr().Is4())}})
 			}
 		}
 	}
@@ -319,6 +320,34 @@ func sortPolicies(ps []Policy) {
 		}
 		return ps[i].Match < ps[j].Match
 	})
+}
+
+// GatewayHopsKey, on a centralized subnet's reroute policy, lists every gateway node's join
+// address of the policy's family in the subnet's order ("n2=100.64.0.3,n3=100.64.0.4"), so
+// that any kovn-controller replica, the leader or not, can point the policy at the node OVN
+// binds the health port to from NB and SB alone (nbsync.FollowGateway): failover must not
+// wait for a new leader when the node that loses its link is the leader's.
+const GatewayHopsKey = "kovn.io/gateway-hops"
+
+// gatewayHops is GatewayHopsKey's value for the family.
+func gatewayHops(s SubnetIn, nodes map[string]NodeIn, v4 bool) string {
+	var hops []string
+	for _, name := range s.GatewayNodes {
+		if hop, ok := joinIPOf(nodes[name], v4); ok {
+			hops = append(hops, name+"="+hop.String())
+		}
+	}
+	return strings.Join(hops, ",")
+}
+
+// GatewayHop is the join address GatewayHopsKey's value hops gives node, if it lists it.
+func GatewayHop(hops, node string) (string, bool) {
+	for _, h := range strings.Split(hops, ",") {
+		if n, ip, ok := strings.Cut(h, "="); ok && n == node {
+			return ip, true
+		}
+	}
+	return "", false
 }
 
 // maxGatewayPriority is OVN's highest Gateway_Chassis priority.

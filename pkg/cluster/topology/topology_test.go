@@ -81,7 +81,10 @@ func TestForSubnetCentralizedPicksFirstReadyGateway(t *testing.T) {
 			got = append(got, p)
 		}
 	}
-	want := []Policy{{Router: "ovn-cluster", Priority: PriorityCentralGateway, Action: "reroute", Match: "ip4.src == 10.20.0.0/24", Nexthops: []string{"100.64.0.3"}}}
+	// Every gateway node with a join address is listed, in the subnet's order, for failover
+	// by any replica (NotReady n3 too: OVN's binding outranks Node readiness).
+	want := []Policy{{Router: "ovn-cluster", Priority: PriorityCentralGateway, Action: "reroute", Match: "ip4.src == 10.20.0.0/24", Nexthops: []string{"100.64.0.3"},
+		ExternalIDs: map[string]string{GatewayHopsKey: "n3=100.64.0.4,n2=100.64.0.3,n1=100.64.0.2"}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("central gateway policies %+v, want %+v", got, want)
 	}
