@@ -189,6 +189,10 @@ func run(cfg node.Config, ovsDB string) error {
 		if err := mgr.Add(&node.TunnelNeighbours{OVS: ovs, Ctl: vswitchdCtl, RunDir: ovsRun}); err != nil {
 			return err
 		}
+		sweeper := &node.StaleUDPSweeper{Client: mgr.GetClient(), Socket: node.VswitchdSocket{Ctl: vswitchdCtl, RunDir: ovsRun}}
+		if err := sweeper.SetupWithManager(mgr); err != nil {
+			return err
+		}
 	}
 	ul := &underlay.Reconciler{Client: mgr.GetClient(), OVS: ovs, NodeName: cfg.NodeName, Integration: cfg.Bridge,
 		Recorder: mgr.GetEventRecorderFor("kovn-daemon")}

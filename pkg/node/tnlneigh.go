@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -147,14 +145,7 @@ func (k *TunnelNeighbours) sync(ctx context.Context) ([]tunnelNeighbour, bool, e
 // ctl is ovs-vswitchd's control socket: the configured one, or the one its daemon made in the
 // run directory (named after its pid, which changes when it restarts).
 func (k *TunnelNeighbours) ctl() (string, error) {
-	if k.Ctl != "" {
-		return k.Ctl, nil
-	}
-	b, err := os.ReadFile(filepath.Join(k.RunDir, "ovs-vswitchd.pid"))
-	if err != nil {
-		return "", fmt.Errorf("ovs-vswitchd's control socket: %w", err)
-	}
-	return filepath.Join(k.RunDir, "ovs-vswitchd."+strings.TrimSpace(string(b))+".ctl"), nil
+	return VswitchdSocket{Ctl: k.Ctl, RunDir: k.RunDir}.Path()
 }
 
 // nextHops are the next hops of the node's tunnels: each tunnel Interface's remote_ip, routed
