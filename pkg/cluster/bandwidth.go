@@ -10,17 +10,19 @@ import (
 // podBandwidth resolves a pod's limits from its annotations (the pod owner's word) and its
 // Subnet's default (the admin's): no annotation takes the default, an annotation lowers it
 // but never raises it, and a malformed or out-of-range annotation keeps what is programmed
-// now (current), so a typo never lifts a limit. Each refused annotation yields a message.
-func podBandwidth(annotations map[string]string, subnet, current topology.Bandwidth) (topology.Bandwidth, []string) {
+// now (current, asked only then: it reads NB), so a typo never lifts a limit. Each refused
+// annotation yields a message.
+func podBandwidth(annotations map[string]string, subnet topology.Bandwidth, current func() topology.Bandwidth) (topology.Bandwidth, []string) {
 	var out topology.Bandwidth
 	var problems []string
 	for _, d := range []struct {
-		key      string
-		def, cur int
-		set      *int
+		key string
+		def int
+		cur func() int
+		set *int
 	}{
-		{kovnv1.AnnotationIngressBandwidth, subnet.IngressKbps, current.IngressKbps, &out.IngressKbps},
-		{kovnv1.AnnotationEgressBandwidth, subnet.EgressKbps, current.EgressKbps, &out.EgressKbps},
+		{kovnv1.AnnotationIngressBandwidth, subnet.IngressKbps, func() int { return current().IngressKbps }, &out.IngressKbps},
+		{kovnv1.AnnotationEgressBandwidth, subnet.EgressKbps, func() int { return current().EgressKbps }, &out.EgressKbps},
 	} {
 		v, ok := annotations[d.key]
 		if !ok {
@@ -30,8 +32,8 @@ func podBandwidth(annotations map[string]string, subnet, current topology.Bandwi
 		kbps, err := kovnv1.ParseBandwidth(v)
 		switch {
 		case err != nil:
-			*d.set = d.cur
-			problems = append(problems, fmt.Sprintf("%s: %v; the limit stays %s", d.key, err, kbpsString(d.cur)))
+			*d.set = d.cur()
+			problems = append(problems, fmt.Sprintf("%s: %v; the limit stays %s", d.key, err, kbpsString(*d.set)))
 		case d.def > 0 && kbps > d.def:
 			*d.set = d.def
 			problems = append(problems, fmt.Sprintf("%s: %s is above the Subnet's limit; the Subnet's %s applies", d.key, v, kbpsString(d.def)))

@@ -45,7 +45,11 @@ func TestPodBandwidth(t *testing.T) {
 		{"out of range: what is programmed stays", map[string]string{"kubernetes.io/ingress-bandwidth": "0", "kubernetes.io/egress-bandwidth": "10P"},
 			none, current, []string{"below the smallest limit, 1k (1000 bit/s); the limit stays 20M", "above the largest limit"}},
 	} {
-		got, problems := podBandwidth(tc.annotations, tc.subnet, current)
+		reads := 0
+		got, problems := podBandwidth(tc.annotations, tc.subnet, func() topology.Bandwidth { reads++; return current })
+		if reads > 0 && len(tc.problems) == 0 {
+			t.Errorf("%s: read what is programmed %d times with no annotation refused", tc.name, reads)
+		}
 		if got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
 	corev1 "k8s.io/api/core/v1"
@@ -76,12 +77,18 @@ func (r *PodPortReconciler) desired(ctx context.Context, key types.NamespacedNam
 		return topology.PodIn{}, false, nil // not (yet) this pod's allocation: no port
 	}
 	sn, _ := r.State.Subnet(ip.Spec.Subnet) // podInFromIP found it
-	current, err := nbsync.ProgrammedBandwidth(ctx, r.NB, pod.Namespace, pod.Name)
-	if err != nil {
-		return topology.PodIn{}, false, err
-	}
+	// What is programmed now matters only when an annotation is refused: read NB then only.
+	var readErr error
+	current := sync.OnceValue(func() topology.Bandwidth {
+		b, err := nbsync.ProgrammedBandwidth(ctx, r.NB, pod.Namespace, pod.Name)
+		readErr = err
+		return b
+	})
 	var problems []string
 	in.Bandwidth, problems = podBandwidth(pod.Annotations, sn.PodBandwidth, current)
+	if readErr != nil {
+		return topology.PodIn{}, false, readErr
+	}
 	for _, p := range problems {
 		r.Recorder.Event(&pod, corev1.EventTypeWarning, kovnv1.ReasonInvalidBandwidth, p)
 	}

@@ -138,7 +138,8 @@ func Trace(ctx context.Context, e *Execer, pod *corev1.Pod, dst netip.Addr, prot
 		return TraceResult{}, fmt.Errorf("pod %s/%s has no address of %s's family", pod.Namespace, pod.Name, dst)
 	}
 	p := Packet{Port: src.Port, Switch: src.Switch, SrcMAC: src.MAC, SrcIP: srcIP, DstIP: dst, Proto: proto, DstPort: port}
-	if p.DstMAC, err = nextHopMAC(ctx, e, src, dst); err != nil {
+	lrps := &routerPorts{e: e} // read once per trace, whatever the number of hops looked up
+	if p.DstMAC, err = nextHopMAC(ctx, lrps, src, dst); err != nil {
 		return TraceResult{}, err
 	}
 	r := TraceResult{Packet: p, Node: src.Node}
@@ -148,7 +149,7 @@ func Trace(ctx context.Context, e *Execer, pod *corev1.Pod, dst netip.Addr, prot
 	logical := p
 	if svc, backend, ok := serviceBackend(ctx, e, dst, proto, port); ok {
 		logical.DstIP, logical.DstPort = backend.Addr(), int(backend.Port())
-		if logical.DstMAC, err = nextHopMAC(ctx, e, src, logical.DstIP); err != nil {
+		if logical.DstMAC, err = nextHopMAC(ctx, lrps, src, logical.DstIP); err != nil {
 			return r, err
 		}
 		r.Service = fmt.Sprintf("%s's ClusterIP %s: OVN's load balancer picks a backend; the logical trace follows %s", svc,
@@ -222,7 +223,8 @@ func ptrString(s *string) string {
 
 // nextHopMAC: a pod of the same Subnet is reached at its own MAC; anything else through the
 // Subnet's router port.
-func nextHopMAC(ctx context.Context, e *Execer, src PodEnd, dst netip.Addr) (string, error) {
+func nextHopMAC(ctx context.Context, lrps *routerPorts, src PodEnd, dst netip.Addr) (string, error) {
+	e := lrps.e
 	for _, c := range src.CIDRs {
 		if !c.Contains(dst) {
 			continue
@@ -241,7 +243,7 @@ func nextHopMAC(ctx context.Context, e *Execer, src PodEnd, dst netip.Addr) (str
 	if !ok {
 		return "", fmt.Errorf("the pod's Subnet has no gateway of %s's family", dst)
 	}
-	return routerPortMAC(ctx, e, gw)
+	return lrps.macOf(ctx, gw)
 }
 
 // podsWithIP finds the pods holding ip: the API server selects on a pod's primary address
@@ -263,17 +265,35 @@ func podItems(l *corev1.PodList) []corev1.Pod {
 	return l.Items
 }
 
-// routerPortMAC is the MAC of the logical router port holding gw, read from OVN NB.
-func routerPortMAC(ctx context.Context, e *Execer, gw netip.Addr) (string, error) {
-	pod, err := e.CentralPod(ctx)
-	if err != nil {
-		return "", err
+// routerPorts reads OVN NB's logical router ports once (the central pod looked up once).
+type routerPorts struct {
+	e     *Execer
+	ports []nb.LogicalRouterPort
+	read  bool
+}
+
+func (r *routerPorts) list(ctx context.Context) ([]nb.LogicalRouterPort, error) {
+	if r.read {
+		return r.ports, nil
 	}
-	dump, err := e.Dump(ctx, pod, CentralContainer, "nb", NBSocket, nb.LogicalRouterPortTable)
+	pod, err := r.e.CentralPod(ctx)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	ports, err := ovn.DecodeRows[nb.LogicalRouterPort](dump, nb.LogicalRouterPortTable)
+	dump, err := r.e.Dump(ctx, pod, CentralContainer, "nb", NBSocket, nb.LogicalRouterPortTable)
+	if err != nil {
+		return nil, err
+	}
+	if r.ports, err = ovn.DecodeRows[nb.LogicalRouterPort](dump, nb.LogicalRouterPortTable); err != nil {
+		return nil, err
+	}
+	r.read = true
+	return r.ports, nil
+}
+
+// macOf is the MAC of the logical router port holding gw.
+func (r *routerPorts) macOf(ctx context.Context, gw netip.Addr) (string, error) {
+	ports, err := r.list(ctx)
 	if err != nil {
 		return "", err
 	}

@@ -55,7 +55,6 @@ func TestPodQoS(t *testing.T) {
 		t.Fatalf("pod %s has no address of that family", pod)
 		return ""
 	}
-	within := checkRateOf
 	measure := func(t *testing.T, what, from, to, dst string, limitMbps float64) {
 		t.Helper()
 		checkRate(t, what, c.stream(t, "default", from, to, dst, 8*time.Second, nil), limitMbps)
@@ -66,7 +65,7 @@ func TestPodQoS(t *testing.T) {
 		measure(t, "q -> p, egress 100M, IPv4", "q", "p", addr("p", false), 100)
 		measure(t, "p -> q, ingress 20M, IPv4", "p", "q", addr("q", false), 20)
 		c.annotate(t, "default", "q", map[string]*string{ingressBW: ptr.To("100M"), egressBW: ptr.To("20M")})
-		c.waitQoS(t, "q", 2)
+		c.waitQoS(t, "default", "q", 2)
 		measure(t, "q -> p, egress 20M, IPv6", "q", "p", addr("p", true), 20)
 		measure(t, "p -> q, ingress 100M, IPv6", "p", "q", addr("q", true), 100)
 	})
@@ -86,7 +85,7 @@ func TestPodQoS(t *testing.T) {
 	t.Run("egress changed 100M -> 20M on the running pod: the new rate holds within 1 s", func(t *testing.T) {
 		c.t = t
 		c.annotate(t, "default", "q", map[string]*string{egressBW: ptr.To("100M")})
-		c.waitQoS(t, "q", 2)
+		c.waitQoS(t, "default", "q", 2)
 		var changed time.Time
 		s := c.stream(t, "default", "q", "p", addr("p", false), 10*time.Second, func() {
 			time.Sleep(4 * time.Second)
@@ -104,8 +103,8 @@ func TestPodQoS(t *testing.T) {
 		if !ok || holds > time.Second {
 			t.Errorf("20M held %v after the change (ok %t), want within 1 s:\n%s", holds, ok, s.String())
 		}
-		after := tcpStream{at: s.at, bytes: s.payload}.rateBetween(changed.Add(2*time.Second), s.end())
-		within(t, "q -> p after the change", s.rateBetween(changed.Add(2*time.Second), s.end()), after, 20)
+		settled := changed.Add(2 * time.Second)
+		checkRateOf(t, "q -> p after the change", s.rateBetween(settled, s.end()), s.payloadBetween(settled, s.end()), 20)
 	})
 
 	t.Run("a malformed and an out-of-range value: an event each, the rate unchanged", func(t *testing.T) {
@@ -149,13 +148,13 @@ func TestPodQoS(t *testing.T) {
 		c.waitSubnetCondition("ovn-default", "Validated", "True", "", 20*time.Second)
 		waitRate("u", "burst=800000 rate=1000000") // no ceiling now: u's own 1G
 		c.annotate(t, "default", "u", map[string]*string{egressBW: nil})
-		c.waitQoS(t, "u", 0)
+		c.waitQoS(t, "default", "u", 0)
 	})
 
 	t.Run("annotations removed: no limit and no QoS row left", func(t *testing.T) {
 		c.t = t
 		c.annotate(t, "default", "q", map[string]*string{ingressBW: nil, egressBW: nil})
-		c.waitQoS(t, "q", 0)
+		c.waitQoS(t, "default", "q", 0)
 		out := c.stream(t, "default", "q", "p", addr("p", false), 6*time.Second, nil).rate()
 		t.Logf("q -> p without limits: %.0f Mbit/s", out)
 		if out < 150 {
@@ -190,10 +189,10 @@ func (c *cluster) annotate(t *testing.T, ns, pod string, kv map[string]*string) 
 	}
 }
 
-// waitQoS waits until pod's port has n QoS rows in NB.
-func (c *cluster) waitQoS(t *testing.T, pod string, n int) {
+// waitQoS waits until the port of pod in ns has n QoS rows in NB.
+func (c *cluster) waitQoS(t *testing.T, ns, pod string, n int) {
 	t.Helper()
-	port := pod + ".default"
+	port := pod + "." + ns
 	if err := eventually(30*time.Second, func() error {
 		out := c.nbctl("--bare", "--columns=match", "list", "QoS")
 		if got := strings.Count(out, `"`+port+`"`); got != n {
@@ -302,7 +301,12 @@ func (s tcpStream) rate() float64 {
 
 // goodput is rate's TCP payload, what an application sees.
 func (s tcpStream) goodput() float64 {
-	return tcpStream{at: s.at, bytes: s.payload}.rateBetween(s.start().Add(2*time.Second), s.at[len(s.at)-2])
+	return s.payloadBetween(s.start().Add(2*time.Second), s.at[len(s.at)-2])
+}
+
+// payloadBetween is rateBetween of the TCP payload.
+func (s tcpStream) payloadBetween(from, to time.Time) float64 {
+	return tcpStream{at: s.at, bytes: s.payload}.rateBetween(from, to)
 }
 
 // rateBetween is the rate of the intervals ending in (from, to], in Mbit/s.

@@ -288,14 +288,7 @@ func (l *underlayLab) bandwidth(t *testing.T) {
 	ns := fmt.Sprintf("ul%d", l.vlan100)
 	l.c.annotate(t, ns, "a100", map[string]*string{ingressBW: ptr.To("20M"), egressBW: ptr.To("20M")})
 	defer l.c.annotate(t, ns, "a100", map[string]*string{ingressBW: nil, egressBW: nil})
-	if err := eventually(30*time.Second, func() error {
-		if n := strings.Count(l.c.nbctl("--bare", "--columns=match", "list", "QoS"), `"a100.`+ns+`"`); n != 2 {
-			return fmt.Errorf("%d QoS rows for a100, want 2", n)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	l.c.waitQoS(t, ns, "a100", 2)
 	a, b := podAddrs(l.a100.Status.PodIPs)[0], podAddrs(l.b100.Status.PodIPs)[0]
 	checkRate(t, "a100 -> b100 (egress 20M), VLAN "+fmt.Sprint(l.vlan100), l.c.stream(t, ns, "a100", "b100", net.JoinHostPort(b.String(), "5201"), 8*time.Second, nil), 20)
 	checkRate(t, "b100 -> a100 (ingress 20M), VLAN "+fmt.Sprint(l.vlan100), l.c.stream(t, ns, "b100", "a100", net.JoinHostPort(a.String(), "5201"), 8*time.Second, nil), 20)

@@ -2,7 +2,6 @@ package nbsync
 
 import (
 	"context"
-	"errors"
 	"slices"
 
 	"github.com/ovn-org/libovsdb/client"
@@ -24,14 +23,14 @@ import (
 // too, from the same SB verdict, so the two never disagree for longer than SB takes to reach
 // both.
 func FollowGateway(ctx context.Context, c client.Client, subnet, node string) (int, error) {
-	var rows []*nb.LogicalRouterPolicy
 	probe := &nb.LogicalRouterPolicy{ExternalIDs: map[string]string{ovn.OwnerKey: subnet}}
-	if err := c.Where(probe).List(ctx, &rows); err != nil && !errors.Is(err, client.ErrNotFound) {
+	rows, err := ownedRows(ctx, c, probe, topology.OwnerSubnet, subnet)
+	if err != nil {
 		return 0, err
 	}
 	var ops []ovsdb.Operation
 	for _, p := range rows {
-		if !Owned(p.ExternalIDs, topology.OwnerSubnet, subnet) || p.Priority != topology.PriorityCentralGateway || p.Action != nb.LogicalRouterPolicyActionReroute {
+		if p.Priority != topology.PriorityCentralGateway || p.Action != nb.LogicalRouterPolicyActionReroute {
 			continue
 		}
 		hop, ok := topology.GatewayHop(p.ExternalIDs[topology.GatewayHopsKey], node)
@@ -48,6 +47,6 @@ func FollowGateway(ctx context.Context, c client.Client, subnet, node string) (i
 	if len(ops) == 0 {
 		return 0, nil
 	}
-	_, err := ovn.Transact(ctx, c, ops)
+	_, err = ovn.Transact(ctx, c, ops)
 	return len(ops), err
 }

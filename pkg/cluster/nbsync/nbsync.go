@@ -124,18 +124,30 @@ func findOwned[T any, PT interface {
 	*T
 	model.Model
 }](t *tx, probe PT) []PT {
-	var rows []PT
-	if err := t.c.Where(probe).List(t.ctx, &rows); err != nil && !errors.Is(err, client.ErrNotFound) {
+	rows, err := ownedRows[T, PT](t.ctx, t.c, probe, t.sh.OwnerType, t.sh.Owner)
+	if err != nil {
 		t.add(nil, err)
-		return nil
+	}
+	return rows
+}
+
+// ownedRows returns the cached rows of T's table that probe's owner index finds and that
+// ownerType's owner owns.
+func ownedRows[T any, PT interface {
+	*T
+	model.Model
+}](ctx context.Context, c client.Client, probe PT, ownerType, owner string) ([]PT, error) {
+	var rows []PT
+	if err := c.Where(probe).List(ctx, &rows); err != nil && !errors.Is(err, client.ErrNotFound) {
+		return nil, err
 	}
 	out := rows[:0]
 	for _, r := range rows {
-		if t.owned(ovn.ExternalIDs(r)) {
+		if Owned(ovn.ExternalIDs(r), ownerType, owner) {
 			out = append(out, r)
 		}
 	}
-	return out
+	return out, nil
 }
 
 func ownerProbe(sh topology.Shard) map[string]string {

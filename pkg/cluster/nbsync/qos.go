@@ -2,7 +2,6 @@ package nbsync
 
 import (
 	"context"
-	"errors"
 	"maps"
 
 	"github.com/ovn-org/libovsdb/client"
@@ -73,15 +72,12 @@ func sameQoS(cur, want *nb.QoS) bool {
 // the state a refused annotation leaves in force.
 func ProgrammedBandwidth(ctx context.Context, c client.Client, namespace, name string) (topology.Bandwidth, error) {
 	sh := topology.Shard{OwnerType: topology.OwnerPod, Owner: namespace + "/" + name}
-	var rows []*nb.QoS
-	if err := c.Where(&nb.QoS{ExternalIDs: ownerProbe(sh)}).List(ctx, &rows); err != nil && !errors.Is(err, client.ErrNotFound) {
+	rows, err := ownedRows(ctx, c, &nb.QoS{ExternalIDs: ownerProbe(sh)}, sh.OwnerType, sh.Owner)
+	if err != nil {
 		return topology.Bandwidth{}, err
 	}
 	var out topology.Bandwidth
 	for _, r := range rows {
-		if !Owned(r.ExternalIDs, sh.OwnerType, sh.Owner) {
-			continue
-		}
 		switch r.ExternalIDs[qosNameKey] {
 		case "ingress":
 			out.IngressKbps = r.Bandwidth[nb.QoSBandwidthRate]
