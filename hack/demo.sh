@@ -312,6 +312,35 @@ echo "u1 reaches the host on VLAN 30 (172.28.30.100) through the physical router
 kubectl -n underlay exec u1 -- /testbox get http://172.28.30.100:8080/
 kubectl -n underlay exec u1 -- /testbox get "http://[fd00:28:30::100]:8080/"
 
+step "a floating IP: ul100 becomes an external network of the default VPC; 172.28.100.200 and fd00:28:100::c8 lead to demo-2"
+PRT_MAC=$(ip -n "$KOVN_PHYS_ROUTER_NS" -br link show eth0.100 | awk '{print $3}')
+kubectl patch subnet ul100 --type=merge -p "{\"spec\":{\"externalGateway\":{\"addresses\":[\"172.28.100.254\",\"fd00:28:100::fe\"],\"nodes\":[\"c1-n1\",\"c1-n2\"],\"gatewayMAC\":\"$PRT_MAC\"}}}" >/dev/null
+kubectl apply -f - >/dev/null <<FIP
+apiVersion: kovn.io/v1alpha1
+kind: FloatingIP
+metadata: {name: demo-2}
+spec: {subnet: ul100, addresses: [172.28.100.200, "fd00:28:100::c8"], pod: {namespace: default, name: demo-2}}
+FIP
+kubectl wait --for=condition=Ready floatingip/demo-2 --timeout=60s >/dev/null
+kubectl get floatingips
+ovn-nbctl --db="$OVN_NB_DB" lr-nat-list ovn-cluster
+echo "the host on VLAN 30 reaches demo-2 on its floating addresses (demo-2 sees the host's own address):"
+ip netns exec "$KOVN_UNDERLAY_HOST_NS" "$BIN/kovn-testbox" get http://172.28.100.200:8080/
+ip netns exec "$KOVN_UNDERLAY_HOST_NS" "$BIN/kovn-testbox" get "http://[fd00:28:100::c8]:8080/"
+echo "and sees demo-2's own connections come from them:"
+kubectl exec demo-2 -- /testbox get http://172.28.30.100:8080/
+kubectl exec demo-2 -- /testbox get "http://[fd00:28:30::100]:8080/"
+echo "a second FloatingIP claiming 172.28.100.200 is refused, nothing programmed for it:"
+kubectl apply -f - >/dev/null <<FIP
+apiVersion: kovn.io/v1alpha1
+kind: FloatingIP
+metadata: {name: thief}
+spec: {subnet: ul100, addresses: [172.28.100.200], pod: {namespace: default, name: demo-1}}
+FIP
+sleep 2
+kubectl get floatingip thief -o jsonpath='{.status.conditions[0].reason}: {.status.conditions[0].message}{"\n"}'
+kubectl delete floatingip thief >/dev/null
+
 step "subnets report the protocol, gateway and addresses in use"
 kubectl get subnets
 step "the OVN view: logical switches, ports and the gateway policies kovn programmed"

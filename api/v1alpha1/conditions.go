@@ -85,6 +85,16 @@ const (
 	// (an event) its kubernetes.io/{ingress,egress}-bandwidth annotation is refused the same
 	// way, and its limit stays what it was.
 	ReasonInvalidBandwidth = "InvalidBandwidth"
+	// ReasonInvalidExternalGateway: spec.externalGateway on a Subnet without spec.vlan, or an
+	// address that is malformed, outside the Subnet or of a family it does not have.
+	ReasonInvalidExternalGateway = "InvalidExternalGateway"
+	// ReasonNotExternal: a FloatingIP names a Subnet without spec.externalGateway.
+	ReasonNotExternal = "NotExternal"
+	// ReasonAddressInUse: a FloatingIP asks for an address another owner holds.
+	ReasonAddressInUse = "AddressInUse"
+	// ReasonPodNotRunning: a FloatingIP's pod does not exist or has no address yet; the
+	// FloatingIP keeps its addresses and binds them when the pod is back.
+	ReasonPodNotRunning = "PodNotRunning"
 	// ReasonInvalidVlan: a subnet's vlan is malformed or combined with fields an underlay
 	// subnet cannot have (centralized gateway, private, a custom VPC).
 	ReasonInvalidVlan = "InvalidVlan"

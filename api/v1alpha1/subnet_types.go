@@ -170,11 +170,45 @@ type SubnetSpec struct {
 	// +optional
 	PodBandwidth *PodBandwidth `json:"podBandwidth,omitempty"`
 
+	// ExternalGateway makes an underlay Subnet (spec.vlan) an external network of the default
+	// VPC: its router gets a port on this network, hosted by one of nodes at a time (OVN moves
+	// it when that node is lost), through which FloatingIPs taken from this Subnet reach their
+	// pods.
+	// +optional
+	ExternalGateway *ExternalGateway `json:"externalGateway,omitempty"`
+
 	// LogicalSwitch is the name of the OVN logical switch; empty means the Subnet's name.
 	// Immutable once set (including set/unset).
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	LogicalSwitch string `json:"logicalSwitch,omitempty"`
+}
+
+// ExternalGateway is the default VPC router's port on an underlay Subnet.
+type ExternalGateway struct {
+	// Addresses are the router port's addresses on this network, at most one per family of
+	// the Subnet, inside its cidrBlock; the Subnet's IPAM never hands them out.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=2
+	// +kubebuilder:validation:items:MaxLength=64
+	// +listType=set
+	Addresses []string `json:"addresses"`
+	// Nodes may host the port, in order of preference; each needs the Subnet's provider
+	// network.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=atomic
+	Nodes []string `json:"nodes"`
+	// GatewayMAC is the MAC address of the Subnet's gateway (the physical router, e.g. its
+	// VRRP MAC). With it the router port knows the gateway's MAC from the start (a static
+	// MAC binding) instead of resolving it. IPv6 needs it with OVN 23.03: OVN's neighbour
+	// solicitation for a next hop goes to the solicited-node group of the packet's
+	// destination, not of the next hop, so the physical router never answers it.
+	// +kubebuilder:validation:Pattern=`^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$`
+	// +optional
+	GatewayMAC string `json:"gatewayMAC,omitempty"`
 }
 
 // SubnetACL is one admin rule on a Subnet's logical switch.

@@ -239,6 +239,7 @@ func (s *SubnetSpec) validateAgainstCIDRs(cidrs []netip.Prefix, errs *Validation
 		}
 	}
 
+	s.validateExternalGateway(cidrs, errs)
 	for i, x := range s.ExcludeIPs {
 		field := fmt.Sprintf("spec.excludeIps[%d]", i)
 		r, err := ParseIPRange(x)
@@ -250,6 +251,64 @@ func (s *SubnetSpec) validateAgainstCIDRs(cidrs []netip.Prefix, errs *Validation
 			errs.add(field, ReasonInvalidExcludeIPs, "%s is outside cidrBlock %s", r, s.CIDRBlock)
 		}
 	}
+}
+
+// validateExternalGateway: only an underlay Subnet has one; one address per family of its
+// CIDRs, each a usable address that is not the Subnet's gateway; node names.
+func (s *SubnetSpec) validateExternalGateway(cidrs []netip.Prefix, errs *ValidationErrors) {
+	eg := s.ExternalGateway
+	if eg == nil {
+		return
+	}
+	if s.Vlan == "" {
+		errs.add("spec.externalGateway", ReasonInvalidExternalGateway, "only an underlay Subnet (spec.vlan) can be an external network")
+	}
+	gws, _ := s.EffectiveGateways()
+	used := map[netip.Prefix]bool{}
+	for i, a := range eg.Addresses {
+		field := fmt.Sprintf("spec.externalGateway.addresses[%d]", i)
+		ip, err := netip.ParseAddr(a)
+		if err != nil || ip.Zone() != "" {
+			errs.add(field, ReasonInvalidExternalGateway, "%q is not an IP address", a)
+			continue
+		}
+		p, ok := containing(cidrs, ip)
+		switch {
+		case !ok:
+			errs.add(field, ReasonInvalidExternalGateway, "%s is outside cidrBlock %s", ip, s.CIDRBlock)
+		case used[p]:
+			errs.add(field, ReasonInvalidExternalGateway, "two addresses in %s; give one per family", p)
+		case ip == p.Addr() || ip.Is4() && ip == PrefixRange(p).Last:
+			errs.add(field, ReasonInvalidExternalGateway, "%s is the network or broadcast address of %s", ip, p)
+		case slices.Contains(gws, ip):
+			errs.add(field, ReasonInvalidExternalGateway, "%s is the Subnet's gateway (the physical router)", ip)
+		}
+		used[p] = true
+	}
+	if len(eg.Nodes) == 0 {
+		errs.add("spec.externalGateway.nodes", ReasonInvalidExternalGateway, "name at least one node to host the gateway")
+	}
+	for i, n := range eg.Nodes {
+		if msgs := k8svalidation.IsDNS1123Subdomain(n); len(msgs) > 0 {
+			errs.add(fmt.Sprintf("spec.externalGateway.nodes[%d]", i), ReasonInvalidExternalGateway, "%q is not a node name: %s", n, msgs[0])
+		} else if slices.Index(eg.Nodes, n) != i {
+			errs.add(fmt.Sprintf("spec.externalGateway.nodes[%d]", i), ReasonInvalidExternalGateway, "node %q is listed twice", n)
+		}
+	}
+}
+
+// ExternalGatewayAddrs are spec.externalGateway's addresses (nil without one; Validate first).
+func (s *SubnetSpec) ExternalGatewayAddrs() []netip.Addr {
+	if s.ExternalGateway == nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, a := range s.ExternalGateway.Addresses {
+		if ip, err := netip.ParseAddr(a); err == nil {
+			out = append(out, ip)
+		}
+	}
+	return out
 }
 
 // containing returns the CIDR of cidrs that holds a.

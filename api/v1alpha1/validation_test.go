@@ -219,6 +219,19 @@ func TestSubnetValidate(t *testing.T) {
 			{Direction: "to-lport", Priority: 1, Match: "tcp", Action: "deny"}}}, reason: ReasonInvalidACL, frag: "spec.acls[0].action"},
 		{name: "acl priority", spec: SubnetSpec{CIDRBlock: "10.16.0.0/16", ACLs: []SubnetACL{
 			{Direction: "to-lport", Priority: 1000, Match: "tcp", Action: "drop"}}}, reason: ReasonInvalidACL, frag: "outside 0..999"},
+
+		{name: "external gateway", spec: SubnetSpec{CIDRBlock: "172.28.100.0/24,fd00:28:100::/64", Gateway: "172.28.100.1,fd00:28:100::1", Vlan: "v100",
+			ExternalGateway: &ExternalGateway{Addresses: []string{"172.28.100.254", "fd00:28:100::fe"}, Nodes: []string{"n1", "n2"}}}},
+		{name: "external gateway on an overlay subnet", spec: SubnetSpec{CIDRBlock: "10.16.0.0/16",
+			ExternalGateway: &ExternalGateway{Addresses: []string{"10.16.0.254"}, Nodes: []string{"n1"}}}, reason: ReasonInvalidExternalGateway, frag: "only an underlay Subnet"},
+		{name: "external gateway outside", spec: SubnetSpec{CIDRBlock: "172.28.100.0/24", Vlan: "v100",
+			ExternalGateway: &ExternalGateway{Addresses: []string{"172.28.101.1"}, Nodes: []string{"n1"}}}, reason: ReasonInvalidExternalGateway, frag: "outside cidrBlock"},
+		{name: "external gateway is the physical router", spec: SubnetSpec{CIDRBlock: "172.28.100.0/24", Vlan: "v100",
+			ExternalGateway: &ExternalGateway{Addresses: []string{"172.28.100.1"}, Nodes: []string{"n1"}}}, reason: ReasonInvalidExternalGateway, frag: "physical router"},
+		{name: "external gateway two of a family", spec: SubnetSpec{CIDRBlock: "172.28.100.0/24", Vlan: "v100",
+			ExternalGateway: &ExternalGateway{Addresses: []string{"172.28.100.253", "172.28.100.254"}, Nodes: []string{"n1"}}}, reason: ReasonInvalidExternalGateway, frag: "one per family"},
+		{name: "external gateway without nodes", spec: SubnetSpec{CIDRBlock: "172.28.100.0/24", Vlan: "v100",
+			ExternalGateway: &ExternalGateway{Addresses: []string{"172.28.100.254"}}}, reason: ReasonInvalidExternalGateway, frag: "at least one node"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { wantErr(t, tc.spec.Validate(), tc.reason, tc.frag) })
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"sort"
 	"time"
 
@@ -145,7 +146,33 @@ func Restore(ctx context.Context, c client.Client, st *State) error {
 			ctrl.Log.Info("IP object conflicts with another allocation; not restored", "ip", ip.Name, "err", err)
 		}
 	}
+	if err := restoreFloatingIPs(ctx, c, st); err != nil {
+		return err
+	}
 	return restoreNodes(ctx, c, st)
+}
+
+// restoreFloatingIPs takes back each FloatingIP's addresses, as its status records them.
+func restoreFloatingIPs(ctx context.Context, c client.Client, st *State) error {
+	var fips kovnv1.FloatingIPList
+	if err := c.List(ctx, &fips); err != nil {
+		return err
+	}
+	for _, f := range fips.Items {
+		var ips []netip.Addr
+		for _, a := range f.Status.Addresses {
+			if ip, err := netip.ParseAddr(a); err == nil {
+				ips = append(ips, ip)
+			}
+		}
+		if len(ips) == 0 {
+			continue
+		}
+		if err := st.IPAM.Restore(fipOwner(f.Name), ipam.Allocation{Subnet: f.Spec.Subnet, IPs: ips}); err != nil {
+			ctrl.Log.Info("FloatingIP's addresses conflict with another allocation; not restored", "floatingip", f.Name, "err", err)
+		}
+	}
+	return nil
 }
 
 func restoreNodes(ctx context.Context, c client.Client, st *State) error {
@@ -186,6 +213,7 @@ func Setup(mgr ctrl.Manager, st *State, nb libovsdb.Client, health *GatewayHealt
 		&StatefulSetReconciler{Client: c, State: st},
 		&ServiceReconciler{Client: c, State: st, NB: nb, Recorder: rec},
 		&NetworkPolicyReconciler{Client: c, State: st, NB: nb, Recorder: rec},
+		&FloatingIPReconciler{Client: c, State: st, NB: nb},
 	} {
 		if err := r.SetupWithManager(mgr); err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -47,6 +48,10 @@ func (r *SubnetReconciler) resolve(ctx context.Context, sn *kovnv1.Subnet, all [
 		PodBandwidth: subnetPodBandwidth(sn.Spec.PodBandwidth)}
 	if in.Underlay, err = r.underlay(ctx, sn); err != nil {
 		return topology.SubnetIn{}, err
+	}
+	if eg := sn.Spec.ExternalGateway; eg != nil && in.Underlay != nil {
+		in.Underlay.External = &topology.ExternalGatewayIn{Addrs: sn.Spec.ExternalGatewayAddrs(), Nodes: eg.Nodes,
+			GatewayMAC: strings.ToLower(eg.GatewayMAC)}
 	}
 	if in.ACLs, err = r.acls(ctx, sn); err != nil {
 		return topology.SubnetIn{}, err
@@ -148,6 +153,9 @@ func older(a, b *kovnv1.Subnet) bool {
 
 func mustExcludes(sn *kovnv1.Subnet) []kovnv1.IPRange {
 	rs, _ := sn.Spec.ExcludeRanges() // validated before
+	for _, a := range sn.Spec.ExternalGatewayAddrs() {
+		rs = append(rs, kovnv1.IPRange{First: a, Last: a}) // the router's own, never a pod's
+	}
 	return rs
 }
 

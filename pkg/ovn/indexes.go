@@ -23,6 +23,7 @@ func NBIndexes() map[string][]model.ClientIndex {
 		"ACL":           {byOwner},
 		"Address_Set":   {byOwner},
 		"QoS":           {byOwner},
+		"NAT":           {byOwner},
 		"Load_Balancer": {byName, byOwner},
 		// Load_Balancer_Group: its schema index on name serves lookups by name, and it has no
 		// external_ids column to index owners by (nbsync records group owners in NB_Global).

@@ -115,6 +115,8 @@ func Plan(ctx context.Context, c client.Client, sh topology.Shard) ([]ovsdb.Oper
 	t.syncSwitchPorts()
 	t.syncPolicies()
 	t.syncRoutes()
+	t.syncNATs() // after syncRouterPorts: a NAT names its gateway port
+	t.syncStaticMACBindings()
 	t.insertNewParents()
 	return t.ops, t.missing, t.err
 }

@@ -34,7 +34,7 @@ func Owners(ctx context.Context, c client.Client) (map[Owner]bool, error) {
 	for _, scan := range []func(context.Context, client.Client, func(map[string]string)) error{
 		scanIDs[nb.LogicalSwitch], scanIDs[nb.LogicalSwitchPort], scanIDs[nb.LogicalRouter], scanIDs[nb.LogicalRouterPort],
 		scanIDs[nb.LogicalRouterPolicy], scanIDs[nb.LogicalRouterStaticRoute], scanIDs[nb.PortGroup], scanIDs[nb.LoadBalancer],
-		scanIDs[nb.ACL], scanIDs[nb.AddressSet], scanIDs[nb.QoS],
+		scanIDs[nb.ACL], scanIDs[nb.AddressSet], scanIDs[nb.QoS], scanIDs[nb.NAT],
 	} {
 		if err := scan(ctx, c, add); err != nil {
 			return nil, err
@@ -69,7 +69,7 @@ func scanIDs[T any](ctx context.Context, c client.Client, f func(map[string]stri
 func topologyType(t string) bool {
 	switch t {
 	case topology.OwnerVpc, topology.OwnerSubnet, topology.OwnerNode, topology.OwnerPod, topology.OwnerService,
-		topology.OwnerNetworkPolicy:
+		topology.OwnerNetworkPolicy, topology.OwnerFloatingIP:
 		return true
 	}
 	return false

@@ -73,6 +73,7 @@ var (
 	routerPorts    = ref[*nb.LogicalRouter]{"Logical_Router", "ports", func(lr *nb.LogicalRouter) *[]string { return &lr.Ports }}
 	routerPolicies = ref[*nb.LogicalRouter]{"Logical_Router", "policies", func(lr *nb.LogicalRouter) *[]string { return &lr.Policies }}
 	routerRoutes   = ref[*nb.LogicalRouter]{"Logical_Router", "static_routes", func(lr *nb.LogicalRouter) *[]string { return &lr.StaticRoutes }}
+	routerNATs     = ref[*nb.LogicalRouter]{"Logical_Router", "nat", func(lr *nb.LogicalRouter) *[]string { return &lr.Nat }}
 	switchPorts    = ref[*nb.LogicalSwitch]{"Logical_Switch", "ports", func(ls *nb.LogicalSwitch) *[]string { return &ls.Ports }}
 	switchACLs     = ref[*nb.LogicalSwitch]{"Logical_Switch", "acls", func(ls *nb.LogicalSwitch) *[]string { return &ls.ACLs }}
 	switchQoS      = ref[*nb.LogicalSwitch]{"Logical_Switch", "qos_rules", func(ls *nb.LogicalSwitch) *[]string { return &ls.QOSRules }}

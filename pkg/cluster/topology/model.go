@@ -38,6 +38,10 @@ type Shard struct {
 	// QoS are bandwidth meters on switches (a pod's limits); Logical_Switch.qos_rules is
 	// shared, so they join and leave it by mutation, as a switch's ACLs do.
 	QoS []QoS
+	// NATs are NAT rows on routers (a FloatingIP's).
+	NATs []NAT
+	// StaticMACBindings are neighbours of the shard's router ports.
+	StaticMACBindings []StaticMACBinding
 	// TemplateVars are this shard's Chassis_Template_Var variables, by chassis then name.
 	// Rows are shared by every shard; a shard owns the variables named with its
 	// TemplateVarPrefix (computed from the owner alone, so an empty shard removes them).
@@ -199,6 +203,7 @@ type Membership struct {
 const (
 	PriorityAllowCluster   = 31000
 	PriorityNodeReroute    = 30000
+	PriorityFloatingIP     = 29800 // a pod with a floating IP leaves through its external network
 	PriorityCentralGateway = 29500
 	PriorityDistributedGW  = 29000
 )
@@ -242,6 +247,36 @@ type SubnetACLIn struct {
 type UnderlayIn struct {
 	Provider string // OVN network name (ovn-bridge-mappings), the ProviderNetwork's name
 	VlanID   int    // 0: untagged
+	// External, when set, gives the default VPC's router a port on this network: the way
+	// FloatingIPs of the subnet reach their pods.
+	External *ExternalGatewayIn
+}
+
+// ExternalGatewayIn is the default VPC router's port on an underlay subnet.
+type ExternalGatewayIn struct {
+	Addrs []netip.Addr // the port's addresses, one per family
+	Nodes []string     // gateway chassis, in preference order
+	// GatewayMAC, when set, is the physical router's MAC: a static MAC binding of each of the
+	// subnet's gateways on the port.
+	GatewayMAC string
+}
+
+// StaticMACBinding tells a router port the MAC of a neighbour. The row has no external_ids:
+// it is owned through its port, which the shard owns.
+type StaticMACBinding struct {
+	Port string
+	IP   netip.Addr
+	MAC  string
+}
+
+// NAT is a Logical_Router NAT row of Router. GatewayPort names the distributed gateway port
+// it is done on (a router with several needs it).
+type NAT struct {
+	Router      string
+	Type        string // dnat_and_snat
+	ExternalIP  netip.Addr
+	LogicalIP   netip.Addr
+	GatewayPort string
 }
 
 // NodeIn is a node with its ovn0 addressing.

@@ -176,6 +176,7 @@ func ForSubnet(s SubnetIn, join *SubnetIn, nodes map[string]NodeIn) Shard {
 		sh.Switches = []Switch{sw}
 		sh.SwitchPorts = []SwitchPort{localnetPort(s)}
 		sh.ACLs = adminACLs(s)
+		externalGatewayPort(&sh, s, join)
 		return sh
 	}
 	if join != nil && join.Vpc == s.Vpc {
@@ -228,6 +229,36 @@ func ForSubnet(s SubnetIn, join *SubnetIn, nodes map[string]NodeIn) Shard {
 	}
 	sortPolicies(sh.Policies)
 	return sh
+}
+
+// externalGatewayPort gives the default VPC's router a distributed gateway port on an
+// underlay subnet with an external gateway: hosted by the first live node of its list (OVN
+// moves it, by BFD), it answers for the subnet's floating IPs and translates them.
+func externalGatewayPort(sh *Shard, s SubnetIn, join *SubnetIn) {
+	eg := s.Underlay.External
+	if eg == nil || join == nil {
+		return
+	}
+	name := RouterPortName(join.Vpc, s.Switch)
+	rp := RouterPort{Router: join.Vpc, Name: name, MAC: RouterMAC(name)}
+	for _, a := range eg.Addrs {
+		for _, c := range s.CIDRs {
+			if c.Contains(a) {
+				rp.Networks = append(rp.Networks, netip.PrefixFrom(a, c.Bits()).String())
+			}
+		}
+	}
+	for i, n := range eg.Nodes {
+		rp.GatewayChassis = append(rp.GatewayChassis, GatewayChassis{Chassis: n, Priority: maxGatewayPriority - i})
+	}
+	sh.RouterPorts = append(sh.RouterPorts, rp)
+	if eg.GatewayMAC != "" {
+		for _, gw := range s.Gateways {
+			sh.StaticMACBindings = append(sh.StaticMACBindings, StaticMACBinding{Port: name, IP: gw, MAC: eg.GatewayMAC})
+		}
+	}
+	sh.SwitchPorts = append(sh.SwitchPorts, SwitchPort{Switch: s.Switch, Name: SwitchRouterPortName(s.Switch, join.Vpc), Type: "router",
+		Addresses: []string{"router"}, Options: map[string]string{"router-port": name}})
 }
 
 // LocalnetPortName is the port joining an underlay subnet's switch to its physical network.

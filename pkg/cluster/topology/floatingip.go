@@ -1,0 +1,57 @@
+package topology
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// OwnerFloatingIP owns a FloatingIP's NAT rows and policies.
+const OwnerFloatingIP = "FloatingIP"
+
+// FloatingIPIn is a bound FloatingIP: each external address with the pod address of its
+// family, on the external subnet's router port.
+type FloatingIPIn struct {
+	Name        string
+	Router      string // the default VPC's router
+	GatewayPort string // the external subnet's router port (RouterPortName)
+	Pairs       []FloatingPair
+	// Nexthops are the external subnet's gateways (its physical router), one per family: the
+	// pod's traffic leaves through them, translated.
+	Nexthops []netip.Addr
+}
+
+// FloatingPair is one family's translation.
+type FloatingPair struct {
+	External, Logical netip.Addr
+}
+
+// ForFloatingIP is a FloatingIP's shard: a dnat_and_snat NAT per family on the external
+// subnet's gateway port (the external network reaches the pod on the floating address, the
+// pod's connections leave with it as source), and a policy that sends the pod's traffic, other
+// than to the cluster's subnets and nodes (higher priorities), to the external network's
+// router through that port instead of out of its own node. A pair whose family the external
+// subnet has no gateway for is left out.
+func ForFloatingIP(in FloatingIPIn) Shard {
+	sh := Shard{OwnerType: OwnerFloatingIP, Owner: in.Name}
+	for _, p := range in.Pairs {
+		hop, ok := sameFamily(in.Nexthops, p.Logical)
+		if !ok || p.External.Is4() != p.Logical.Is4() {
+			continue
+		}
+		sh.NATs = append(sh.NATs, NAT{Router: in.Router, Type: "dnat_and_snat", ExternalIP: p.External, LogicalIP: p.Logical,
+			GatewayPort: in.GatewayPort})
+		sh.Policies = append(sh.Policies, Policy{Router: in.Router, Priority: PriorityFloatingIP, Action: "reroute",
+			Nexthops: []string{hop.String()}, Match: fmt.Sprintf("%s.src == %s", family(p.Logical), p.Logical)})
+	}
+	sortPolicies(sh.Policies)
+	return sh
+}
+
+func sameFamily(as []netip.Addr, like netip.Addr) (netip.Addr, bool) {
+	for _, a := range as {
+		if a.Is4() == like.Is4() {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
+}
