@@ -51,6 +51,12 @@ type FloatingIPStatus struct {
 	// Node is the pod's node.
 	// +optional
 	Node string `json:"node,omitempty"`
+	// Distributed: the pod's node is on the external network (its ProviderNetwork is ready
+	// there), so the translation is done there and the pod's traffic leaves and enters
+	// through that node's own NIC; otherwise through the node hosting the Subnet's external
+	// gateway.
+	// +optional
+	Distributed bool `json:"distributed,omitempty"`
 	// Conditions: Ready (the translation is programmed in OVN).
 	// +listType=map
 	// +listMapKey=type
@@ -68,6 +74,7 @@ type FloatingIPStatus struct {
 // +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.spec.pod.namespace`
 // +kubebuilder:printcolumn:name="Pod",type=string,JSONPath=`.spec.pod.name`
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.node`
+// +kubebuilder:printcolumn:name="Distributed",type=boolean,JSONPath=`.status.distributed`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type FloatingIP struct {

@@ -101,8 +101,15 @@ func (r *FloatingIPReconciler) sync(ctx context.Context, fip *kovnv1.FloatingIP,
 	pairs, node, why := r.pairs(ctx, fip, alloc.IPs)
 	in := topology.FloatingIPIn{Name: fip.Name, Router: join.Vpc, GatewayPort: topology.RouterPortName(join.Vpc, sn.Switch),
 		Nexthops: sn.Gateways, Pairs: pairs}
+	distributed, err := r.onExternalNetwork(ctx, sn.Underlay.Provider, node)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if distributed && len(pairs) > 0 {
+		in.PodPort = topology.PodPortName(fip.Spec.Pod.Namespace, fip.Spec.Pod.Name)
+	}
 	res, err := applyShard(ctx, r.NB, topology.ForFloatingIP(in))
-	fip.Status.Node = node
+	fip.Status.Node, fip.Status.Distributed = node, in.PodPort != ""
 	fip.Status.PodIPs = nil
 	for _, p := range pairs {
 		fip.Status.PodIPs = append(fip.Status.PodIPs, p.Logical.String())
@@ -115,11 +122,30 @@ func (r *FloatingIPReconciler) sync(ctx context.Context, fip *kovnv1.FloatingIP,
 	case why != "":
 		ready(false, kovnv1.ReasonPodNotRunning, why+"; the addresses stay held and are bound when it runs")
 	default:
-		ready(true, kovnv1.ReasonReconciled, fmt.Sprintf("%s -> pod %s/%s (%s) on %s", strings.Join(fip.Status.Addresses, ", "),
-			fip.Spec.Pod.Namespace, fip.Spec.Pod.Name, strings.Join(fip.Status.PodIPs, ", "), node))
+		where := "translated on the external gateway's node"
+		if fip.Status.Distributed {
+			where = "translated on " + node + ", which is on the external network"
+		}
+		ready(true, kovnv1.ReasonReconciled, fmt.Sprintf("%s -> pod %s/%s (%s) on %s, %s", strings.Join(fip.Status.Addresses, ", "),
+			fip.Spec.Pod.Namespace, fip.Spec.Pod.Name, strings.Join(fip.Status.PodIPs, ", "), node, where))
 		fip.Status.ObservedGeneration = fip.Generation
 	}
 	return res, err
+}
+
+// +kubebuilder:rbac:groups=kovn.io,resources=providernetworks,verbs=get;list;watch
+
+// onExternalNetwork says whether node has the provider network set up (kovn-daemon lists it
+// in the ProviderNetwork's readyNodes), so that a pod there can be translated on its own node.
+func (r *FloatingIPReconciler) onExternalNetwork(ctx context.Context, provider, node string) (bool, error) {
+	if node == "" {
+		return false, nil
+	}
+	var pn kovnv1.ProviderNetwork
+	if err := r.Get(ctx, types.NamespacedName{Name: provider}, &pn); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return slices.Contains(pn.Status.ReadyNodes, node), nil
 }
 
 // allocate gives the FloatingIP its addresses: those it holds if they still fit its spec,
@@ -245,6 +271,13 @@ func (r *FloatingIPReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return byPod(ctx, ip.Spec.Namespace+"/"+ip.Spec.PodName)
 		})).
 		Watches(&kovnv1.Subnet{}, handler.EnqueueRequestsFromMapFunc(bySubnet)).
+		Watches(&kovnv1.ProviderNetwork{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+			var fips kovnv1.FloatingIPList
+			if err := mgr.GetClient().List(ctx, &fips); err != nil {
+				return nil
+			}
+			return fipRequests(fips.Items) // a node joining or leaving the network moves translations
+		})).
 		Complete(r)
 }
 

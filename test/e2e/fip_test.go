@@ -103,12 +103,60 @@ spec: {subnet: %s, addresses: [%s], pod: {namespace: default, name: fipweb-0}}
 		}
 	}
 	reach("bound")
-	for i, host := range l.cfg.UnderlayHostIPs() {
-		out := c.mustExec("default", "fipweb-0", "get", fmt.Sprintf("http://%s/", hostPort(host.String(), 8080)))
-		if !strings.Contains(out, fip[i].String()) {
-			t.Errorf("pod -> external host %s: seen as %q, want the floating IP %s", host, strings.TrimSpace(out), fip[i])
+	// c1-n2 is on the external network: the translation is distributed there, so the pod's
+	// traffic leaves through c1-n2's own NIC (its port on the underlay switch), never c1-n1's.
+	if d := c.kubectlOK("get", "floatingip", "web", "-o", "jsonpath={.status.distributed}"); d != "true" {
+		t.Errorf("FloatingIP web on c1-n2 (on the external network): distributed %q, want true", d)
+	}
+	var onN1 string
+	onN2 := capture(t, l.cfg.FabricNS(), rig.FabricVlanPort(1, 2), "vlan and host "+fip[0].String(), func() {
+		onN1 = capture(t, l.cfg.FabricNS(), rig.FabricVlanPort(1, 1), "vlan and host "+fip[0].String(), func() {
+			for i, host := range l.cfg.UnderlayHostIPs() {
+				out := c.mustExec("default", "fipweb-0", "get", fmt.Sprintf("http://%s/", hostPort(host.String(), 8080)))
+				if !strings.Contains(out, fip[i].String()) {
+					t.Errorf("pod -> external host %s: seen as %q, want the floating IP %s", host, strings.TrimSpace(out), fip[i])
+				}
+				t.Logf("pod -> external host %s: seen as %s", host, strings.TrimSpace(out))
+			}
+		})
+	})
+	if !strings.Contains(onN2, fip[0].String()) || strings.Contains(onN1, fip[0].String()) {
+		t.Errorf("distributed floating IP: want its frames on c1-n2's NIC only\nc1-n2: %s\nc1-n1: %s", onN2, onN1)
+	}
+	// A pod on c1-n3, which is not on the external network: translated on the gateway (c1-n1).
+	c.createPod(testboxPod("default", "farpod", onNode(rig.NodeName(1, l.badNode))))
+	defer c.deletePod("default", "farpod")
+	c.waitRunning("default", "farpod", 90*time.Second)
+	far := l.vlanHost(201)
+	c.applyYAML(fmt.Sprintf(`apiVersion: kovn.io/v1alpha1
+kind: FloatingIP
+metadata: {name: far}
+spec: {subnet: %s, addresses: [%s], pod: {namespace: default, name: farpod}}
+`, subnet, quoteAddrs(far)))
+	defer c.kubectlOK("delete", "floatingip", "far", "--ignore-not-found")
+	t.Logf("FloatingIP far: %s", c.waitFIP("far", "True", "Reconciled"))
+	if d := c.kubectlOK("get", "floatingip", "far", "-o", "jsonpath={.status.distributed}"); d == "true" {
+		t.Errorf("FloatingIP far on c1-n3 (not on the external network): distributed")
+	}
+	for i, f := range far {
+		if err := eventually(30*time.Second, func() error {
+			out, err := underlayHostExec(l.cfg, "get", fmt.Sprintf("http://%s/", hostPort(f.String(), 8080)))
+			if err != nil || !strings.HasPrefix(out, "farpod ") || !strings.Contains(out, l.cfg.UnderlayHostIPs()[i].String()) {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			return nil
+		}); err != nil {
+			t.Errorf("external host -> farpod's floating IP %s (through the gateway on c1-n1): %v", f, err)
 		}
-		t.Logf("pod -> external host %s: seen as %s", host, strings.TrimSpace(out))
+	}
+	c.kubectlOK("delete", "floatingip", "far")
+	if err := eventually(30*time.Second, func() error {
+		if n := len(strings.Fields(c.nbctl("--bare", "--columns=external_ip", "list", "NAT"))); n != len(fip) {
+			return fmt.Errorf("%d NAT rows after far was deleted, want %d", n, len(fip))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	// Pods still reach the pod, and it them, on pod addresses.
 	for _, ip := range podAddrs(pod.Status.PodIPs) {

@@ -29,13 +29,16 @@ func (t *tx) syncNATs() {
 			continue
 		}
 		done[k] = true
-		gw, ok := t.gatewayPort(t.sh.NATs[i])
+		n := t.sh.NATs[i]
+		gw, ok := t.gatewayPort(n)
 		if !ok {
 			continue
 		}
-		if cur.GatewayPort == nil || *cur.GatewayPort != gw {
-			m := nb.NAT{UUID: cur.UUID, GatewayPort: &gw}
-			t.update(&m, &m.GatewayPort)
+		m := natRow(n, gw, t.ids(nil, n.Router))
+		if ptrString(cur.GatewayPort) != ptrString(m.GatewayPort) || ptrString(cur.LogicalPort) != ptrString(m.LogicalPort) ||
+			ptrString(cur.ExternalMAC) != ptrString(m.ExternalMAC) {
+			m.UUID = cur.UUID
+			t.update(&m, &m.GatewayPort, &m.LogicalPort, &m.ExternalMAC)
 		}
 	}
 	for _, n := range t.sh.NATs {
@@ -51,13 +54,21 @@ func (t *tx) syncNATs() {
 		if !ok {
 			continue
 		}
-		m := nb.NAT{Type: nb.NATType(n.Type), ExternalIP: n.ExternalIP.String(), LogicalIP: n.LogicalIP.String(),
-			ExternalIDs: t.ids(nil, n.Router)}
-		if gw != "" {
-			m.GatewayPort = &gw
-		}
+		m := natRow(n, gw, t.ids(nil, n.Router))
 		attach(t, "router "+n.Router, lr, isNew, routerNATs, t.create(&m, func(id string) { m.UUID = id }))
 	}
+}
+
+// natRow is n as a NAT row, gw its gateway port's UUID ("" for none).
+func natRow(n topology.NAT, gw string, ids map[string]string) nb.NAT {
+	m := nb.NAT{Type: nb.NATType(n.Type), ExternalIP: n.ExternalIP.String(), LogicalIP: n.LogicalIP.String(), ExternalIDs: ids}
+	if gw != "" {
+		m.GatewayPort = &gw
+	}
+	if n.LogicalPort != "" {
+		m.LogicalPort, m.ExternalMAC = &n.LogicalPort, &n.ExternalMAC
+	}
+	return m
 }
 
 // gatewayPort is the UUID of n's gateway port ("" when it names none); false, with the port

@@ -61,6 +61,23 @@ func TestFloatingIPOnExternalGatewayPort(t *testing.T) {
 	if ops := apply(t, c, topology.ForFloatingIP(fip)); ops != 0 {
 		t.Fatalf("unchanged floating IP: %d operations", ops)
 	}
+	// The pod's node is on the external network: the same rows, distributed in place.
+	fip.PodPort = "web-0.default"
+	if ops := apply(t, c, topology.ForFloatingIP(fip)); ops != 2 {
+		t.Fatalf("distributing: %d operations, want an update per row", ops)
+	}
+	for _, n := range list[nb.NAT](t, c) {
+		if n.LogicalPort == nil || *n.LogicalPort != "web-0.default" || n.ExternalMAC == nil || *n.ExternalMAC != topology.FloatingIPMAC("web") {
+			t.Fatalf("distributed NAT %+v", n)
+		}
+	}
+	fip.PodPort = ""
+	apply(t, c, topology.ForFloatingIP(fip))
+	for _, n := range list[nb.NAT](t, c) {
+		if n.LogicalPort != nil || n.ExternalMAC != nil {
+			t.Fatalf("NAT still distributed: %+v", n)
+		}
+	}
 	// The pod came back with another IPv4 address: one row replaced, the IPv6 row untouched.
 	fip.Pairs[0].Logical = a("10.16.0.9")
 	apply(t, c, topology.ForFloatingIP(fip))

@@ -18,7 +18,15 @@ type FloatingIPIn struct {
 	// Nexthops are the external subnet's gateways (its physical router), one per family: the
 	// pod's traffic leaves through them, translated.
 	Nexthops []netip.Addr
+	// PodPort, when set, distributes the translation to the pod's own node (it is on the
+	// external network): there, not on the gateway node, OVN translates and answers for the
+	// floating addresses, with FloatingIPMAC(Name).
+	PodPort string
 }
+
+// FloatingIPMAC is the MAC a distributed floating IP answers with: stable per FloatingIP
+// ("/" keeps it apart from every router port's, whose names have none).
+func FloatingIPMAC(name string) string { return RouterMAC("fip/" + name) }
 
 // FloatingPair is one family's translation.
 type FloatingPair struct {
@@ -38,8 +46,11 @@ func ForFloatingIP(in FloatingIPIn) Shard {
 		if !ok || p.External.Is4() != p.Logical.Is4() {
 			continue
 		}
-		sh.NATs = append(sh.NATs, NAT{Router: in.Router, Type: "dnat_and_snat", ExternalIP: p.External, LogicalIP: p.Logical,
-			GatewayPort: in.GatewayPort})
+		nat := NAT{Router: in.Router, Type: "dnat_and_snat", ExternalIP: p.External, LogicalIP: p.Logical, GatewayPort: in.GatewayPort}
+		if in.PodPort != "" {
+			nat.LogicalPort, nat.ExternalMAC = in.PodPort, FloatingIPMAC(in.Name)
+		}
+		sh.NATs = append(sh.NATs, nat)
 		sh.Policies = append(sh.Policies, Policy{Router: in.Router, Priority: PriorityFloatingIP, Action: "reroute",
 			Nexthops: []string{hop.String()}, Match: fmt.Sprintf("%s.src == %s", family(p.Logical), p.Logical)})
 	}

@@ -277,6 +277,9 @@ type NAT struct {
 	ExternalIP  netip.Addr
 	LogicalIP   netip.Addr
 	GatewayPort string
+	// LogicalPort and ExternalMAC, when set, make the NAT distributed: done on the chassis
+	// of that port, which answers for ExternalIP with ExternalMAC on the external network.
+	LogicalPort, ExternalMAC string
 }
 
 // NodeIn is a node with its ovn0 addressing.
