@@ -52,15 +52,21 @@ type announcement struct {
 // The returned error covers opening and the first round; announcing is an optimisation,
 // so the caller only logs it.
 func announceAddrs(log logr.Logger, ns netns.NsHandle, ifName string, mac net.HardwareAddr, ips []netip.Prefix) error {
-	var anns []announcement
-	var openErr error
-	err := inNetNS(ns, func() error {
-		anns, openErr = openAnnouncements(ifName, mac, ips)
+	var annErr error
+	if err := inNetNS(ns, func() error {
+		annErr = AnnounceHere(log, ifName, mac, ips) // the sockets stay in ns after the thread leaves it
 		return nil
-	})
-	if err != nil {
+	}); err != nil {
 		return err
 	}
+	return annErr
+}
+
+// AnnounceHere announces ips with mac on ifName in the calling thread's netns, as
+// announceAddrs does for a pod: the first round before returning, the repeats from a
+// goroutine. kovn-daemon uses it when a node's addresses move to another interface.
+func AnnounceHere(log logr.Logger, ifName string, mac net.HardwareAddr, ips []netip.Prefix) error {
+	anns, openErr := openAnnouncements(ifName, mac, ips)
 	if len(anns) == 0 {
 		return openErr
 	}
@@ -71,7 +77,7 @@ func announceAddrs(log logr.Logger, ns netns.NsHandle, ifName string, mac net.Ha
 			time.Sleep(announceInterval)
 			if err := sendAnnouncements(anns); err != nil {
 				log.V(1).Info("repeating the address announcement failed", "iface", ifName, "error", err.Error())
-				return // the interface is most likely gone: the pod was deleted
+				return
 			}
 		}
 	}()

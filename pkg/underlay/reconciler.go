@@ -192,6 +192,15 @@ func GiveBack(ctx context.Context, c libovsdb.Client, b Bridge) (nicGone bool, e
 	if err := DeleteBridge(ctx, c, b.Name); err != nil {
 		return nicGone, fmt.Errorf("deleting bridge %s: %w", b.Name, err)
 	}
+	if !nicGone && len(b.Config.Addrs) > 0 {
+		// The addresses answer from the NIC itself again: announce them from there (a
+		// gratuitous ARP, an unsolicited NA), so that the physical switch learns the MAC on
+		// this port and neighbours refresh, instead of waiting for this node to send first
+		// (CI saw a node unanswered for 5 s and more right after the give-back).
+		if err := cni.AnnounceHere(log.FromContext(ctx), b.NIC, nic.Attrs().HardwareAddr, b.Config.Addrs); err != nil {
+			log.FromContext(ctx).Info("announcing the NIC's addresses failed", "nic", b.NIC, "error", err.Error())
+		}
+	}
 	return nicGone, nil
 }
 
