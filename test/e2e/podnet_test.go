@@ -295,6 +295,15 @@ func leaderOn(t *testing.T, c *cluster, node string) {
 		t.Logf("kovn-controller leader %s runs on %s, the gateway that fails", leader.Name, node)
 		return
 	}
+	// The deleted leader's replacement must not race the replica on node for the lease (CI
+	// once saw it win): every other node is cordoned until the lease has moved, so the
+	// replacement stays Pending (one replica per node).
+	for i := 1; i <= 3; i++ {
+		if other := rig.NodeName(1, i); other != node {
+			c.kubectlOK("cordon", other)
+			defer c.kubectlOK("uncordon", other)
+		}
+	}
 	zero := int64(0)
 	if err := c.kc.CoreV1().Pods("kube-system").Delete(context.Background(), leader.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
