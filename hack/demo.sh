@@ -341,6 +341,28 @@ sleep 2
 kubectl get floatingip thief -o jsonpath='{.status.conditions[0].reason}: {.status.conditions[0].message}{"\n"}'
 kubectl delete floatingip thief >/dev/null
 
+step "an egress IP: pods of namespaces labelled egress=yes leave through the external network as 172.28.100.210 / fd00:28:100::d2"
+kubectl create namespace egress --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl label namespace egress egress=yes --overwrite >/dev/null
+testbox_pod e1 c1-n2 egress
+kubectl -n egress wait --for=condition=Ready pod/e1 --timeout=120s >/dev/null
+kubectl apply -f - >/dev/null <<EIP
+apiVersion: kovn.io/v1alpha1
+kind: EgressIP
+metadata: {name: demo}
+spec:
+  subnet: ul100
+  addresses: [172.28.100.210, "fd00:28:100::d2"]
+  namespaceSelector: {matchLabels: {egress: "yes"}}
+EIP
+kubectl wait --for=condition=Ready egressip/demo --timeout=60s >/dev/null
+kubectl get egressips
+echo "egress/e1 reaches the host on VLAN 30 as the egress addresses (held by the external gateway's node, moved by OVN if it fails):"
+kubectl -n egress exec e1 -- /testbox get http://172.28.30.100:8080/
+kubectl -n egress exec e1 -- /testbox get "http://[fd00:28:30::100]:8080/"
+echo "demo-1, in a namespace not selected, leaves as its node's address, as before:"
+kubectl exec demo-1 -- /testbox get http://172.28.30.100:8080/
+
 step "subnets report the protocol, gateway and addresses in use"
 kubectl get subnets
 step "the OVN view: logical switches, ports and the gateway policies kovn programmed"

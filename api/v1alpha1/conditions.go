@@ -88,9 +88,12 @@ const (
 	// ReasonInvalidExternalGateway: spec.externalGateway on a Subnet without spec.vlan, or an
 	// address that is malformed, outside the Subnet or of a family it does not have.
 	ReasonInvalidExternalGateway = "InvalidExternalGateway"
-	// ReasonNotExternal: a FloatingIP names a Subnet without spec.externalGateway.
+	// ReasonNotExternal: a FloatingIP or EgressIP names a Subnet without spec.externalGateway.
 	ReasonNotExternal = "NotExternal"
-	// ReasonAddressInUse: a FloatingIP asks for an address another owner holds.
+	// ReasonInvalidSelector: an EgressIP's namespace or pod selector is not a valid label
+	// selector; what it had programmed stays.
+	ReasonInvalidSelector = "InvalidSelector"
+	// ReasonAddressInUse: a FloatingIP or EgressIP asks for an address another owner holds.
 	ReasonAddressInUse = "AddressInUse"
 	// ReasonPodNotRunning: a FloatingIP's pod does not exist or has no address yet; the
 	// FloatingIP keeps its addresses and binds them when the pod is back.

@@ -48,11 +48,7 @@ func (r *FloatingIPReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
-		if res, err := applyShard(ctx, r.NB, emptyShard(topology.OwnerFloatingIP, req.Name)); err != nil || res.RequeueAfter > 0 {
-			return res, err
-		}
-		r.State.IPAM.Release(fipOwner(req.Name)) // only once nothing translates to it any more
-		return ctrl.Result{}, nil
+		return releaseExternal(ctx, r.NB, r.State, topology.OwnerFloatingIP, req.Name, fipOwner(req.Name))
 	}
 	before := fip.DeepCopy()
 	defer func() {
@@ -64,6 +60,16 @@ func (r *FloatingIPReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 	}()
 	return r.sync(ctx, &fip, before.Status.Addresses)
+}
+
+// releaseExternal removes what a deleted FloatingIP or EgressIP programmed, then gives its
+// addresses back: only once nothing translates to them any more.
+func releaseExternal(ctx context.Context, nb libovsdb.Client, st *State, ownerType, name, owner string) (ctrl.Result, error) {
+	if res, err := applyShard(ctx, nb, emptyShard(ownerType, name)); err != nil || res.RequeueAfter > 0 {
+		return res, err
+	}
+	st.IPAM.Release(owner)
+	return ctrl.Result{}, nil
 }
 
 // sync allocates, then programs. A refused claim (the Subnet is not external, an address is
@@ -151,26 +157,32 @@ func (r *FloatingIPReconciler) onExternalNetwork(ctx context.Context, provider, 
 // allocate gives the FloatingIP its addresses: those it holds if they still fit its spec,
 // else the ones asked for (or free ones). A claim that fails leaves what it held.
 func (r *FloatingIPReconciler) allocate(fip *kovnv1.FloatingIP) (ipam.Allocation, string, error) {
+	return claimExternal(r.State, fipOwner(fip.Name), fip.Spec.Subnet, fip.Spec.Addresses, "floating")
+}
+
+// claimExternal gives owner addresses of an external subnet, at most one per family: those it
+// holds if they still fit the addresses wanted, else those (and free ones for the other
+// families). A claim that fails leaves what owner held; the reason says why for a condition.
+func claimExternal(st *State, owner, subnet string, addresses []string, what string) (ipam.Allocation, string, error) {
 	var want []netip.Addr
-	for _, a := range fip.Spec.Addresses {
+	for _, a := range addresses {
 		ip, err := netip.ParseAddr(a)
 		if err != nil {
 			return ipam.Allocation{}, kovnv1.ReasonInvalidIPs, fmt.Errorf("spec.addresses: %q is not an IP address", a)
 		}
 		want = append(want, ip)
 	}
-	owner := fipOwner(fip.Name)
-	req := ipam.Request{Owner: owner, Subnet: fip.Spec.Subnet, IPs: want}
-	held, holds := r.State.IPAM.Lookup(owner)
+	req := ipam.Request{Owner: owner, Subnet: subnet, IPs: want}
+	held, holds := st.IPAM.Lookup(owner)
 	if holds && (held.Subnet != req.Subnet || !containsAll(held.IPs, want)) {
-		r.State.IPAM.Release(owner) // the spec changed: claim anew, the old addresses back on failure
+		st.IPAM.Release(owner) // the spec changed: claim anew, the old addresses back on failure
 	}
-	alloc, err := r.State.IPAM.Allocate(req)
+	alloc, err := st.IPAM.Allocate(req)
 	if err == nil {
 		return alloc, "", nil
 	}
 	if holds {
-		_ = r.State.IPAM.Restore(owner, held)
+		_ = st.IPAM.Restore(owner, held)
 	}
 	reason := kovnv1.ReasonReconcileFailed
 	switch {
@@ -179,7 +191,7 @@ func (r *FloatingIPReconciler) allocate(fip *kovnv1.FloatingIP) (ipam.Allocation
 	case errors.Is(err, ipam.ErrOutOfRange), errors.Is(err, ipam.ErrInvalid):
 		reason = kovnv1.ReasonOutsideSubnet
 	}
-	return ipam.Allocation{}, reason, fmt.Errorf("floating addresses %v in Subnet %s: %w; nothing programmed for them", fip.Spec.Addresses, fip.Spec.Subnet, err)
+	return ipam.Allocation{}, reason, fmt.Errorf("%s addresses %v in Subnet %s: %w; nothing programmed for them", what, addresses, subnet, err)
 }
 
 func containsAll(have, want []netip.Addr) bool {

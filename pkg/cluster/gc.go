@@ -84,6 +84,8 @@ func (g *OrphanCollector) gone(ctx context.Context, o nbsync.Owner) (bool, error
 		obj = &kovnv1.Subnet{}
 	case topology.OwnerFloatingIP:
 		obj = &kovnv1.FloatingIP{}
+	case topology.OwnerEgressIP:
+		obj = &kovnv1.EgressIP{}
 	case topology.OwnerNode:
 		obj = &corev1.Node{}
 	case topology.OwnerPod, topology.OwnerService, topology.OwnerNetworkPolicy:

@@ -42,6 +42,8 @@ type GatewayHealth struct {
 	sb     libovsdb.Client
 	live   *ovn.Liveness
 	events chan event.TypedGenericEvent[reconcile.Request]
+	// portEvents carries the other gateway ports whose binding changed, by port name.
+	portEvents chan event.TypedGenericEvent[reconcile.Request]
 	// reported is each health port's chassis as last queued, so that a binding seen both in
 	// the initial listing and through the cache's event is queued once.
 	reported map[string]string
@@ -54,7 +56,7 @@ type GatewayHealth struct {
 // NewGatewayHealth returns a GatewayHealth for the SB endpoints (none: disabled).
 func NewGatewayHealth(endpoints []string) *GatewayHealth {
 	return &GatewayHealth{Endpoints: endpoints, events: make(chan event.TypedGenericEvent[reconcile.Request], 64),
-		moved: map[string]string{}, wake: make(chan struct{}, 1)}
+		portEvents: make(chan event.TypedGenericEvent[reconcile.Request], 64), moved: map[string]string{}, wake: make(chan struct{}, 1)}
 }
 
 // NeedLeaderElection: every replica keeps the cache warm, so a new leader has the verdicts.
@@ -107,17 +109,16 @@ func (h *GatewayHealth) Start(ctx context.Context) error {
 	return nil
 }
 
-// notify queues a reconcile of the subnet whose health port changed. It must not block the
-// libovsdb cache, hence the goroutine when the channel is full.
+// notify queues a reconcile of the subnet whose health port changed, or an event on
+// portEvents for another gateway port (an external network's, whose node EgressIPs report).
+// It must not block the libovsdb cache, hence the goroutine when a channel is full.
 func (h *GatewayHealth) notify(m model.Model, deleted bool) {
 	pb, ok := m.(*sb.PortBinding)
 	if !ok {
 		return
 	}
-	subnet, ok := topology.SubnetOfHealthPort(strings.TrimPrefix(pb.LogicalPort, "cr-"))
-	if !ok {
-		return
-	}
+	port := strings.TrimPrefix(pb.LogicalPort, "cr-")
+	subnet, isHealth := topology.SubnetOfHealthPort(port)
 	chassis := "-" // bound to none
 	if pb.Chassis != nil {
 		chassis = *pb.Chassis
@@ -132,10 +133,7 @@ func (h *GatewayHealth) notify(m model.Model, deleted bool) {
 	} else {
 		h.reported[pb.LogicalPort] = chassis
 	}
-	if !deleted && pb.Chassis != nil {
-		if h.moved == nil {
-			h.moved = map[string]string{}
-		}
+	if isHealth && !deleted && pb.Chassis != nil {
 		h.moved[subnet] = *pb.Chassis
 		select {
 		case h.wake <- struct{}{}:
@@ -146,11 +144,15 @@ func (h *GatewayHealth) notify(m model.Model, deleted bool) {
 	if !deleted && seen && last == chassis {
 		return
 	}
-	ev := event.TypedGenericEvent[reconcile.Request]{Object: reconcile.Request{NamespacedName: types.NamespacedName{Name: subnet}}}
+	ch, name := h.events, subnet
+	if !isHealth {
+		ch, name = h.portEvents, port
+	}
+	ev := event.TypedGenericEvent[reconcile.Request]{Object: reconcile.Request{NamespacedName: types.NamespacedName{Name: name}}}
 	select {
-	case h.events <- ev:
+	case ch <- ev:
 	default:
-		go func() { h.events <- ev }()
+		go func() { ch <- ev }()
 	}
 }
 

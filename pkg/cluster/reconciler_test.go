@@ -52,7 +52,7 @@ func newReconcilerEnv(t *testing.T, objs ...client.Object) *reconcilerEnv {
 	}
 	objs = append(objs, &kovnv1.Vpc{ObjectMeta: metav1.ObjectMeta{Name: DefaultOptions().DefaultVpc}})
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
-		WithStatusSubresource(&kovnv1.Subnet{}, &kovnv1.IPPool{}, &kovnv1.IP{}, &kovnv1.Vpc{}, &kovnv1.Vlan{}).Build()
+		WithStatusSubresource(&kovnv1.Subnet{}, &kovnv1.IPPool{}, &kovnv1.IP{}, &kovnv1.Vpc{}, &kovnv1.Vlan{}, &kovnv1.EgressIP{}).Build()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	nb, err := ovn.ConnectNB(ctx, ovn.Config{Endpoints: []string{ovntest.ServeNB(t)}})

@@ -149,6 +149,9 @@ func Restore(ctx context.Context, c client.Client, st *State) error {
 	if err := restoreFloatingIPs(ctx, c, st); err != nil {
 		return err
 	}
+	if err := restoreEgressIPs(ctx, c, st); err != nil {
+		return err
+	}
 	return restoreNodes(ctx, c, st)
 }
 
@@ -159,20 +162,37 @@ func restoreFloatingIPs(ctx context.Context, c client.Client, st *State) error {
 		return err
 	}
 	for _, f := range fips.Items {
-		var ips []netip.Addr
-		for _, a := range f.Status.Addresses {
-			if ip, err := netip.ParseAddr(a); err == nil {
-				ips = append(ips, ip)
-			}
-		}
-		if len(ips) == 0 {
-			continue
-		}
-		if err := st.IPAM.Restore(fipOwner(f.Name), ipam.Allocation{Subnet: f.Spec.Subnet, IPs: ips}); err != nil {
-			ctrl.Log.Info("FloatingIP's addresses conflict with another allocation; not restored", "floatingip", f.Name, "err", err)
-		}
+		restoreExternal(st, fipOwner(f.Name), f.Spec.Subnet, f.Status.Addresses)
 	}
 	return nil
+}
+
+// restoreEgressIPs takes back each EgressIP's addresses, as its status records them.
+func restoreEgressIPs(ctx context.Context, c client.Client, st *State) error {
+	var eips kovnv1.EgressIPList
+	if err := c.List(ctx, &eips); err != nil {
+		return err
+	}
+	for _, e := range eips.Items {
+		restoreExternal(st, eipOwner(e.Name), e.Spec.Subnet, egressAddrStrings(e.Status.Addresses))
+	}
+	return nil
+}
+
+// restoreExternal gives owner back the addresses of an external subnet its status records.
+func restoreExternal(st *State, owner, subnet string, recorded []string) {
+	var ips []netip.Addr
+	for _, a := range recorded {
+		if ip, err := netip.ParseAddr(a); err == nil {
+			ips = append(ips, ip)
+		}
+	}
+	if len(ips) == 0 {
+		return
+	}
+	if err := st.IPAM.Restore(owner, ipam.Allocation{Subnet: subnet, IPs: ips}); err != nil {
+		ctrl.Log.Info("recorded addresses conflict with another allocation; not restored", "owner", owner, "err", err)
+	}
 }
 
 func restoreNodes(ctx context.Context, c client.Client, st *State) error {
@@ -214,6 +234,7 @@ func Setup(mgr ctrl.Manager, st *State, nb libovsdb.Client, health *GatewayHealt
 		&ServiceReconciler{Client: c, State: st, NB: nb, Recorder: rec},
 		&NetworkPolicyReconciler{Client: c, State: st, NB: nb, Recorder: rec},
 		&FloatingIPReconciler{Client: c, State: st, NB: nb},
+		&EgressIPReconciler{Client: c, State: st, NB: nb, Health: health},
 	} {
 		if err := r.SetupWithManager(mgr); err != nil {
 			return err

@@ -106,6 +106,7 @@ func gatherObjects(ctx context.Context, c client.Client, b *bundle) *Inputs {
 	lists := map[string]client.ObjectList{
 		"vpcs": &kovnv1.VpcList{}, "ippools": &kovnv1.IPPoolList{}, "ips": &kovnv1.IPList{},
 		"providernetworks": &kovnv1.ProviderNetworkList{}, "vlans": &kovnv1.VlanList{},
+		"floatingips": &kovnv1.FloatingIPList{}, "egressips": &kovnv1.EgressIPList{},
 	}
 	for name, l := range lists {
 		if err := c.List(ctx, l); err != nil {

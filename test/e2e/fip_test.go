@@ -46,6 +46,34 @@ func (l *underlayLab) vlanHost(n byte) []netip.Addr {
 	return out
 }
 
+// makeExternal makes VLAN 100's Subnet an external network: the default VPC's router gets
+// a port on it (.254 / ::254), hosted by the first of nodes that is alive. It returns the
+// Subnet's name; dropExternal undoes it.
+func (l *underlayLab) makeExternal(t *testing.T, nodes ...int) string {
+	t.Helper()
+	c := l.c
+	subnet := fmt.Sprintf("ul%d", l.vlan100)
+	// The physical router's MAC on VLAN 100, as an admin would give it: OVN 23.03 cannot
+	// resolve an IPv6 next hop on its own (its solicitation goes to the wrong multicast group).
+	out, err := exec.Command("ip", "-n", l.cfg.PhysRouterNS(), "-br", "link", "show", fmt.Sprintf("eth0.%d", l.vlan100)).CombinedOutput()
+	f := strings.Fields(string(out))
+	if err != nil || len(f) < 3 {
+		t.Fatalf("physical router's VLAN %d interface: %v %s", l.vlan100, err, out)
+	}
+	var names []string
+	for _, n := range nodes {
+		names = append(names, `"`+rig.NodeName(1, n)+`"`)
+	}
+	c.kubectlOK("patch", "subnet", subnet, "--type=merge", "-p",
+		fmt.Sprintf(`{"spec":{"externalGateway":{"addresses":[%s],"nodes":[%s],"gatewayMAC":%q}}}`, quoteAddrs(l.vlanHost(254)), strings.Join(names, ","), f[2]))
+	c.waitSubnetReady(subnet)
+	return subnet
+}
+
+func (l *underlayLab) dropExternal() {
+	l.c.kubectlOK("patch", "subnet", fmt.Sprintf("ul%d", l.vlan100), "--type=json", "-p", `[{"op":"remove","path":"/spec/externalGateway"}]`)
+}
+
 // floatingIP: VLAN 100's Subnet becomes an external network (the default VPC's router gets a
 // port on it, hosted by c1-n1), a FloatingIP binds one address per family of it to a
 // StatefulSet's pod on c1-n2. The external host reaches the pod on them and sees them as the
@@ -54,19 +82,8 @@ func (l *underlayLab) vlanHost(n byte) []netip.Addr {
 func (l *underlayLab) floatingIP(t *testing.T) {
 	c := l.c
 	c.t = t
-	subnet := fmt.Sprintf("ul%d", l.vlan100)
-	gw, fip := l.vlanHost(254), l.vlanHost(200)
-	// The physical router's MAC on VLAN 100, as an admin would give it: OVN 23.03 cannot
-	// resolve an IPv6 next hop on its own (its solicitation goes to the wrong multicast group).
-	out, err := exec.Command("ip", "-n", l.cfg.PhysRouterNS(), "-br", "link", "show", fmt.Sprintf("eth0.%d", l.vlan100)).CombinedOutput()
-	f := strings.Fields(string(out))
-	if err != nil || len(f) < 3 {
-		t.Fatalf("physical router's VLAN %d interface: %v %s", l.vlan100, err, out)
-	}
-	c.kubectlOK("patch", "subnet", subnet, "--type=merge", "-p",
-		fmt.Sprintf(`{"spec":{"externalGateway":{"addresses":[%s],"nodes":["%s","%s"],"gatewayMAC":%q}}}`, quoteAddrs(gw), rig.NodeName(1, 1), rig.NodeName(1, 2), f[2]))
-	defer c.kubectlOK("patch", "subnet", subnet, "--type=json", "-p", `[{"op":"remove","path":"/spec/externalGateway"}]`)
-	c.waitSubnetReady(subnet)
+	subnet, fip := l.makeExternal(t, 1, 2), l.vlanHost(200)
+	defer l.dropExternal()
 	c.applyYAML(fipStatefulSet)
 	defer c.kubectlOK("delete", "statefulset", "fipweb", "--wait=false")
 	pod := c.waitRunning("default", "fipweb-0", 90*time.Second)
@@ -105,12 +122,13 @@ spec: {subnet: %s, addresses: [%s], pod: {namespace: default, name: fipweb-0}}
 	reach("bound")
 	// c1-n2 is on the external network: the translation is distributed there, so the pod's
 	// traffic leaves through c1-n2's own NIC (its port on the underlay switch), never c1-n1's.
+	// Broadcasts are left out: c1-n2's gratuitous ARPs for the address flood every port.
 	if d := c.kubectlOK("get", "floatingip", "web", "-o", "jsonpath={.status.distributed}"); d != "true" {
 		t.Errorf("FloatingIP web on c1-n2 (on the external network): distributed %q, want true", d)
 	}
 	var onN1 string
-	onN2 := capture(t, l.cfg.FabricNS(), rig.FabricVlanPort(1, 2), "vlan and host "+fip[0].String(), func() {
-		onN1 = capture(t, l.cfg.FabricNS(), rig.FabricVlanPort(1, 1), "vlan and host "+fip[0].String(), func() {
+	onN2 := capture(t, l.cfg.FabricNS(), rig.FabricVlanPort(1, 2), "not ether multicast and vlan and host "+fip[0].String(), func() {
+		onN1 = capture(t, l.cfg.FabricNS(), rig.FabricVlanPort(1, 1), "not ether multicast and vlan and host "+fip[0].String(), func() {
 			for i, host := range l.cfg.UnderlayHostIPs() {
 				out := c.mustExec("default", "fipweb-0", "get", fmt.Sprintf("http://%s/", hostPort(host.String(), 8080)))
 				if !strings.Contains(out, fip[i].String()) {

@@ -39,6 +39,7 @@ func TestUnderlay(t *testing.T) {
 	t.Run("two VLANs meet only through the physical router", l.isolation)
 	t.Run("an overlay pod reaches an underlay pod through the physical gateway", l.overlayToUnderlay)
 	t.Run("a floating IP of the VLAN's Subnet: the external host reaches a StatefulSet pod on it, the pod leaves with it", l.floatingIP)
+	t.Run("an egress IP: selected pods leave as it through the gateway node, which fails over", l.egressIP)
 	t.Run("kovn-daemon restarted: nothing moves, the pods keep talking", l.daemonRestart)
 	t.Run("a node excluded gets eth1 back and leaves the status; included again, it rejoins", l.exclude)
 	t.Run("ProviderNetwork deleted: eth1 has its addresses and routes back, the node stays reachable", l.detach)

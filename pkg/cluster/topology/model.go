@@ -204,6 +204,7 @@ const (
 	PriorityAllowCluster   = 31000
 	PriorityNodeReroute    = 30000
 	PriorityFloatingIP     = 29800 // a pod with a floating IP leaves through its external network
+	PriorityEgressIP       = 29700 // a pod an EgressIP selects leaves through its external network
 	PriorityCentralGateway = 29500
 	PriorityDistributedGW  = 29000
 )
@@ -273,7 +274,7 @@ type StaticMACBinding struct {
 // it is done on (a router with several needs it).
 type NAT struct {
 	Router      string
-	Type        string // dnat_and_snat
+	Type        string // dnat_and_snat (FloatingIP) or snat (EgressIP)
 	ExternalIP  netip.Addr
 	LogicalIP   netip.Addr
 	GatewayPort string

@@ -257,8 +257,11 @@ func externalGatewayPort(sh *Shard, s SubnetIn, join *SubnetIn) {
 			sh.StaticMACBindings = append(sh.StaticMACBindings, StaticMACBinding{Port: name, IP: gw, MAC: eg.GatewayMAC})
 		}
 	}
+	// nat-addresses=router: the chassis that takes the port over (or a distributed floating
+	// IP's node) announces the NAT addresses with gratuitous ARPs, so the physical network
+	// forgets the node that lost them at once instead of when its MAC tables age.
 	sh.SwitchPorts = append(sh.SwitchPorts, SwitchPort{Switch: s.Switch, Name: SwitchRouterPortName(s.Switch, join.Vpc), Type: "router",
-		Addresses: []string{"router"}, Options: map[string]string{"router-port": name}})
+		Addresses: []string{"router"}, Options: map[string]string{"router-port": name, "nat-addresses": "router"}})
 }
 
 // LocalnetPortName is the port joining an underlay subnet's switch to its physical network.
