@@ -22,14 +22,13 @@ const (
 	ingressBW = "kubernetes.io/ingress-bandwidth"
 	egressBW  = "kubernetes.io/egress-bandwidth"
 	// A limit is a policer (an OVN meter drops what exceeds it): a ceiling that TCP does not
-	// fill evenly. Measured on the wire over 6 s after a 2 s start, 4 connections, the lab
-	// gave 95-99 % of an ingress limit (metered on the receiving node; once 75 %) and 64-94 %
-	// of an egress limit (metered on the sender's own node, where a drop stalls the local
-	// TCP), never more than the limit. A rate must be at most qosCeiling and at least qosFloor
-	// times its limit: a wrong limit (20M for 100M or the other way round) or none at all is
-	// far outside either way.
+	// fill evenly. Measured on the wire over 6 s after a 2 s start, one connection, the lab
+	// gave 98-99.6 % of an ingress limit (metered on the receiving node) and 92-97 % of an
+	// egress limit (metered on the sender's own node), never more than the limit. A rate must
+	// be within 15 % of its limit either way (the acceptance): a wrong limit (20M for
+	// 100M or the other way round) or none at all is far outside.
 	qosCeiling = 1.15
-	qosFloor   = 0.50
+	qosFloor   = 0.85
 )
 
 // TestPodQoS: a pod's bandwidth annotations limit its TCP traffic each way, on its node, by
@@ -97,7 +96,9 @@ func TestPodQoS(t *testing.T) {
 		holds, ok := s.holdsFrom(changed, 20*qosCeiling, burst)
 		t.Logf("before the change %.1f Mbit/s; 20M (a bucket of %.0f Mbit/s and %.0f Mbit) holds %v after the annotation changed",
 			before, 20*qosCeiling, burst, holds.Round(10*time.Millisecond))
-		if before < 100*qosFloor || before > 100*qosCeiling {
+		// Two seconds of one connection: only a check that 100M was in force, neither 20M
+		// (at most 23) nor no limit (hundreds).
+		if before < 50 || before > 100*qosCeiling {
 			t.Errorf("before the change: %.1f Mbit/s, want about 100", before)
 		}
 		if !ok || holds > time.Second {
@@ -236,10 +237,11 @@ type tcpStream struct {
 	payload []int64
 }
 
-// streamConns is how many TCP connections a stream runs in parallel: through a policer that
-// drops, one connection's sawtooth averages 84-88 % of the rate in the lab, four together
-// 88-98 % (as iperf3 -P is used for).
-const streamConns = 4
+// streamConns is how many TCP connections a stream runs in parallel: one, as a user's iperf
+// does by default. Connections sharing a policer lose packets together and one of them stalls
+// in a retransmission timeout now and then: through an egress 20M, one connection gave
+// 19.0-19.3 Mbit/s in 8 runs, four 15.1-20.0, eight 8.4-19.7.
+const streamConns = 1
 
 // stream sends TCP from pod from to dst (pod to's address; both pods in ns) for d over
 // streamConns connections and returns what to received; during, when set, runs while the
