@@ -186,10 +186,11 @@ func run(cfg node.Config, ovsDB string) error {
 		if err := mgr.Add(&node.ZeroSNATGuard{OVS: ovs}); err != nil {
 			return err
 		}
-		if err := mgr.Add(&node.TunnelNeighbours{OVS: ovs, Ctl: vswitchdCtl, RunDir: ovsRun}); err != nil {
+		vswitchd := node.VswitchdSocket{Ctl: vswitchdCtl, RunDir: ovsRun}
+		if err := mgr.Add(&node.TunnelNeighbours{OVS: ovs, Socket: vswitchd}); err != nil {
 			return err
 		}
-		sweeper := &node.StaleUDPSweeper{Client: mgr.GetClient(), Socket: node.VswitchdSocket{Ctl: vswitchdCtl, RunDir: ovsRun}}
+		sweeper := &node.StaleUDPSweeper{Client: mgr.GetClient(), Socket: vswitchd}
 		if err := sweeper.SetupWithManager(mgr); err != nil {
 			return err
 		}

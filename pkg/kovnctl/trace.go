@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/ovn"
@@ -194,7 +195,7 @@ func serviceBackend(ctx context.Context, e *Execer, dst netip.Addr, proto string
 			}
 			for _, sl := range slices.Items {
 				for _, slp := range sl.Ports {
-					if slp.Port == nil || ptrString(slp.Name) != sp.Name {
+					if slp.Port == nil || ptr.Deref(slp.Name, "") != sp.Name {
 						continue
 					}
 					for _, ep := range sl.Endpoints {
@@ -212,13 +213,6 @@ func serviceBackend(ctx context.Context, e *Execer, dst netip.Addr, proto string
 		}
 	}
 	return "", netip.AddrPort{}, false
-}
-
-func ptrString(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // nextHopMAC: a pod of the same Subnet is reached at its own MAC; anything else through the

@@ -37,9 +37,8 @@ import (
 // which also makes OVS translate its cached flows again).
 type TunnelNeighbours struct {
 	OVS      libovsdb.Client
-	Ctl      string        // ovs-vswitchd's control socket; empty: ovs-vswitchd.<pid>.ctl in RunDir
-	RunDir   string        // OVS's run directory (its pidfile's), when Ctl is empty
-	Interval time.Duration // how often to look without a tunnel change (default 1 s)
+	Socket   VswitchdSocket // ovs-vswitchd's control socket
+	Interval time.Duration  // how often to look without a tunnel change (default 1 s)
 }
 
 // NeedLeaderElection: every node keeps its own datapath's cache.
@@ -144,9 +143,7 @@ func (k *TunnelNeighbours) sync(ctx context.Context) ([]tunnelNeighbour, bool, e
 
 // ctl is ovs-vswitchd's control socket: the configured one, or the one its daemon made in the
 // run directory (named after its pid, which changes when it restarts).
-func (k *TunnelNeighbours) ctl() (string, error) {
-	return VswitchdSocket{Ctl: k.Ctl, RunDir: k.RunDir}.Path()
-}
+func (k *TunnelNeighbours) ctl() (string, error) { return k.Socket.Path() }
 
 // nextHops are the next hops of the node's tunnels: each tunnel Interface's remote_ip, routed
 // by the kernel (a gateway if the route has one), with the device the route leaves by.

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -52,8 +53,8 @@ func (s VswitchdSocket) Path() (string, error) {
 // entry to the deleted backend. A UDP flow that keeps sending keeps that entry alive for good
 // and never reaches the remaining backends (measured in the lab: a DNS-like client pinned to
 // a deleted pod for the rest of the test). kube-proxy clears the same state when a UDP
-// endpoint goes. The sweeper runs on every Service or EndpointSlice change and then every
-// second for 5 s after a UDP backend set changed, well past the revalidation, and deletes
+// endpoint goes. The sweeper runs when a UDP backend set changed (and at start) and then every
+// second for 5 s, well past the revalidation, and deletes
 // exactly the entries whose original destination is a UDP ClusterIP and port and whose reply
 // comes from an address and port that is none of its current endpoints.
 type StaleUDPSweeper struct {
@@ -81,7 +82,9 @@ func (s *StaleUDPSweeper) Reconcile(ctx context.Context, _ reconcile.Request) (r
 	}
 	again := now.Before(s.until)
 	s.mu.Unlock()
-	if len(live) > 0 {
+	// Stale entries only come from a backend set that changed: other events (a Service's
+	// labels, a TCP endpoint) cost no conntrack dump.
+	if again && len(live) > 0 {
 		n, err := s.sweep(ctx, live)
 		if err != nil {
 			return reconcile.Result{}, err
@@ -152,7 +155,7 @@ func UDPBackends(svc *corev1.Service, slices []discoveryv1.EndpointSlice) map[ne
 		var backends []netip.AddrPort
 		for _, sl := range slices {
 			for _, sp := range sl.Ports {
-				if sp.Port == nil || ptrOr(sp.Name, "") != p.Name || ptrOr(sp.Protocol, corev1.ProtocolTCP) != corev1.ProtocolUDP {
+				if sp.Port == nil || ptr.Deref(sp.Name, "") != p.Name || ptr.Deref(sp.Protocol, corev1.ProtocolTCP) != corev1.ProtocolUDP {
 					continue
 				}
 				for _, ep := range sl.Endpoints {
@@ -171,13 +174,6 @@ func UDPBackends(svc *corev1.Service, slices []discoveryv1.EndpointSlice) map[ne
 		}
 	}
 	return out
-}
-
-func ptrOr[T any](p *T, def T) T {
-	if p == nil {
-		return def
-	}
-	return *p
 }
 
 func fingerprint(live map[netip.AddrPort][]netip.AddrPort) string {

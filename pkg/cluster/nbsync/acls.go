@@ -7,6 +7,7 @@ import (
 
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
+	"k8s.io/utils/ptr"
 
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/ovn"
@@ -58,7 +59,7 @@ func (t *tx) syncACLs() {
 	done := map[string]bool{}
 	for _, cur := range findOwned(t, &nb.ACL{ExternalIDs: ownerProbe(t.sh)}) {
 		onSwitch := cur.ExternalIDs[parentTableKey] == "Logical_Switch"
-		k := aclKey(onSwitch, cur.ExternalIDs[ovn.ParentKey], ptrString(cur.Name))
+		k := aclKey(onSwitch, cur.ExternalIDs[ovn.ParentKey], ptr.Deref(cur.Name, ""))
 		a, ok := want[k]
 		if !ok || done[k] {
 			if onSwitch {
@@ -137,7 +138,7 @@ func (t *tx) aclModel(a topology.ACL) *nb.ACL {
 }
 
 func sameACL(cur, want *nb.ACL) bool {
-	return ptrString(cur.Name) == ptrString(want.Name) && cur.Direction == want.Direction && cur.Priority == want.Priority &&
+	return ptr.Deref(cur.Name, "") == ptr.Deref(want.Name, "") && cur.Direction == want.Direction && cur.Priority == want.Priority &&
 		cur.Match == want.Match && cur.Action == want.Action && sameMap(cur.Options, want.Options) &&
 		sameMap(cur.ExternalIDs, want.ExternalIDs)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
+	"k8s.io/utils/ptr"
 
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/ovn"
@@ -99,7 +100,7 @@ func ownedACLs(t *testing.T, c client.Client, owner string) map[string]nb.ACL {
 	out := map[string]nb.ACL{}
 	for _, r := range list[nb.ACL](t, c) {
 		if r.ExternalIDs[ovn.OwnerKey] == owner {
-			out[ptrString(r.Name)] = r
+			out[ptr.Deref(r.Name, "")] = r
 		}
 	}
 	return out

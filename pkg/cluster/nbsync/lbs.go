@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ovn-org/libovsdb/ovsdb"
+	"k8s.io/utils/ptr"
 
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/ovn"
@@ -215,16 +216,9 @@ func (t *tx) syncLoadBalancer(lb topology.LoadBalancer) {
 }
 
 func sameLB(cur, want *nb.LoadBalancer) bool {
-	return ptrString(cur.Protocol) == ptrString(want.Protocol) && sameMap(cur.Vips, want.Vips) &&
+	return ptr.Deref(cur.Protocol, "") == ptr.Deref(want.Protocol, "") && sameMap(cur.Vips, want.Vips) &&
 		sameMap(cur.Options, want.Options) && sameSet(cur.SelectionFields, want.SelectionFields) &&
 		sameMap(cur.ExternalIDs, want.ExternalIDs)
-}
-
-func ptrString(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
 }
 
 // lbGroupRefs resolves the groups a switch or router should reference to UUIDs, recording the

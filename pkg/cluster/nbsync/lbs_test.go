@@ -9,6 +9,7 @@ import (
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
+	"k8s.io/utils/ptr"
 
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/ovn"
@@ -144,7 +145,7 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 	apply(t, c, serviceShard(vips, "cluster_lbs"))
 	cluster := lbgNamed(t, c, "cluster_lbs")
 	mine := ours(t, c)
-	if len(mine) != 1 || !sameMap(mine[0].Vips, vips) || ptrString(mine[0].Protocol) != "tcp" ||
+	if len(mine) != 1 || !sameMap(mine[0].Vips, vips) || ptr.Deref(mine[0].Protocol, "") != "tcp" ||
 		mine[0].ExternalIDs["k8s.ovn.org/kind"] != "Service" || mine[0].ExternalIDs[ovn.OwnerKey] != "default/web" {
 		t.Fatalf("created LBs: %+v", mine)
 	}

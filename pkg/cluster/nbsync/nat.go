@@ -1,6 +1,8 @@
 package nbsync
 
 import (
+	"k8s.io/utils/ptr"
+
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/ovn/model/nb"
@@ -35,8 +37,8 @@ func (t *tx) syncNATs() {
 			continue
 		}
 		m := natRow(n, gw, t.ids(nil, n.Router))
-		if ptrString(cur.GatewayPort) != ptrString(m.GatewayPort) || ptrString(cur.LogicalPort) != ptrString(m.LogicalPort) ||
-			ptrString(cur.ExternalMAC) != ptrString(m.ExternalMAC) {
+		if ptr.Deref(cur.GatewayPort, "") != ptr.Deref(m.GatewayPort, "") || ptr.Deref(cur.LogicalPort, "") != ptr.Deref(m.LogicalPort, "") ||
+			ptr.Deref(cur.ExternalMAC, "") != ptr.Deref(m.ExternalMAC, "") {
 			m.UUID = cur.UUID
 			t.update(&m, &m.GatewayPort, &m.LogicalPort, &m.ExternalMAC)
 		}
@@ -88,6 +90,9 @@ func (t *tx) gatewayPort(n topology.NAT) (string, bool) {
 // binding row has no external_ids: those of a port the shard owns (now, or before this
 // transaction) are the shard's.
 func (t *tx) syncStaticMACBindings() {
+	if t.sh.OwnerType == topology.OwnerPod {
+		return // a pod never owns a router port: no cache scan on every pod event
+	}
 	ports := map[string]bool{}
 	for _, rp := range findOwned(t, &nb.LogicalRouterPort{ExternalIDs: ownerProbe(t.sh)}) {
 		ports[rp.Name] = true
