@@ -171,9 +171,9 @@ type SubnetSpec struct {
 	PodBandwidth *PodBandwidth `json:"podBandwidth,omitempty"`
 
 	// ExternalGateway makes an underlay Subnet (spec.vlan) an external network of the default
-	// VPC: its router gets a port on this network, hosted by one of nodes at a time (OVN moves
-	// it when that node is lost), through which FloatingIPs taken from this Subnet reach their
-	// pods.
+	// VPC: its router gets a port on this network, hosted by one of its gateway nodes at a time
+	// (OVN moves it when that node is lost), through which FloatingIPs taken from this Subnet
+	// reach their pods and EgressIPs' pods leave.
 	// +optional
 	ExternalGateway *ExternalGateway `json:"externalGateway,omitempty"`
 
@@ -185,6 +185,7 @@ type SubnetSpec struct {
 }
 
 // ExternalGateway is the default VPC router's port on an underlay Subnet.
+// +kubebuilder:validation:XValidation:rule="(has(self.nodes) && size(self.nodes) > 0) || has(self.nodeSelector)",message="name nodes or a nodeSelector"
 type ExternalGateway struct {
 	// Addresses are the router port's addresses on this network, at most one per family of
 	// the Subnet, inside its cidrBlock; the Subnet's IPAM never hands them out.
@@ -195,12 +196,17 @@ type ExternalGateway struct {
 	Addresses []string `json:"addresses"`
 	// Nodes may host the port, in order of preference; each needs the Subnet's provider
 	// network.
-	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=253
 	// +listType=atomic
-	Nodes []string `json:"nodes"`
+	// +optional
+	Nodes []string `json:"nodes,omitempty"`
+	// NodeSelector picks the nodes that may host the port by label when Nodes is empty
+	// (e.g. kovn.io/external-gateway: "true"); they are preferred in the order of their names,
+	// and a node labelled or unlabelled joins or leaves at once.
+	// +optional
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
 	// GatewayMAC is the MAC address of the Subnet's gateway (the physical router, e.g. its
 	// VRRP MAC). With it the router port knows the gateway's MAC from the start (a static
 	// MAC binding) instead of resolving it. IPv6 needs it with OVN 23.03: OVN's neighbour

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kovn/kovn/pkg/ovn/match"
@@ -285,8 +286,13 @@ func (s *SubnetSpec) validateExternalGateway(cidrs []netip.Prefix, errs *Validat
 		}
 		used[p] = true
 	}
-	if len(eg.Nodes) == 0 {
-		errs.add("spec.externalGateway.nodes", ReasonInvalidExternalGateway, "name at least one node to host the gateway")
+	if len(eg.Nodes) == 0 && eg.NodeSelector == nil {
+		errs.add("spec.externalGateway.nodes", ReasonInvalidExternalGateway, "name at least one node to host the gateway, or a nodeSelector")
+	}
+	if eg.NodeSelector != nil {
+		if _, err := metav1.LabelSelectorAsSelector(eg.NodeSelector); err != nil {
+			errs.add("spec.externalGateway.nodeSelector", ReasonInvalidExternalGateway, "%v", err)
+		}
 	}
 	for i, n := range eg.Nodes {
 		if msgs := k8svalidation.IsDNS1123Subdomain(n); len(msgs) > 0 {

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // wantErr checks err against an expected reason and message fragment; reason "" means no error.
@@ -232,6 +234,13 @@ func TestSubnetValidate(t *testing.T) {
 			ExternalGateway: &ExternalGateway{Addresses: []string{"172.28.100.253", "172.28.100.254"}, Nodes: []string{"n1"}}}, reason: ReasonInvalidExternalGateway, frag: "one per family"},
 		{name: "external gateway without nodes", spec: SubnetSpec{CIDRBlock: "172.28.100.0/24", Vlan: "v100",
 			ExternalGateway: &ExternalGateway{Addresses: []string{"172.28.100.254"}}}, reason: ReasonInvalidExternalGateway, frag: "at least one node"},
+		{name: "external gateway nodes by label", spec: SubnetSpec{CIDRBlock: "172.28.100.0/24", Vlan: "v100",
+			ExternalGateway: &ExternalGateway{Addresses: []string{"172.28.100.254"},
+				NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kovn.io/external-gateway": "true"}}}}},
+		{name: "external gateway bad node selector", spec: SubnetSpec{CIDRBlock: "172.28.100.0/24", Vlan: "v100",
+			ExternalGateway: &ExternalGateway{Addresses: []string{"172.28.100.254"},
+				NodeSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "gw", Operator: "Sometimes"}}}}},
+			reason: ReasonInvalidExternalGateway, frag: "spec.externalGateway.nodeSelector"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { wantErr(t, tc.spec.Validate(), tc.reason, tc.frag) })
 	}

@@ -273,11 +273,20 @@ func (r *SubnetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return nil
 	})
-	nodeToSubnets := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+	nodeToSubnets := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		var reqs []reconcile.Request
 		for _, s := range r.State.Subnets() {
 			if s.Centralized && slices.Contains(s.GatewayNodes, o.GetName()) {
 				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: s.Name}})
+			}
+		}
+		// An external network whose gateway nodes come from labels: any node may join or leave.
+		var subnets kovnv1.SubnetList
+		if err := r.List(ctx, &subnets); err == nil {
+			for _, sn := range subnets.Items {
+				if eg := sn.Spec.ExternalGateway; eg != nil && len(eg.Nodes) == 0 && eg.NodeSelector != nil {
+					reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: sn.Name}})
+				}
 			}
 		}
 		return reqs

@@ -6,8 +6,11 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
@@ -50,8 +53,14 @@ func (r *SubnetReconciler) resolve(ctx context.Context, sn *kovnv1.Subnet, all [
 		return topology.SubnetIn{}, err
 	}
 	if eg := sn.Spec.ExternalGateway; eg != nil && in.Underlay != nil {
-		in.Underlay.External = &topology.ExternalGatewayIn{Addrs: sn.Spec.ExternalGatewayAddrs(), Nodes: eg.Nodes,
-			GatewayMAC: strings.ToLower(eg.GatewayMAC)}
+		nodes, err := r.externalGatewayNodes(ctx, eg)
+		if err != nil {
+			return topology.SubnetIn{}, err
+		}
+		if len(nodes) > 0 { // none labelled yet: no port until one is
+			in.Underlay.External = &topology.ExternalGatewayIn{Addrs: sn.Spec.ExternalGatewayAddrs(), Nodes: nodes,
+				GatewayMAC: strings.ToLower(eg.GatewayMAC)}
+		}
 	}
 	if in.ACLs, err = r.acls(ctx, sn); err != nil {
 		return topology.SubnetIn{}, err
@@ -63,6 +72,28 @@ func (r *SubnetReconciler) resolve(ctx context.Context, sn *kovnv1.Subnet, all [
 		}
 	}
 	return in, nil
+}
+
+// externalGatewayNodes are the nodes that may host an external gateway port: its list, or
+// the nodes its selector matches, by name.
+func (r *SubnetReconciler) externalGatewayNodes(ctx context.Context, eg *kovnv1.ExternalGateway) ([]string, error) {
+	if len(eg.Nodes) > 0 || eg.NodeSelector == nil {
+		return eg.Nodes, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(eg.NodeSelector)
+	if err != nil {
+		return nil, err // Validate refused it already
+	}
+	var nodes corev1.NodeList
+	if err := r.List(ctx, &nodes, client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, n := range nodes.Items {
+		out = append(out, n.Name)
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // acls turns spec.acls (each match already parsed by Validate) into the topology's input,

@@ -17,7 +17,8 @@ import (
 // it and c1-n3's own address (the usual masquerade) for egress/plain beside it, while the
 // overlay pod still sees its pod address. c1-n2's fabric link is cut under a 100 ms probe
 // stream: the address moves to c1-n1 (status and traffic), the outage is printed, and it comes
-// back when the link does. The namespace unlabelled, the pod leaves as before.
+// back when the link does. With the gateway nodes chosen by label, labelling and unlabelling
+// c1-n1 moves the address there and back. The namespace unlabelled, the pod leaves as before.
 func (l *underlayLab) egressIP(t *testing.T) {
 	c := l.c
 	c.t = t
@@ -97,6 +98,31 @@ spec:
 	t.Logf("c1-n2's fabric link back: %d of %d probes lost, longest outage %s", lost, failbackCount, outage)
 	t.Logf("after the link came back: %s", c.waitEIP("out", rig.NodeName(1, 2), 1))
 	seenAs("sel", eip, "c1-n2 back")
+
+	// The gateway nodes by label instead: c1-n2 alone, then c1-n1 too (preferred by name), then
+	// c1-n2 alone again; the addresses follow. Each change briefly drops traffic from other
+	// nodes while OVN sets BFD up or down toward the gateways, so only status and the source
+	// seen are checked here, not a probe stream.
+	const gwLabel = "kovn.io/external-gateway"
+	c.kubectlOK("label", "node", rig.NodeName(1, 2), gwLabel+"=true")
+	defer c.kubectlOK("label", "node", rig.NodeName(1, 1), rig.NodeName(1, 2), gwLabel+"-")
+	c.kubectlOK("patch", "subnet", subnet, "--type=merge", "-p",
+		`{"spec":{"externalGateway":{"nodes":null,"nodeSelector":{"matchLabels":{"`+gwLabel+`":"true"}}}}}`)
+	if err := eventually(30*time.Second, func() error {
+		if out := strings.Fields(c.nbctl("lrp-get-gateway-chassis", "ovn-cluster-"+subnet)); len(out) != 2 {
+			return fmt.Errorf("gateway chassis of the external port: %q, want c1-n2's alone", out)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("c1-n2 labelled: %s", c.waitEIP("out", rig.NodeName(1, 2), 1))
+	c.kubectlOK("label", "node", rig.NodeName(1, 1), gwLabel+"=true")
+	t.Logf("c1-n1 labelled too: %s", c.waitEIP("out", rig.NodeName(1, 1), 1))
+	seenAs("sel", eip, "held by c1-n1, by label")
+	c.kubectlOK("label", "node", rig.NodeName(1, 1), gwLabel+"-")
+	t.Logf("c1-n1 unlabelled: %s", c.waitEIP("out", rig.NodeName(1, 2), 1))
+	seenAs("sel", eip, "held by c1-n2, by label")
 
 	// The namespace no longer selected: the pod leaves as every other pod does, no NAT left.
 	c.kubectlOK("label", "namespace", "egress", "egress-")

@@ -51,6 +51,17 @@ func (l *underlayLab) vlanHost(n byte) []netip.Addr {
 // Subnet's name; dropExternal undoes it.
 func (l *underlayLab) makeExternal(t *testing.T, nodes ...int) string {
 	t.Helper()
+	var names []string
+	for _, n := range nodes {
+		names = append(names, `"`+rig.NodeName(1, n)+`"`)
+	}
+	return l.makeExternalWith(t, `"nodes":[`+strings.Join(names, ",")+`]`)
+}
+
+// makeExternalWith is makeExternal with the gateway nodes given as JSON fields of
+// externalGateway (nodes or nodeSelector).
+func (l *underlayLab) makeExternalWith(t *testing.T, gatewayNodes string) string {
+	t.Helper()
 	c := l.c
 	subnet := fmt.Sprintf("ul%d", l.vlan100)
 	// The physical router's MAC on VLAN 100, as an admin would give it: OVN 23.03 cannot
@@ -60,12 +71,8 @@ func (l *underlayLab) makeExternal(t *testing.T, nodes ...int) string {
 	if err != nil || len(f) < 3 {
 		t.Fatalf("physical router's VLAN %d interface: %v %s", l.vlan100, err, out)
 	}
-	var names []string
-	for _, n := range nodes {
-		names = append(names, `"`+rig.NodeName(1, n)+`"`)
-	}
 	c.kubectlOK("patch", "subnet", subnet, "--type=merge", "-p",
-		fmt.Sprintf(`{"spec":{"externalGateway":{"addresses":[%s],"nodes":[%s],"gatewayMAC":%q}}}`, quoteAddrs(l.vlanHost(254)), strings.Join(names, ","), f[2]))
+		fmt.Sprintf(`{"spec":{"externalGateway":{"addresses":[%s],%s,"gatewayMAC":%q}}}`, quoteAddrs(l.vlanHost(254)), gatewayNodes, f[2]))
 	c.waitSubnetReady(subnet)
 	return subnet
 }
