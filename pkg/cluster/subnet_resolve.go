@@ -8,9 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
@@ -74,26 +72,17 @@ func (r *SubnetReconciler) resolve(ctx context.Context, sn *kovnv1.Subnet, all [
 	return in, nil
 }
 
-// externalGatewayNodes are the nodes that may host an external gateway port: its list, or
-// the nodes its selector matches, by name.
+// externalGatewayNodes are the nodes that may host an external gateway port: its list as
+// written (a node may join later), or the nodes its selector matches, by name.
 func (r *SubnetReconciler) externalGatewayNodes(ctx context.Context, eg *kovnv1.ExternalGateway) ([]string, error) {
 	if len(eg.Nodes) > 0 || eg.NodeSelector == nil {
 		return eg.Nodes, nil
 	}
-	sel, err := metav1.LabelSelectorAsSelector(eg.NodeSelector)
-	if err != nil {
-		return nil, err // Validate refused it already
-	}
 	var nodes corev1.NodeList
-	if err := r.List(ctx, &nodes, client.MatchingLabelsSelector{Selector: sel}); err != nil {
+	if err := r.List(ctx, &nodes); err != nil {
 		return nil, err
 	}
-	var out []string
-	for _, n := range nodes.Items {
-		out = append(out, n.Name)
-	}
-	slices.Sort(out)
-	return out, nil
+	return ChooseNodes(nil, eg.NodeSelector, nodes.Items)
 }
 
 // acls turns spec.acls (each match already parsed by Validate) into the topology's input,

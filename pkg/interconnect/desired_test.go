@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
-	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/ovn/model/icnb"
@@ -435,25 +434,6 @@ func TestNodeChangeMatters(t *testing.T) {
 		if got := nodeChangeMatters(event.UpdateEvent{ObjectOld: &base, ObjectNew: tc.n}); got != tc.want {
 			t.Errorf("%s: re-queue %v, want %v", name, got, tc.want)
 		}
-	}
-}
-
-func TestGatewayNodes(t *testing.T) {
-	nodes := []corev1.Node{
-		{ObjectMeta: metav1.ObjectMeta{Name: "n3", Labels: map[string]string{"gw": "yes"}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"gw": "yes"}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "n2"}},
-	}
-	sel := &kovnv1.InterConnectSpec{GatewaySelector: &metav1.LabelSelector{MatchLabels: map[string]string{"gw": "yes"}}}
-	if got, _ := gatewayNodes(sel, nodes); !slices.Equal(got, []string{"n1", "n3"}) {
-		t.Errorf("selector: %v", got)
-	}
-	list := &kovnv1.InterConnectSpec{GatewayNodes: []string{"n2", "gone", "n1", "n2"}, GatewaySelector: sel.GatewaySelector}
-	if got, _ := gatewayNodes(list, nodes); !slices.Equal(got, []string{"n2", "n1"}) {
-		t.Errorf("list (wins over the selector, keeps order, drops missing and repeated): %v", got)
-	}
-	if got, _ := gatewayNodes(&kovnv1.InterConnectSpec{}, nodes); !slices.Equal(got, []string{"n1", "n2", "n3"}) {
-		t.Errorf("neither: %v", got)
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -366,32 +365,7 @@ func (r *Reconciler) fillStatus(ic *kovnv1.InterConnect, in Input, d Desired, cs
 // gatewayNodes resolves the gateway nodes that exist, in preference order: the spec's list,
 // else the nodes its selector matches (all nodes without either), sorted by name.
 func gatewayNodes(spec *kovnv1.InterConnectSpec, nodes []corev1.Node) ([]string, error) {
-	sel := labels.Everything()
-	if len(spec.GatewayNodes) == 0 && spec.GatewaySelector != nil {
-		var err error
-		if sel, err = metav1.LabelSelectorAsSelector(spec.GatewaySelector); err != nil {
-			return nil, err
-		}
-	}
-	exists := map[string]bool{}
-	var names []string
-	for _, n := range nodes {
-		if sel.Matches(labels.Set(n.Labels)) {
-			exists[n.Name] = true
-			names = append(names, n.Name)
-		}
-	}
-	if len(spec.GatewayNodes) == 0 {
-		slices.Sort(names)
-		return names, nil
-	}
-	var out []string
-	for _, n := range spec.GatewayNodes {
-		if exists[n] && !slices.Contains(out, n) {
-			out = append(out, n)
-		}
-	}
-	return out, nil
+	return cluster.ChooseNodes(spec.GatewayNodes, spec.GatewaySelector, nodes)
 }
 
 // publishTransitKeys annotates the gateway nodes with the tunnel keys ovn-ic gave the transit
