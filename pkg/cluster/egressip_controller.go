@@ -74,6 +74,10 @@ func (r *EgressIPReconciler) sync(ctx context.Context, eip *kovnv1.EgressIP, rec
 	ready := func(ok bool, reason, msg string) {
 		setStatusCondition(&eip.Status.Conditions, eip.Generation, kovnv1.ConditionReady, ok, reason, msg)
 	}
+	join := r.State.Join()
+	if join == nil { // the default VPC's router is not built yet
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
 	sn, ok := r.State.Subnet(eip.Spec.Subnet)
 	if !ok {
 		ready(false, kovnv1.ReasonSubnetNotFound, fmt.Sprintf("Subnet %q does not exist or is not valid", eip.Spec.Subnet))
@@ -93,7 +97,7 @@ func (r *EgressIPReconciler) sync(ctx context.Context, eip *kovnv1.EgressIP, rec
 		ready(false, reason, err.Error())
 		return ctrl.Result{}, nil
 	}
-	gwPort := topology.RouterPortName(r.joinVpc(), sn.Switch)
+	gwPort := topology.RouterPortName(join.Vpc, sn.Switch)
 	node := r.Health.Bound(gwPort)
 	eip.Status.Addresses = nil
 	for _, a := range alloc.IPs {
@@ -105,10 +109,6 @@ func (r *EgressIPReconciler) sync(ctx context.Context, eip *kovnv1.EgressIP, rec
 		if err := r.Status().Update(ctx, eip); err != nil {
 			return ctrl.Result{}, err
 		}
-	}
-	join := r.State.Join()
-	if join == nil {
-		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	pods, err := r.selectedPods(ctx, nsSel, podSel, join.Vpc)
 	if err != nil {
@@ -135,13 +135,6 @@ func (r *EgressIPReconciler) sync(ctx context.Context, eip *kovnv1.EgressIP, rec
 		eip.Status.ObservedGeneration = eip.Generation
 	}
 	return res, err
-}
-
-func (r *EgressIPReconciler) joinVpc() string {
-	if join := r.State.Join(); join != nil {
-		return join.Vpc
-	}
-	return ""
 }
 
 // egressSelectors parses the spec's selectors; an absent pod selector selects every pod.
@@ -212,16 +205,18 @@ func egressAddrStrings(as []kovnv1.EgressIPAddress) []string {
 
 // SetupWithManager: an EgressIP follows its Subnet and the pods and namespaces it may select
 // (created, deleted, relabelled, re-addressed), the FloatingIPs that take pods out of it, and
-// OVN moving the external gateway port (its status names the node). Every such event queues
-// every EgressIP: they are few, and each reconcile costs nothing in OVN when nothing changed.
+// OVN moving the external gateway port (its status names the node). A pod, its IP object or a
+// namespace queues only the EgressIPs whose selectors match it (controller-runtime maps an
+// update's old and new object both, so a pod relabelled out of one is seen by it); the rarer
+// Subnet, FloatingIP and gateway events queue every EgressIP.
 func (r *EgressIPReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	all := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 		return r.allRequests(ctx)
 	})
 	b := ctrl.NewControllerManagedBy(mgr).For(&kovnv1.EgressIP{}).Named("egressip").
-		Watches(&corev1.Pod{}, all).
-		Watches(&corev1.Namespace{}, all).
-		Watches(&kovnv1.IP{}, all).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.podRequests)).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceRequests)).
+		Watches(&kovnv1.IP{}, handler.EnqueueRequestsFromMapFunc(r.ipRequests)).
 		Watches(&kovnv1.Subnet{}, all).
 		Watches(&kovnv1.FloatingIP{}, all)
 	if r.Health != nil {
@@ -236,13 +231,61 @@ func (r *EgressIPReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 func (r *EgressIPReconciler) allRequests(ctx context.Context) []reconcile.Request {
+	return r.matching(ctx, func(*kovnv1.EgressIP) bool { return true })
+}
+
+// matching queues the EgressIPs keep accepts; one whose selectors do not parse is queued
+// too, so that its condition says why.
+func (r *EgressIPReconciler) matching(ctx context.Context, keep func(*kovnv1.EgressIP) bool) []reconcile.Request {
 	var eips kovnv1.EgressIPList
 	if err := r.List(ctx, &eips); err != nil {
 		return nil
 	}
-	out := make([]reconcile.Request, len(eips.Items))
+	var out []reconcile.Request
 	for i := range eips.Items {
-		out[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: eips.Items[i].Name}}
+		if keep(&eips.Items[i]) {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: eips.Items[i].Name}})
+		}
 	}
 	return out
+}
+
+// podRequests: the EgressIPs selecting a pod with these labels in its namespace.
+func (r *EgressIPReconciler) podRequests(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.podSelectedBy(ctx, o.GetNamespace(), o.GetLabels())
+}
+
+// ipRequests: an IP object (re-)addresses its pod, so the EgressIPs selecting that pod.
+func (r *EgressIPReconciler) ipRequests(ctx context.Context, o client.Object) []reconcile.Request {
+	ip, ok := o.(*kovnv1.IP)
+	if !ok || ip.Spec.PodName == "" {
+		return nil
+	}
+	var pod corev1.Pod
+	if err := r.Get(ctx, types.NamespacedName{Namespace: ip.Spec.Namespace, Name: ip.Spec.PodName}, &pod); err != nil {
+		return nil // the pod's own events (and its deletion) queue what it left
+	}
+	return r.podSelectedBy(ctx, pod.Namespace, pod.Labels)
+}
+
+func (r *EgressIPReconciler) podSelectedBy(ctx context.Context, namespace string, podLabels map[string]string) []reconcile.Request {
+	var ns corev1.Namespace
+	if err := r.Get(ctx, types.NamespacedName{Name: namespace}, &ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // its deletion queues what selected it
+		}
+		return r.allRequests(ctx)
+	}
+	return r.matching(ctx, func(eip *kovnv1.EgressIP) bool {
+		nsSel, podSel, err := egressSelectors(&eip.Spec)
+		return err != nil || nsSel.Matches(labels.Set(ns.Labels)) && podSel.Matches(labels.Set(podLabels))
+	})
+}
+
+// namespaceRequests: the EgressIPs whose namespace selector matches these labels.
+func (r *EgressIPReconciler) namespaceRequests(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.matching(ctx, func(eip *kovnv1.EgressIP) bool {
+		nsSel, _, err := egressSelectors(&eip.Spec)
+		return err != nil || nsSel.Matches(labels.Set(o.GetLabels()))
+	})
 }

@@ -8,9 +8,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 )
@@ -112,5 +116,64 @@ func TestEgressIPSelection(t *testing.T) {
 	bad.PodSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Sometimes"}}}
 	if _, _, err := egressSelectors(&bad); err == nil {
 		t.Error("a selector with operator Sometimes parsed")
+	}
+}
+
+// A pod, its IP object or a namespace queues only the EgressIPs that select it; one whose
+// selector does not parse is always queued (its condition says why).
+func TestEgressIPRequests(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := kovnv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	eip := func(name string, nsLabels, podLabels map[string]string) *kovnv1.EgressIP {
+		e := &kovnv1.EgressIP{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: kovnv1.EgressIPSpec{NamespaceSelector: metav1.LabelSelector{MatchLabels: nsLabels}}}
+		if podLabels != nil {
+			e.Spec.PodSelector = &metav1.LabelSelector{MatchLabels: podLabels}
+		}
+		return e
+	}
+	bad := eip("bad", nil, nil)
+	bad.Spec.NamespaceSelector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Sideways"}}
+	web := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "sel", Name: "web", Labels: map[string]string{"app": "web"}}}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sel", Labels: map[string]string{"egress": "yes"}}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other"}},
+		eip("whole-ns", map[string]string{"egress": "yes"}, nil),
+		eip("web-only", map[string]string{"egress": "yes"}, map[string]string{"app": "web"}),
+		eip("elsewhere", map[string]string{"egress": "other"}, nil), bad, web).Build()
+	r := &EgressIPReconciler{Client: c}
+	ctx := context.Background()
+	names := func(reqs []reconcile.Request) []string {
+		var out []string
+		for _, q := range reqs {
+			out = append(out, q.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, tc := range []struct {
+		what string
+		got  []reconcile.Request
+		want []string
+	}{
+		{"web pod", r.podRequests(ctx, web), []string{"bad", "web-only", "whole-ns"}},
+		{"db pod", r.podRequests(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "sel", Name: "db",
+			Labels: map[string]string{"app": "db"}}}), []string{"bad", "whole-ns"}},
+		{"pod of an unselected namespace", r.podRequests(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "x",
+			Labels: map[string]string{"app": "web"}}}), []string{"bad"}},
+		{"web's IP object", r.ipRequests(ctx, &kovnv1.IP{Spec: kovnv1.IPSpec{Namespace: "sel", PodName: "web"}}),
+			[]string{"bad", "web-only", "whole-ns"}},
+		{"a node's IP object", r.ipRequests(ctx, &kovnv1.IP{Spec: kovnv1.IPSpec{NodeName: "n1"}}), nil},
+		{"namespace other=yes", r.namespaceRequests(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "n",
+			Labels: map[string]string{"egress": "other"}}}), []string{"bad", "elsewhere"}},
+	} {
+		if got := names(tc.got); !slices.Equal(got, tc.want) {
+			t.Errorf("%s queues %v, want %v", tc.what, got, tc.want)
+		}
 	}
 }
