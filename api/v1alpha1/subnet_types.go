@@ -236,6 +236,16 @@ type SubnetACL struct {
 	// unreachable goes back).
 	// +kubebuilder:validation:Enum=allow;allow-related;drop;reject
 	Action string `json:"action"`
+	// Log writes a line to the ovn-controller log of the node that applies the rule for each
+	// packet it drops or rejects, or for each connection it allows, named
+	// "<subnet>:acl/<index>" (see kubectl kovn acl-log). The cluster's ACL log meter caps the
+	// lines per node (kovn-controller --acl-log-rate, default 20 per second).
+	// +optional
+	Log bool `json:"log,omitempty"`
+	// Severity of the logged lines: alert, warning, notice, info (default) or debug.
+	// +kubebuilder:validation:Enum=alert;warning;notice;info;debug
+	// +optional
+	Severity string `json:"severity,omitempty"`
 }
 
 // BGPPolicy is who announces a subnet's addresses over BGP.

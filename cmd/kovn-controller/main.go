@@ -27,6 +27,8 @@ import (
 	aboutv1 "github.com/kovn/kovn/api/about/v1beta1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/cluster"
+	"github.com/kovn/kovn/pkg/cluster/nbsync"
+	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/interconnect"
 	"github.com/kovn/kovn/pkg/interconnect/mcs"
 	"github.com/kovn/kovn/pkg/ovn"
@@ -36,6 +38,8 @@ var (
 	apiQPS   float64
 	apiBurst int
 	sbAddr   string
+	// aclLogRate caps ACL log lines per second and node (the ACL log meter's rate).
+	aclLogRate = 20
 )
 
 func main() {
@@ -57,8 +61,13 @@ func main() {
 	flag.Float64Var(&apiQPS, "kube-api-qps", -1, "queries per second to the Kubernetes API (-1: no client-side limit)")
 	flag.IntVar(&apiBurst, "kube-api-burst", 0, "burst of queries to the Kubernetes API (with --kube-api-qps > 0)")
 	zapOpts := zap.Options{}
+	flag.IntVar(&aclLogRate, "acl-log-rate", aclLogRate, "ACL log lines per second and node at most (OVN meter "+topology.ACLLogMeter+"); the rest are not logged")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if aclLogRate < 1 {
+		fmt.Fprintf(os.Stderr, "kovn-controller: --acl-log-rate must be at least 1, not %d\n", aclLogRate)
+		os.Exit(2)
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	if err := run(opts, *nbAddr, *leaderElect, *leNamespace, *metricsAddr, *probeAddr); err != nil {
 		fmt.Fprintln(os.Stderr, "kovn-controller:", err)
@@ -124,6 +133,9 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 		}
 		if err := cluster.EnsureGatewayBFD(ctx, nb); err != nil {
 			return fmt.Errorf("gateway BFD timers in NB_Global: %w", err)
+		}
+		if _, err := nbsync.Apply(ctx, nb, topology.ForACLLogMeter(aclLogRate)); err != nil {
+			return fmt.Errorf("ACL log meter: %w", err)
 		}
 		if err := cluster.Restore(ctx, direct, st); err != nil {
 			return fmt.Errorf("restore IPAM: %w", err)

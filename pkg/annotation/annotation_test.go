@@ -177,3 +177,23 @@ func TestPodNetworkFrom(t *testing.T) {
 		})
 	}
 }
+
+func TestParseACLLogging(t *testing.T) {
+	for _, tc := range []struct {
+		in, deny, allow string
+		bad             bool
+	}{
+		{"", "", "", false},
+		{`{"deny": "alert", "allow": "notice"}`, "alert", "notice", false},
+		{`{"deny": "warning"}`, "warning", "", false},
+		{`{"allow": "debug", "deny": ""}`, "", "debug", false},
+		{`{"deny": "loud"}`, "", "", true},
+		{`{"drop": "alert"}`, "", "", true},
+		{`deny=alert`, "", "", true},
+	} {
+		deny, allow, err := ParseACLLogging(tc.in)
+		if (err != nil) != tc.bad || deny != tc.deny || allow != tc.allow {
+			t.Errorf("%q: %q %q %v", tc.in, deny, allow, err)
+		}
+	}
+}

@@ -8,10 +8,13 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kovn/kovn/pkg/annotation"
+	"github.com/kovn/kovn/pkg/cluster/nbsync"
 	"github.com/kovn/kovn/pkg/cluster/topology"
 )
 
@@ -57,6 +60,10 @@ func (r *NetworkPolicyReconciler) policyIn(ctx context.Context, np *networkingv1
 	in := topology.NetworkPolicyIn{Namespace: np.Namespace, Name: np.Name}
 	if join := r.State.Join(); join != nil {
 		in.JoinCIDRs = join.CIDRs
+	}
+	var err error
+	if in.Logging, err = r.logging(ctx, np); err != nil {
+		return in, err
 	}
 	in.Ingress, in.Egress = policyTypes(np)
 	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
@@ -176,4 +183,21 @@ func (r *NetworkPolicyReconciler) peerIn(ctx context.Context, ns string, peer ne
 	}
 	out.Pods, err = r.podsIn(ctx, namespaces, podSel, false)
 	return out, err
+}
+
+// logging reads the namespace's ACL logging annotation. A value that does not parse is an
+// event on the namespace and keeps what the policy's ACLs log now.
+func (r *NetworkPolicyReconciler) logging(ctx context.Context, np *networkingv1.NetworkPolicy) (topology.ACLLogging, error) {
+	var ns corev1.Namespace
+	if err := r.Get(ctx, types.NamespacedName{Name: np.Namespace}, &ns); err != nil {
+		return topology.ACLLogging{}, client.IgnoreNotFound(err)
+	}
+	deny, allow, err := annotation.ParseACLLogging(ns.Annotations[annotation.ACLLogging])
+	if err == nil {
+		return topology.ACLLogging{Deny: deny, Allow: allow}, nil
+	}
+	if r.Recorder != nil {
+		r.Recorder.Eventf(&ns, corev1.EventTypeWarning, "InvalidACLLogging", "%v; the policies' logging stays as it is", err)
+	}
+	return nbsync.ProgrammedACLLogging(ctx, r.NB, np.Namespace, np.Name)
 }

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -107,7 +108,11 @@ func (r *SubnetReconciler) acls(ctx context.Context, sn *kovnv1.Subnet) ([]topol
 					Message: fmt.Sprintf("match %q: port group @%s does not exist in OVN", a.Match, name)}
 			}
 		}
-		out = append(out, topology.SubnetACLIn{Direction: a.Direction, Priority: a.Priority, Match: a.Match, Action: a.Action})
+		in := topology.SubnetACLIn{Direction: a.Direction, Priority: a.Priority, Match: a.Match, Action: a.Action}
+		if a.Log {
+			in.LogSeverity = cmp.Or(a.Severity, "info")
+		}
+		out = append(out, in)
 	}
 	return out, nil
 }

@@ -23,6 +23,7 @@ func NBIndexes() map[string][]model.ClientIndex {
 		"ACL":           {byOwner},
 		"Address_Set":   {byOwner},
 		"QoS":           {byOwner},
+		"Meter":         {byOwner}, // the schema's index on name serves lookups by name
 		"NAT":           {byOwner},
 		"Load_Balancer": {byName, byOwner},
 		// Load_Balancer_Group: its schema index on name serves lookups by name, and it has no

@@ -1,10 +1,13 @@
 package nbsync
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
+	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
 	"k8s.io/utils/ptr"
@@ -75,7 +78,8 @@ func (t *tx) syncACLs() {
 		m := t.aclModel(a)
 		m.UUID = cur.UUID
 		if !sameACL(cur, m) {
-			t.update(m, &m.Name, &m.Direction, &m.Priority, &m.Match, &m.Action, &m.Options, &m.ExternalIDs)
+			t.update(m, &m.Name, &m.Direction, &m.Priority, &m.Match, &m.Action, &m.Options, &m.ExternalIDs,
+				&m.Log, &m.Severity, &m.Meter)
 		}
 		if a.Switch == "" {
 			uuids[a.PortGroup] = append(uuids[a.PortGroup], cur.UUID)
@@ -134,13 +138,17 @@ func (t *tx) aclModel(a topology.ACL) *nb.ACL {
 		name := a.Name
 		m.Name = &name
 	}
+	if a.LogSeverity != "" {
+		m.Log, m.Severity, m.Meter = true, ptr.To(nb.ACLSeverity(a.LogSeverity)), ptr.To(topology.ACLLogMeter)
+	}
 	return m
 }
 
 func sameACL(cur, want *nb.ACL) bool {
 	return ptr.Deref(cur.Name, "") == ptr.Deref(want.Name, "") && cur.Direction == want.Direction && cur.Priority == want.Priority &&
 		cur.Match == want.Match && cur.Action == want.Action && sameMap(cur.Options, want.Options) &&
-		sameMap(cur.ExternalIDs, want.ExternalIDs)
+		sameMap(cur.ExternalIDs, want.ExternalIDs) && cur.Log == want.Log &&
+		ptr.Deref(cur.Severity, "") == ptr.Deref(want.Severity, "") && ptr.Deref(cur.Meter, "") == ptr.Deref(want.Meter, "")
 }
 
 // writeOwnedGroup writes the ports and acls columns of an Owned group whole: into the insert
@@ -242,4 +250,29 @@ func (t *tx) mutateAddresses(m *nb.AddressSet, have []string) {
 	if len(muts) > 0 {
 		t.mutate(m, muts...)
 	}
+}
+
+// ProgrammedACLLogging is the logging the policy's ACLs in c's cache carry now (its deny
+// ACLs' severity, its rule ACLs'), the state a refused namespace annotation leaves in force.
+func ProgrammedACLLogging(ctx context.Context, c client.Client, namespace, name string) (topology.ACLLogging, error) {
+	owner := namespace + "/" + name
+	rows, err := ownedRows(ctx, c, &nb.ACL{ExternalIDs: map[string]string{ovn.OwnerKey: owner}}, topology.OwnerNetworkPolicy, owner)
+	if err != nil {
+		return topology.ACLLogging{}, err
+	}
+	var out topology.ACLLogging
+	for _, r := range rows {
+		if !r.Log {
+			continue
+		}
+		sev := string(ptr.Deref(r.Severity, ""))
+		switch _, rule, _ := strings.Cut(r.ExternalIDs[topology.PolicyRuleKey], "/"); rule {
+		case "deny":
+			out.Deny = sev
+		case "neighbours", "nodes":
+		default:
+			out.Allow = sev
+		}
+	}
+	return out, nil
 }

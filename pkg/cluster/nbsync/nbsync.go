@@ -111,6 +111,7 @@ func Plan(ctx context.Context, c client.Client, sh topology.Shard) ([]ovsdb.Oper
 	t.syncAddressSets()
 	t.syncACLs() // after syncPortGroups: fills the ports and ACLs of the groups it creates
 	t.syncQoS()
+	t.syncMeters()
 	t.syncRouterPorts()
 	t.syncSwitchPorts()
 	t.syncPolicies()

@@ -38,6 +38,8 @@ type Shard struct {
 	// QoS are bandwidth meters on switches (a pod's limits); Logical_Switch.qos_rules is
 	// shared, so they join and leave it by mutation, as a switch's ACLs do.
 	QoS []QoS
+	// Meters are rate limits the shard owns (the ACL log meter).
+	Meters []Meter
 	// NATs are NAT rows on routers (a FloatingIP's).
 	NATs []NAT
 	// StaticMACBindings are neighbours of the shard's router ports.
@@ -64,6 +66,17 @@ type ACL struct {
 	Action      string // allow | allow-related | drop | reject
 	Options     map[string]string
 	ExternalIDs map[string]string
+	// LogSeverity, when set, logs each packet the ACL hits (a connection's first, for
+	// allow-related) at that severity, rate-limited by the ACLLogMeter.
+	LogSeverity string
+}
+
+// Meter is a packet-rate meter the shard owns, by Name (unique in NB): packets above
+// RatePPS, after a burst of BurstPackets, are dropped (for ACL logging: not logged).
+type Meter struct {
+	Name         string
+	RatePPS      int
+	BurstPackets int
 }
 
 // QoS is a QoS row of Switch limiting the traffic its match selects to RateKbps, with a
@@ -242,6 +255,7 @@ type SubnetIn struct {
 type SubnetACLIn struct {
 	Direction, Match, Action string
 	Priority                 int
+	LogSeverity              string // "": not logged
 }
 
 // UnderlayIn is an underlay subnet's physical network.

@@ -50,6 +50,9 @@ type NetworkPolicyIn struct {
 	// they are always allowed in. Their families are the cluster's: rules get ACLs and address
 	// sets for these families only (both when JoinCIDRs is empty).
 	JoinCIDRs []netip.Prefix
+	// Logging is the namespace's ACL logging: its deny ACLs log at Deny, its rules' allow ACLs
+	// at Allow (the neighbour and node allowances never log: they are no policy's verdict).
+	Logging ACLLogging
 }
 
 // PolicyPodIn is a pod a policy selects or a peer pod of a rule.
@@ -166,7 +169,7 @@ type policyBuilder struct {
 
 func (b *policyBuilder) direction(d policyDir, rules []PolicyRuleIn) {
 	base := fmt.Sprintf("%s == @%s", d.port, b.pg)
-	b.acl(d, "deny", "", PriorityPolicyDeny, base, "drop")
+	b.acl(d, "deny", "", PriorityPolicyDeny, base, "drop").LogSeverity = b.in.Logging.Deny
 	// ARP and IPv6 neighbour/router discovery are not connections: allow-related would not
 	// let the answers back through the other direction's deny.
 	b.acl(d, "neighbours", "", PriorityPolicyAllow, base+" && (arp || nd || nd_rs || nd_ra)", "allow")
@@ -226,12 +229,12 @@ func (b *policyBuilder) rule(d policyDir, i int, r PolicyRuleIn, f, base string)
 		}
 		clauses = append(clauses, anyOf(ports))
 	}
-	b.acl(d, id, f, PriorityPolicyAllow, strings.Join(clauses, " && "), "allow-related")
+	b.acl(d, id, f, PriorityPolicyAllow, strings.Join(clauses, " && "), "allow-related").LogSeverity = b.in.Logging.Allow
 }
 
-// acl adds one ACL of the policy's group. Egress ACLs run after load balancing
+// acl adds one ACL of the policy's group and returns it. Egress ACLs run after load balancing
 // (apply-after-lb), so they see the backend a ClusterIP was translated to.
-func (b *policyBuilder) acl(d policyDir, rule, f string, prio int, match, action string) {
+func (b *policyBuilder) acl(d policyDir, rule, f string, prio int, match, action string) *ACL {
 	key := d.name + "/" + rule
 	ids := b.ids(d, rule, f)
 	if f != "" {
@@ -243,6 +246,7 @@ func (b *policyBuilder) acl(d policyDir, rule, f string, prio int, match, action
 		a.Options = map[string]string{"apply-after-lb": "true"}
 	}
 	b.sh.ACLs = append(b.sh.ACLs, a)
+	return &b.sh.ACLs[len(b.sh.ACLs)-1]
 }
 
 // peerSet adds (once per shard) the shared address set of peer p for family f and names it.

@@ -266,3 +266,28 @@ func TestPolicyNames(t *testing.T) {
 		t.Errorf("ACL names %q %q", n1, n2)
 	}
 }
+
+// TestForNetworkPolicyLogging: the namespace's deny severity goes on the deny ACLs, its allow
+// severity on the rules' ACLs; the neighbour and node allowances never log.
+func TestForNetworkPolicyLogging(t *testing.T) {
+	in := NetworkPolicyIn{Namespace: "default", Name: "web", Ingress: true, Egress: true, JoinCIDRs: prefixes("100.64.0.0/16"),
+		Pods: []PolicyPodIn{ppod("a.default", "10.16.0.5")}, IngressRules: []PolicyRuleIn{{AllPeers: true}},
+		Logging: ACLLogging{Deny: "alert", Allow: "notice"}}
+	want := map[string]string{"ingress/deny": "alert", "egress/deny": "alert", "ingress/0/ip4": "notice",
+		"ingress/neighbours": "", "egress/neighbours": "", "ingress/nodes/ip4": ""}
+	got := aclByRule(t, ForNetworkPolicy(in))
+	if len(got) != len(want) {
+		t.Fatalf("ACLs %+v", got)
+	}
+	for k, sev := range want {
+		if got[k].LogSeverity != sev {
+			t.Errorf("%s logs at %q, want %q", k, got[k].LogSeverity, sev)
+		}
+	}
+	in.Logging = ACLLogging{}
+	for k, a := range aclByRule(t, ForNetworkPolicy(in)) {
+		if a.LogSeverity != "" {
+			t.Errorf("logging off: %s logs at %q", k, a.LogSeverity)
+		}
+	}
+}

@@ -95,7 +95,7 @@ func adminACLs(s SubnetIn) []ACL {
 		rule := fmt.Sprintf("acl/%d", i)
 		out = append(out, ACL{Switch: s.Switch, Name: ACLName(s.Name, rule), Direction: a.Direction,
 			Priority: PrioritySubnetACLBase + a.Priority, Match: a.Match, Action: a.Action,
-			ExternalIDs: map[string]string{SubnetKey: s.Name, SubnetRuleKey: rule}})
+			ExternalIDs: map[string]string{SubnetKey: s.Name, SubnetRuleKey: rule}, LogSeverity: a.LogSeverity})
 	}
 	return out
 }
