@@ -43,7 +43,7 @@ func newRoot(out io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.context, "context", "", "kubeconfig context")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "table or json")
 	root.AddCommand(newStatus(g, out), newConnectivityTest(g, out), newTrace(g, out), newTcpdump(g, out), newGather(g, out),
-		newDiagnose(g, out))
+		newDiagnose(g, out), newACLLog(g, out))
 	return root
 }
 
