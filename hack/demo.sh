@@ -103,12 +103,19 @@ spec:
   ingress: [{from: [{podSelector: {matchLabels: {role: client}}}]}]
 NP
 kubectl label pod demo-2 run=demo-2 --overwrite >/dev/null
+# ACL logging of the namespace's policies: denied packets at alert, allowed ones at notice.
+kubectl annotate namespace default --overwrite 'ovn.kovn.io/acl-logging={"deny": "alert", "allow": "notice"}' >/dev/null
 sleep 2
 kubectl exec demo-1 -- /testbox probe "$IP2:8080" "[$IP2v6]:8080"
 kubectl label pod demo-1 role=client --overwrite >/dev/null
 sleep 2
 echo "demo-1 labelled role=client:"
 kubectl exec demo-1 -- /testbox probe "$IP2:8080" "[$IP2v6]:8080"
+sleep 1
+echo "kubectl kovn acl-log (the lab runs ovn-controller as a process: its log files; on the chart, the containers'):"
+PATH="$BIN:$PATH" kubectl kovn acl-log -n default --since 1m \
+  --log-file "c1-n1=$DIR/c1/nodes/c1-n1/logs/ovn-controller.log" --log-file "c1-n2=$DIR/c1/nodes/c1-n2/logs/ovn-controller.log" | tail -12
+kubectl annotate namespace default ovn.kovn.io/acl-logging- >/dev/null
 kubectl delete networkpolicy demo-2-clients >/dev/null
 
 step "a pod that forges kovn's result annotations with demo-1's address gets no network"

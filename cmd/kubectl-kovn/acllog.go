@@ -66,6 +66,8 @@ protocol and ports. Lines are rate-limited per node (kovn-controller --acl-log-r
 	}
 	cmd.Flags().StringVarP(&opts.Namespace, "namespace", "n", "", "only lines of this namespace's policies or its pods (default: all)")
 	cmd.Flags().BoolVarP(&opts.Follow, "follow", "f", false, "keep printing new lines until interrupted")
+	cmd.Flags().StringToStringVar(&opts.Files, "log-file", nil,
+		"NODE=PATH: read ovn-controller's log file PATH as NODE's instead of the chart's containers (OVN as a host service; repeatable)")
 	cmd.Flags().DurationVar(&opts.Since, "since", 0, "only lines written this long ago or later, e.g. 5m (default: all kept)")
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -141,27 +142,43 @@ type ACLLogOptions struct {
 	Follow    bool
 	// Since keeps lines written at most this long ago (0: every line the containers kept).
 	Since time.Duration
+	// Files, when set, are ovn-controller log files to read instead of the chart's
+	// containers, by node (OVN run as a host service, or the lab's process install).
+	Files map[string]string
 }
 
 // ReadACLLog reads the ACL log lines of every node's ovn-controller and calls emit with each
 // (from one goroutine at a time). Without Follow it returns once every node's log was read;
 // with Follow when ctx ends. A node whose log cannot be read is reported to warn.
 func (e *Execer) ReadACLLog(ctx context.Context, opts ACLLogOptions, emit func(ACLLogEntry), warn func(error)) error {
-	pods, err := e.Kube.CoreV1().Pods(KovnNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + OVSApp})
-	if err != nil {
-		return err
+	sources := map[string]func(context.Context, func(ACLLogEntry)) error{}
+	for node, path := range opts.Files {
+		sources[node] = func(ctx context.Context, emit func(ACLLogEntry)) error {
+			return readACLLogFile(ctx, path, node, opts, emit)
+		}
 	}
-	if len(pods.Items) == 0 {
-		return fmt.Errorf("no %s pods (ACL logs are read from the ovn-controller containers of kovn's chart)", OVSApp)
+	if len(opts.Files) == 0 {
+		pods, err := e.Kube.CoreV1().Pods(KovnNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + OVSApp})
+		if err != nil {
+			return err
+		}
+		if len(pods.Items) == 0 {
+			return fmt.Errorf("no %s pods: ACL logs are read from the ovn-controller containers of kovn's chart (--log-file reads files)", OVSApp)
+		}
+		for _, p := range pods.Items {
+			sources[p.Spec.NodeName] = func(ctx context.Context, emit func(ACLLogEntry)) error {
+				return e.readNodeACLLog(ctx, p, opts, emit)
+			}
+		}
 	}
 	names := newPodNames(e)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, p := range pods.Items {
+	for node, read := range sources {
 		wg.Add(1)
-		go func(p corev1.Pod) {
+		go func() {
 			defer wg.Done()
-			err := e.readNodeACLLog(ctx, p, opts, func(le ACLLogEntry) {
+			err := read(ctx, func(le ACLLogEntry) {
 				mu.Lock()
 				defer mu.Unlock()
 				le.Source.Pod, le.Dest.Pod = names.of(ctx, le.Source.IP), names.of(ctx, le.Dest.IP)
@@ -172,10 +189,10 @@ func (e *Execer) ReadACLLog(ctx context.Context, opts ACLLogOptions, emit func(A
 			})
 			if err != nil && ctx.Err() == nil {
 				mu.Lock()
-				warn(fmt.Errorf("node %s: %w", p.Spec.NodeName, err))
+				warn(fmt.Errorf("node %s: %w", node, err))
 				mu.Unlock()
 			}
-		}(p)
+		}()
 	}
 	wg.Wait()
 	return nil
@@ -195,6 +212,50 @@ func (e *Execer) readNodeACLLog(ctx context.Context, p corev1.Pod, opts ACLLogOp
 	}
 	defer stream.Close()
 	return scanACLLog(stream, p.Spec.NodeName, emit)
+}
+
+// readACLLogFile reads an ovn-controller log file; following, it polls for new lines (a file
+// that is rotated is not reopened). Since compares with each line's own time.
+func readACLLogFile(ctx context.Context, path, node string, opts ACLLogOptions, emit func(ACLLogEntry)) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var after time.Time
+	if opts.Since > 0 {
+		after = time.Now().Add(-opts.Since).Truncate(time.Second)
+	}
+	keep := func(le ACLLogEntry) {
+		if t, err := time.Parse(time.RFC3339, le.Time); err != nil || !t.Before(after) {
+			emit(le)
+		}
+	}
+	br := bufio.NewReader(f)
+	var partial string
+	for {
+		line, err := br.ReadString('\n')
+		partial += line
+		if err == nil {
+			if le, ok := ParseACLLogLine(strings.TrimRight(partial, "\n")); ok {
+				le.Node = node
+				keep(le)
+			}
+			partial = ""
+			continue
+		}
+		if err != io.EOF {
+			return err
+		}
+		if !opts.Follow {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 func scanACLLog(r io.Reader, node string, emit func(ACLLogEntry)) error {
@@ -243,7 +304,7 @@ func (n *podNames) of(ctx context.Context, ip string) string {
 }
 
 // ACLLogFormat lays out acl-log's columns: time, node, verdict, ACL, protocol.
-const ACLLogFormat = "%-20s %-10s %-7s %-44s %-12s"
+const ACLLogFormat = "%-20s %-8s %-7s %-52s %-12s"
 
 // FormatACLLogEntry is one line for people: time, node, verdict, what logged it, protocol and
 // both ends (pod and address:port).

@@ -1,8 +1,12 @@
 package kovnctl
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Lines as ovn-controller 23.03 wrote them in the rig (its container log's prefix removed).
@@ -41,5 +45,31 @@ func TestParseACLLogLine(t *testing.T) {
 	e.Source.Pod, e.Dest.Pod = "aclsub/x", "aclsub/y"
 	if got := FormatACLLogEntry(e); !strings.HasSuffix(got, "\n") || !strings.Contains(got, "Subnet aclsub acl/0") || !strings.Contains(got, "aclsub/x (10.213.0.2:40000) -> aclsub/y (10.213.0.3:9001)") {
 		t.Errorf("formatted: %q", got)
+	}
+}
+
+// A log file (OVN as a host service) is read line by line: other lines skipped, the node
+// named, --since compared with each line's own time.
+func TestReadACLLogFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ovn-controller.log")
+	recent := strings.Replace(subnetLine, "2026-11-27T05:13:40Z", time.Now().UTC().Format(time.RFC3339), 1)
+	old := strings.Replace(allowLine, "2026-11-27T05:13:10Z", "2020-01-01T00:00:00Z", 1)
+	text := old + "\n2026-11-27T05:13:10Z|00004|main|INFO|hello\n" + recent + "\n"
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	read := func(since time.Duration) []ACLLogEntry {
+		var got []ACLLogEntry
+		err := readACLLogFile(context.Background(), path, "n1", ACLLogOptions{Since: since}, func(le ACLLogEntry) { got = append(got, le) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := read(0); len(got) != 2 || got[0].Node != "n1" || got[0].Name != "guard" || got[1].Name != "aclsub" {
+		t.Errorf("whole file: %+v", got)
+	}
+	if got := read(time.Hour); len(got) != 1 || got[0].Name != "aclsub" {
+		t.Errorf("since an hour: %+v", got)
 	}
 }
