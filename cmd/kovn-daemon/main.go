@@ -50,6 +50,12 @@ var ovsRun, vswitchdCtl string
 // metricsAddr and probeAddr are the metrics and health probe listen addresses.
 var metricsAddr, probeAddr string
 
+// mirrorMode and mirrorRemote are the node's traffic mirroring (--mirror, --mirror-remote).
+var (
+	mirrorMode   node.MirrorMode
+	mirrorRemote *node.MirrorRemote
+)
+
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "cleanup-node" {
 		os.Exit(cleanupNode(os.Args[2:]))
@@ -75,11 +81,21 @@ func main() {
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":9474", "Prometheus metrics address (0 turns them off)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":9475", "/livez and /readyz address, independent of metrics (0 turns them off)")
 	serviceCIDRs := flag.String("service-cidrs", "", "the cluster's Service ranges, comma-separated (kube-apiserver --service-cluster-ip-range): routed through ovn0 so the node reaches ClusterIPs")
+	mirror := flag.String("mirror", string(node.MirrorAnnotated), "traffic mirroring to the node's mirror0: off, annotated (pods annotated ovn.kovn.io/mirror=true) or all (every pod of the node)")
+	remote := flag.String("mirror-remote", "", "also send mirrored traffic to a collector: gre:IP[:KEY] or erspan:IP[:INDEX]")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	var err error
+	if mirrorMode, err = node.ParseMirrorMode(*mirror); err != nil {
+		fmt.Fprintln(os.Stderr, "kovn-daemon: --mirror:", err)
+		os.Exit(2)
+	}
+	if mirrorRemote, err = node.ParseMirrorRemote(*remote); err != nil {
+		fmt.Fprintln(os.Stderr, "kovn-daemon: --mirror-remote:", err)
+		os.Exit(2)
+	}
 	if *serviceCIDRs != "" {
 		if cfg.ServiceCIDRs, err = annotation.ParsePrefixes(*serviceCIDRs); err != nil {
 			fmt.Fprintf(os.Stderr, "kovn-daemon: --service-cidrs %q: %v\n", *serviceCIDRs, err)
@@ -201,6 +217,10 @@ func run(cfg node.Config, ovsDB string) error {
 		return err
 	}
 	if err := (&node.NodePortReconciler{Client: mgr.GetClient(), NodeName: cfg.NodeName}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	mirrors := &node.MirrorReconciler{Client: mgr.GetClient(), OVS: ovs, Bridge: cfg.Bridge, Mode: mirrorMode, Remote: mirrorRemote}
+	if err := mirrors.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&node.HostPortReconciler{Client: mgr.GetClient(), NodeName: cfg.NodeName, JoinSubnet: cfg.JoinSubnet}).SetupWithManager(mgr); err != nil {

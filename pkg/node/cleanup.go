@@ -83,6 +83,9 @@ func CleanupNode(ctx context.Context, opts CleanupOptions) (CleanupReport, error
 	if linkExists(Ovn0) { // whether or not the database still lists it
 		c.links = append(c.links, cleanupLink{name: Ovn0, what: "the node's join port", internal: true})
 	}
+	if linkExists(MirrorPort) {
+		c.links = append(c.links, cleanupLink{name: MirrorPort, what: "the node's traffic mirror port", internal: true})
+	}
 	// The CNI config first: without it the runtime starts no more pods on kovn meanwhile.
 	c.removeFile(opts.CNIConfDir, CNIConfigFile, "CNI config")
 	c.removeFile(opts.CNIConfDir, CNIConfigFile+".tmp", "CNI config being written")

@@ -142,7 +142,7 @@ func kovnStateOn(t *testing.T, cfg rig.Config, cl, n int) []string {
 	for _, l := range strings.Split(links, "\n") {
 		if f := strings.Fields(l); len(f) > 1 {
 			name := strings.TrimSuffix(strings.SplitN(f[1], "@", 2)[0], ":")
-			if name == "ovn0" || name == "br-int" || strings.HasSuffix(name, "_h") || strings.HasPrefix(name, "br-phys") {
+			if name == "ovn0" || name == "mirror0" || name == "br-int" || strings.HasSuffix(name, "_h") || strings.HasPrefix(name, "br-phys") {
 				left = append(left, "link "+name)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/kovnctl"
+	"github.com/kovn/kovn/pkg/node"
 	"github.com/kovn/kovn/test/rig"
 )
 
@@ -29,6 +31,10 @@ func TestObserve(t *testing.T) {
 	t.Run("ACL logging of a namespace's policies and of a Subnet rule", func(t *testing.T) {
 		c.t = t
 		aclLogging(t, c)
+	})
+	t.Run("traffic mirroring of one pod to its node's mirror0 and to a GRE collector", func(t *testing.T) {
+		c.t = t
+		mirroring(t, c)
 	})
 }
 
@@ -293,4 +299,140 @@ spec:
 			t.Errorf("Subnet ACL log: got %v, want %v", got, want)
 		}
 	})
+}
+
+// vsctl runs ovs-vsctl on node n's Open_vSwitch database (a diagnostic CLI in tests).
+func (c *cluster) vsctl(n int, args ...string) string {
+	c.t.Helper()
+	cfg := c.st.Config
+	out, err := exec.Command("ovs-vsctl", append([]string{"--db=unix:" + cfg.OVSDBSocket(1, n), "--timeout=10"}, args...)...).CombinedOutput()
+	if err != nil {
+		c.t.Fatalf("ovs-vsctl %v: %v %s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// mirroredPorts is the names of the ports node n's Mirror named name selects, as
+// "src ports | dst ports | output port" ("" when there is no such Mirror).
+func (c *cluster) mirroredPorts(n int, name string) string {
+	c.t.Helper()
+	rows := strings.Split(c.vsctl(n, "--bare", "--columns=select_src_port,select_dst_port,output_port", "find", "Mirror", "name="+name), "\n")
+	if len(rows) != 3 {
+		return ""
+	}
+	portName := map[string]string{}
+	ports := strings.Fields(c.vsctl(n, "--bare", "--columns=_uuid,name", "list", "Port"))
+	for i := 0; i+1 < len(ports); i += 2 {
+		portName[ports[i]] = ports[i+1]
+	}
+	var cols []string
+	for _, r := range rows {
+		var names []string
+		for _, u := range strings.Fields(r) {
+			names = append(names, portName[u])
+		}
+		sort.Strings(names)
+		cols = append(cols, strings.Join(names, ","))
+	}
+	return strings.Join(cols, " | ")
+}
+
+// echoLines counts the ICMP and ICMPv6 echo requests and replies between a and b in tcpdump
+// output (either way round).
+func echoLines(out string, a, b []string) (requests, replies int) {
+	for _, l := range strings.Split(out, "\n") {
+		for _, x := range a {
+			for _, y := range b {
+				if !strings.Contains(l, x+" > "+y+":") && !strings.Contains(l, y+" > "+x+":") {
+					continue
+				}
+				switch {
+				case strings.Contains(l, "echo request"):
+					requests++
+				case strings.Contains(l, "echo reply"):
+					replies++
+				}
+			}
+		}
+	}
+	return requests, replies
+}
+
+
+// mirroring: pod m annotated ovn.kovn.io/mirror=true on c1-n1 has its echoes to p (c1-n2),
+// both directions and families, copied to c1-n1's mirror0, exactly, and none of u, its
+// unannotated neighbour; no echo is lost. The annotation removed, no Mirror row is left. With
+// a GRE collector (the external host) the same echoes arrive there, encapsulated.
+func mirroring(t *testing.T, c *cluster) {
+	cfg := c.st.Config
+	c.createNamespace("mir")
+	c.createPod(testboxPod("mir", "m", onNode("c1-n1"), withAnnotations(node.MirrorAnnotation, "true")))
+	c.createPod(testboxPod("mir", "u", onNode("c1-n1")))
+	c.createPod(testboxPod("mir", "p", onNode("c1-n2")))
+	m := c.waitRunning("mir", "m", 90*time.Second)
+	u := c.waitRunning("mir", "u", 90*time.Second)
+	p := c.waitRunning("mir", "p", 90*time.Second)
+	mIf := c.vsctl(1, "--bare", "--columns=name", "find", "Interface", "external_ids:iface-id=m.mir")
+	want := mIf + " | " + mIf + " | " + node.MirrorPort
+	if err := eventually(30*time.Second, func() error {
+		if got := c.mirroredPorts(1, "kovn-mirror0"); got != want {
+			return fmt.Errorf("c1-n1's Mirror kovn-mirror0: %q, want %q", got, want)
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
+	}
+	if got := c.vsctl(2, "--bare", "--columns=name", "find", "Mirror"); got != "" {
+		t.Errorf("c1-n2 has no mirrored pod, yet Mirror rows %q", got)
+	}
+	echoes := func() {
+		for _, src := range []string{"m", "u"} {
+			for _, ip := range podIPs(p) {
+				c.pingNewPeer("mir", src, ip) // every echo answered: mirroring changes no forwarding
+			}
+		}
+	}
+	filter := "icmp or (icmp6 and (ip6[40] == 128 or ip6[40] == 129))"
+	out := capture(t, cfg.NodeNS(1, 1), node.MirrorPort, filter, echoes)
+	mReq, mRep := echoLines(out, podIPs(m), podIPs(p))
+	uReq, uRep := echoLines(out, podIPs(u), podIPs(p))
+	t.Logf("mirror0 on c1-n1: m's echoes %d requests, %d replies; u's %d, %d", mReq, mRep, uReq, uRep)
+	if mReq != 2*pingCount || mRep != 2*pingCount || uReq != 0 || uRep != 0 {
+		t.Errorf("mirror0 saw m's echoes %d/%d (want %d/%d) and u's %d/%d (want 0/0):\n%s", mReq, mRep, 2*pingCount, 2*pingCount, uReq, uRep, out)
+	}
+
+	t.Log("annotation removed: no Mirror row, mirror0 stays")
+	c.kubectlOK("annotate", "-n", "mir", "pod", "m", node.MirrorAnnotation+"-")
+	if err := eventually(30*time.Second, func() error {
+		if got := c.vsctl(1, "--bare", "--columns=name", "find", "Mirror"); got != "" {
+			return fmt.Errorf("Mirror rows %q left", got)
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
+	}
+	if out := capture(t, cfg.NodeNS(1, 1), node.MirrorPort, filter, func() { c.ping("mir", "m", podIP(t, p, false)) }); strings.Contains(out, "echo") {
+		t.Errorf("mirroring off, mirror0 still saw:\n%s", out)
+	}
+
+	t.Log("a GRE collector: the external host receives m's echoes, encapsulated")
+	collector := rig.ExternalHostIP().String()
+	c.kubectlOK("-n", "kube-system", "patch", "daemonset", "kovn-daemon", "--type=json", "-p",
+		`[{"op":"add","path":"/spec/template/spec/containers/0/command/-","value":"--mirror-remote=gre:`+collector+`:7"}]`)
+	c.kubectlOK("-n", "kube-system", "rollout", "status", "daemonset/kovn-daemon", "--timeout=3m")
+	c.kubectlOK("annotate", "-n", "mir", "pod", "m", node.MirrorAnnotation+"=true")
+	if err := eventually(60*time.Second, func() error {
+		if got := c.mirroredPorts(1, "kovn-mirror-remote"); got != mIf+" | "+mIf+" | kovn-mirror-rem" {
+			return fmt.Errorf("c1-n1's Mirror kovn-mirror-remote: %q", got)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	greOut := capture(t, cfg.ExtNS(), "any", "proto gre", func() { c.ping("mir", "m", podIP(t, p, false)) })
+	gReq, gRep := echoLines(greOut, []string{podIP(t, m, false)}, []string{podIP(t, p, false)})
+	t.Logf("GRE collector %s: %d requests, %d replies of m's %d echoes", collector, gReq, gRep, pingCount)
+	if gReq != pingCount || gRep != pingCount || !strings.Contains(greOut, "key=0x7") {
+		t.Errorf("the collector saw %d requests and %d replies (want %d each, GRE key 7):\n%s", gReq, gRep, pingCount, greOut)
+	}
 }
