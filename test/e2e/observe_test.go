@@ -358,7 +358,6 @@ func echoLines(out string, a, b []string) (requests, replies int) {
 	return requests, replies
 }
 
-
 // mirroring: pod m annotated ovn.kovn.io/mirror=true on c1-n1 has its echoes to p (c1-n2),
 // both directions and families, copied to c1-n1's mirror0, exactly, and none of u, its
 // unannotated neighbour; no echo is lost. The annotation removed, no Mirror row is left. With
