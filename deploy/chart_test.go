@@ -130,9 +130,9 @@ func TestChartRendersEveryComponent(t *testing.T) {
 	objs := mustRender(t, sampleValues...)
 	want := map[string][]string{
 		"Deployment":     {"kovn-controller"},
-		"DaemonSet":      {"kovn-ovn-central", "kovn-ovs", "kovn-daemon", "kovn-speaker"},
+		"DaemonSet":      {"kovn-ovn-central", "kovn-ovs", "kovn-daemon", "kovn-speaker", "kovn-pinger"},
 		"ConfigMap":      {"kovn-ovn-central", "kovn-ovs"},
-		"ServiceAccount": {"kovn-controller", "kovn-daemon", "kovn-speaker"},
+		"ServiceAccount": {"kovn-controller", "kovn-daemon", "kovn-speaker", "kovn-pinger"},
 		"InterConnect":   {"default"},
 	}
 	for kind, names := range want {
@@ -203,7 +203,7 @@ func checkPodSpec(t *testing.T, name string, spec *corev1.PodSpec) {
 // The chart's ClusterRoles, Role and admission policies are the generated files, unchanged.
 func TestChartRBACIsTheGeneratedRBAC(t *testing.T) {
 	objs := mustRender(t, sampleValues...)
-	for _, f := range []string{"rbac/controller/role.yaml", "rbac/daemon/role.yaml", "rbac/speaker/role.yaml",
+	for _, f := range []string{"rbac/controller/role.yaml", "rbac/daemon/role.yaml", "rbac/speaker/role.yaml", "rbac/pinger/role.yaml",
 		"policy/daemon-own-node.yaml", "policy/daemon-own-provider-entry.yaml"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -398,12 +398,21 @@ func TestChartUninstallHook(t *testing.T) {
 	}
 	var j batchv1.Job
 	strict(t, job, &j)
-	var stop []string
+	var stop, first []string
 	for _, a := range j.Spec.Template.Spec.Containers[0].Command {
 		if v, ok := strings.CutPrefix(a, "--stop="); ok {
 			stop = strings.Split(v, ",")
 		}
+		if v, ok := strings.CutPrefix(a, "--stop-first="); ok {
+			first = strings.Split(v, ",")
+		}
 	}
+	// kovn's workloads on its own pod network go first, while kovn-daemon still tears down
+	// their sandboxes.
+	if !slices.Equal(first, []string{"daemonset/kovn-pinger"}) {
+		t.Errorf("the uninstall hook stops %v first, want daemonset/kovn-pinger", first)
+	}
+	stop = append(stop, first...)
 	for _, o := range objs {
 		kind := strings.ToLower(o.GetKind())
 		if (kind == "deployment" || kind == "daemonset") && o.GetName() != "kovn-ovs" && !slices.Contains(stop, kind+"/"+o.GetName()) {

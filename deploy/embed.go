@@ -9,6 +9,6 @@ import "embed"
 // templates include (crds/, rbac/, policy/, dashboards/).
 //
 //go:embed Chart.yaml values.yaml .helmignore templates/*.yaml templates/_helpers.tpl
-//go:embed crds/*.yaml rbac/controller/role.yaml rbac/daemon/role.yaml rbac/speaker/role.yaml policy/*.yaml
+//go:embed crds/*.yaml rbac/controller/role.yaml rbac/daemon/role.yaml rbac/speaker/role.yaml rbac/pinger/role.yaml policy/*.yaml
 //go:embed dashboards/kovn.json
 var Chart embed.FS

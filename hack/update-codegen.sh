@@ -53,4 +53,5 @@ fi
 go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-controller paths="{./pkg/cluster/...,./pkg/interconnect/...}" output:rbac:artifacts:config=deploy/rbac/controller
 go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-daemon paths="{./pkg/node/...,./pkg/underlay/...}" output:rbac:artifacts:config=deploy/rbac/daemon
 go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-speaker paths=./pkg/bgp/... output:rbac:artifacts:config=deploy/rbac/speaker
+go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-pinger paths=./pkg/pinger/... output:rbac:artifacts:config=deploy/rbac/pinger
 gofmt -l pkg/ovn/model api 2>/dev/null | (! grep .) || { echo "update-codegen: generated code is not gofmt-clean" >&2; exit 1; }

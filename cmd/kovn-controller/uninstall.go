@@ -23,6 +23,7 @@ import (
 func uninstallMain(args []string) int {
 	fs := flag.NewFlagSet("kovn-controller uninstall", flag.ContinueOnError)
 	namespace := fs.String("namespace", "kube-system", "namespace of kovn's workloads and of the cleanup pods")
+	stopFirst := fs.String("stop-first", "", "like --stop, deleted (and waited for) before them: workloads on kovn's pod network")
 	stop := fs.String("stop", "", "comma-separated deployment/NAME and daemonset/NAME to delete (and wait for) before the nodes are cleaned")
 	podFile := fs.String("cleanup-pod", "", "YAML of the pod that cleans one node (its name and node are set per node)")
 	timeout := fs.Duration("timeout", 3*time.Minute, "bound on each phase")
@@ -30,16 +31,21 @@ func uninstallMain(args []string) int {
 		return 2
 	}
 	o := uninstall.Options{Namespace: *namespace, Timeout: *timeout, Log: os.Stdout}
-	for _, s := range strings.Split(*stop, ",") {
-		if s == "" {
-			continue
+	for _, l := range []struct {
+		flag string
+		to   *[]uninstall.Workload
+	}{{*stopFirst, &o.StopFirst}, {*stop, &o.Stop}} {
+		for _, s := range strings.Split(l.flag, ",") {
+			if s == "" {
+				continue
+			}
+			w, err := uninstall.ParseWorkload(s)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "kovn-controller uninstall:", err)
+				return 2
+			}
+			*l.to = append(*l.to, w)
 		}
-		w, err := uninstall.ParseWorkload(s)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "kovn-controller uninstall:", err)
-			return 2
-		}
-		o.Stop = append(o.Stop, w)
 	}
 	b, err := os.ReadFile(*podFile)
 	if err != nil {

@@ -86,12 +86,19 @@ func newStatus(g *globalFlags, out io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			e, err := g.execer()
+			if err != nil {
+				return err
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			var r kovnctl.Report
 			for {
 				in, err := kovnctl.Collect(ctx, c)
 				if err == nil {
+					// kovn-pinger's lossy paths; without pingers (or the right to proxy to
+					// them) status goes on without them.
+					in.LossyPaths, in.Pingers, _ = kovnctl.ScrapePaths(ctx, e.Kube)
 					r = kovnctl.Build(in)
 					if !wait || len(r.Problems) == 0 {
 						break

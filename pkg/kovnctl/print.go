@@ -49,6 +49,12 @@ func PrintStatus(w io.Writer, r Report) {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", i.Name, i.Type, list(i.IPs), list(i.Clusters))
 		}
 	}
+	if len(r.LossyPaths) > 0 {
+		fmt.Fprintf(tw, "\nLOSSY PATH (kovn-pinger)\tTARGET\tFAMILY\tLOST/SENT\n")
+		for _, p := range r.LossyPaths {
+			fmt.Fprintf(tw, "%s -> %s\t%s\t%s\t%g/%g\n", p.Source, p.Kind, p.Target, dash(p.Family), p.Lost, p.Sent)
+		}
+	}
 	if len(r.BGP) > 0 {
 		fmt.Fprintf(tw, "\nBGP PEER\tNODE\tSTATE\tSENT\tRECEIVED\tERROR\n")
 		for _, b := range r.BGP {

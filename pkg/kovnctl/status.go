@@ -27,6 +27,9 @@ type Inputs struct {
 	Exports      []mcsv1.ServiceExport
 	Imports      []mcsv1.ServiceImport
 	BgpPeers     []kovnv1.BgpPeer
+	// LossyPaths are what kovn-pinger found lossy (ScrapePaths); Pingers how many answered.
+	LossyPaths []PathStatus
+	Pingers    int
 }
 
 // Problem is one thing wrong: the object, what is wrong, and what to do.
@@ -45,6 +48,9 @@ type Report struct {
 	Exports      []ExportStatus      `json:"exports,omitempty"`
 	Imports      []ImportStatus      `json:"imports,omitempty"`
 	BGP          []BGPSessionStatus  `json:"bgp,omitempty"`
+	// Pingers is how many kovn-pinger pods answered; LossyPaths what they found lossy.
+	Pingers    int          `json:"pingers"`
+	LossyPaths []PathStatus `json:"lossyPaths,omitempty"`
 	Problems     []Problem           `json:"problems"`
 }
 
@@ -124,7 +130,29 @@ func Build(in Inputs) Report {
 	r.interconnect(in)
 	r.mcs(in)
 	r.bgp(in)
+	r.paths(in)
 	return r
+}
+
+// paths: each path kovn-pinger found lossy (two rounds in a row lost probes) is a problem,
+// named by its source node and target.
+func (r *Report) paths(in Inputs) {
+	r.Pingers, r.LossyPaths = in.Pingers, in.LossyPaths
+	for _, p := range in.LossyPaths {
+		target := p.Kind + " " + p.Target
+		switch p.Kind {
+		case "pod":
+			target = "the pinger pod on " + p.Target
+		case "remote-pod":
+			target = "a pinger pod of another cluster, " + p.Target
+		}
+		if p.Family != "" {
+			target += " (" + p.Family + ")"
+		}
+		r.problem("path/"+p.Source+"->"+p.Kind+"/"+p.Target, fmt.Sprintf("from %s to %s loses probes (%g of %g lost since the pinger started)",
+			p.Source, target, p.Lost, p.Sent),
+			"kubectl kovn diagnose (tunnels, ovn-controller); kubectl kovn trace from a pod on "+p.Source+" to the target")
+	}
 }
 
 func (r *Report) problem(object, fault, fix string) {

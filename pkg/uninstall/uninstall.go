@@ -47,7 +47,10 @@ func ParseWorkload(s string) (Workload, error) {
 // Options are one uninstall.
 type Options struct {
 	Namespace string
-	// Stop are deleted first, and their pods waited for.
+	// StopFirst are deleted first and their pods waited for, while kovn still runs: kovn's
+	// workloads on its own pod network (kovn-pinger), whose sandboxes need kovn-daemon to go.
+	StopFirst []Workload
+	// Stop are deleted next, and their pods waited for.
 	Stop []Workload
 	// CleanupPod is the pod run on every node (its NodeName and name are set per node); it
 	// must exit 0 once the node is clean.
@@ -68,8 +71,10 @@ func Run(ctx context.Context, kc kubernetes.Interface, o Options) error {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
-	if err := stopAgents(ctx, kc, o); err != nil {
-		return err
+	for _, stop := range [][]Workload{o.StopFirst, o.Stop} {
+		if err := stopAgents(ctx, kc, o, stop); err != nil {
+			return err
+		}
 	}
 	nodes, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -84,10 +89,10 @@ func Run(ctx context.Context, kc kubernetes.Interface, o Options) error {
 }
 
 // stopAgents deletes each workload and waits until none of its pods is left.
-func stopAgents(ctx context.Context, kc kubernetes.Interface, o Options) error {
+func stopAgents(ctx context.Context, kc kubernetes.Interface, o Options, stop []Workload) error {
 	fg := metav1.DeletePropagationForeground
 	del := metav1.DeleteOptions{PropagationPolicy: &fg}
-	for _, w := range o.Stop {
+	for _, w := range stop {
 		var err error
 		switch w.Kind {
 		case "Deployment":
@@ -105,7 +110,7 @@ func stopAgents(ctx context.Context, kc kubernetes.Interface, o Options) error {
 	deadline := time.Now().Add(o.Timeout)
 	for {
 		var left []string
-		for _, w := range o.Stop {
+		for _, w := range stop {
 			pods, err := kc.CoreV1().Pods(o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + w.Name})
 			if err != nil {
 				return fmt.Errorf("listing %s's pods: %w", w.Name, err)

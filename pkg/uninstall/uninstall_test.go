@@ -2,6 +2,8 @@ package uninstall
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -113,5 +115,32 @@ func TestParseWorkloadAndPodName(t *testing.T) {
 	}
 	if n := CleanupPodName(strings.Repeat("a", 70)); len(n) > 63 {
 		t.Errorf("pod name %d characters", len(n))
+	}
+}
+
+// TestRunStopsPodNetworkWorkloadsFirst: a StopFirst workload's pods (kovn-pinger, on kovn's
+// own pod network) must be gone before kovn-daemon, which tears their sandboxes down, is
+// deleted.
+func TestRunStopsPodNetworkWorkloadsFirst(t *testing.T) {
+	kc := fake.NewSimpleClientset(pod("kovn-pinger-x", "kovn-pinger", "n1"), nodeObj("n1"))
+	var order []string
+	kc.PrependReactor("delete", "daemonsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		name := a.(k8stesting.DeleteAction).GetName()
+		// The reactor runs under the fake's lock: read its tracker, not the clientset.
+		_, gone := kc.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), "kube-system", "kovn-pinger-x")
+		order = append(order, fmt.Sprintf("%s (pinger pod there: %t)", name, gone == nil))
+		if name == "kovn-pinger" {
+			go func() {
+				time.Sleep(50 * time.Millisecond)
+				_ = kc.CoreV1().Pods("kube-system").Delete(context.Background(), "kovn-pinger-x", metav1.DeleteOptions{})
+			}()
+		}
+		return true, nil, nil
+	})
+	err := Run(context.Background(), kc, Options{Namespace: "kube-system", StopFirst: []Workload{{"DaemonSet", "kovn-pinger"}},
+		Stop: []Workload{{"DaemonSet", "kovn-daemon"}}, CleanupPod: &corev1.Pod{}, Timeout: 200 * time.Millisecond, Poll: 10 * time.Millisecond})
+	_ = err // the cleanup pod never finishes here; only the order matters
+	if want := []string{"kovn-pinger (pinger pod there: true)", "kovn-daemon (pinger pod there: false)"}; !slices.Equal(order, want) {
+		t.Errorf("deleted %v, want %v", order, want)
 	}
 }

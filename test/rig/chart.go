@@ -3,6 +3,7 @@ package rig
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,6 +88,9 @@ func (c Config) ChartValues(cl int) []string {
 		fmt.Sprintf("controller.replicas=%d", min(2, c.Nodes)),
 		"speaker.enabled=true",
 		"speaker.externalIPCIDRs=" + SpeakerExternalIPCIDR.String(),
+		fmt.Sprintf("pinger.enabled=%t", c.Pinger),
+		// The pinger checks the lab's external host too.
+		"pinger.externalAddresses={" + strings.Join(addrStrings(c.ExternalHostIPs()), ",") + "}",
 	}
 	if c.Clusters > 1 {
 		// Each cluster an AZ of the rig's clusterset (IC-NB and IC-SB are the rig's), its
@@ -237,3 +241,11 @@ func (c Config) chartNodeLabels(n int) []string {
 
 // SpeakerLabel is the chart's default speaker.nodeSelector.
 const SpeakerLabel = "kovn.io/bgp-speaker"
+
+func addrStrings(as []netip.Addr) []string {
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = a.String()
+	}
+	return out
+}

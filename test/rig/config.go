@@ -36,6 +36,9 @@ type Config struct {
 	Kovn bool
 	// Install is how kovn runs: InstallProcesses (default) or InstallChart (see chart.go).
 	Install string
+	// Pinger runs the chart's kovn-pinger DaemonSet (InstallChart only): a pod per node on
+	// kovn's network. Suites that count pods or addresses leave it off.
+	Pinger bool
 	// FakeNodes registers this many Node objects per cluster that have no kubelet, OVS or
 	// containerd behind them (scale tests): kovn gives them join ports like any node, and pods
 	// bound to them get addresses and switch ports but never run. See fakenodes.go.

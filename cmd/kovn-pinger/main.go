@@ -1,0 +1,206 @@
+// kovn-pinger checks, from a pod on every node, the paths pods depend on and exports what it
+// measured (pkg/pinger): kovn's chart runs it as a DaemonSet on the pod network.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	mcsv1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/kovn/kovn/pkg/pinger"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "kovn-pinger:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cfg := pinger.Config{}
+	flag.StringVar(&cfg.Node, "node-name", os.Getenv("NODE_NAME"), "this node's name (env NODE_NAME)")
+	namespace := flag.String("namespace", envOr("POD_NAMESPACE", "kube-system"), "the pinger pods' namespace (env POD_NAMESPACE)")
+	selector := flag.String("selector", "app=kovn-pinger", "the pinger pods' labels")
+	flag.DurationVar(&cfg.Interval, "interval", 10*time.Second, "time between rounds")
+	flag.IntVar(&cfg.Count, "count", 3, "probes per target and round")
+	flag.DurationVar(&cfg.Timeout, "timeout", time.Second, "how long a probe waits for its answer")
+	dns := flag.String("dns-names", "kubernetes.default.svc.cluster.local", "names to resolve each round, comma-separated")
+	external := flag.String("external-addresses", "", "addresses outside the cluster to ping, comma-separated")
+	flag.StringVar(&cfg.ClusterSetName, "clusterset-name", "", "the pinger pods' clusterset.local name (their exported headless Service): the other clusters' pingers are pinged too")
+	export := flag.String("export", "", "the pinger pods' headless Service to export to the clusterset (a ServiceExport is created when the CRD is there)")
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig (default: in-cluster)")
+	metricsAddr := flag.String("metrics-bind-address", ":9476", "Prometheus metrics address")
+	probeAddr := flag.String("health-probe-bind-address", ":9477", "/livez and /readyz (after the first round) address, independent of metrics")
+	flag.Parse()
+	if cfg.Node == "" {
+		return errors.New("no node name: set --node-name or NODE_NAME")
+	}
+	if cfg.Count < 1 || cfg.Interval <= 0 || cfg.Timeout <= 0 {
+		return errors.New("--count, --interval and --timeout must be positive")
+	}
+	sel, err := labels.Parse(*selector)
+	if err != nil {
+		return fmt.Errorf("--selector: %w", err)
+	}
+	for _, n := range splitList(*dns) {
+		cfg.DNSNames = append(cfg.DNSNames, n)
+	}
+	for _, a := range splitList(*external) {
+		ip, err := netip.ParseAddr(a)
+		if err != nil {
+			return fmt.Errorf("--external-addresses: %q is no IP address", a)
+		}
+		cfg.External = append(cfg.External, ip)
+	}
+	if h, p := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT"); h != "" && p != "" {
+		cfg.APIServer = net.JoinHostPort(h, p)
+	}
+	restCfg, err := restConfig(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	kc, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	all := informers.NewSharedInformerFactory(kc, 10*time.Minute)
+	nodes := all.Core().V1().Nodes().Lister()
+	own := informers.NewSharedInformerFactoryWithOptions(kc, 10*time.Minute, informers.WithNamespace(*namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel.String() }))
+	pods := own.Core().V1().Pods().Lister()
+	all.Start(ctx.Done())
+	own.Start(ctx.Done())
+	all.WaitForCacheSync(ctx.Done())
+	own.WaitForCacheSync(ctx.Done())
+
+	reg := prometheus.NewRegistry()
+	m, err := pinger.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	metricsMux := http.NewServeMux()
+	metricsMux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	probeMux := http.NewServeMux()
+	probeMux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	var p *pinger.Pinger
+	probeMux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if p == nil || p.Rounds() == 0 {
+			http.Error(w, "no round finished yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	for _, s := range []*http.Server{{Addr: *metricsAddr, Handler: metricsMux, ReadHeaderTimeout: 5 * time.Second},
+		{Addr: *probeAddr, Handler: probeMux, ReadHeaderTimeout: 5 * time.Second}} {
+		go func() {
+			if err := s.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				fmt.Fprintln(os.Stderr, "kovn-pinger:", s.Addr+":", err)
+				stop()
+			}
+		}()
+		defer s.Close()
+	}
+	if *export != "" {
+		go exportService(ctx, restCfg, *namespace, *export)
+	}
+	p = &pinger.Pinger{Cfg: cfg, Metrics: m,
+		Nodes: func() []corev1.Node {
+			list, _ := nodes.List(labels.Everything())
+			return deref(list)
+		},
+		Pingers: func() []corev1.Pod {
+			list, _ := pods.List(labels.Everything())
+			return deref(list)
+		}}
+	return p.Start(ctx)
+}
+
+// exportService creates the ServiceExport of the pinger pods' Service once mcs-api's CRD is
+// served (kovn-controller installs it when the cluster joins a clusterset), retrying until then.
+func exportService(ctx context.Context, cfg *rest.Config, namespace, name string) {
+	for {
+		if err := ensureExport(ctx, cfg, namespace, name); err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(30 * time.Second):
+		}
+	}
+}
+
+func ensureExport(ctx context.Context, cfg *rest.Config, namespace, name string) error {
+	scheme := runtime.NewScheme()
+	if err := mcsv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	se := &mcsv1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	if err := c.Create(ctx, se); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	return rest.InClusterConfig()
+}
+
+func deref[T any](list []*T) []T {
+	out := make([]T, 0, len(list))
+	for _, o := range list {
+		out = append(out, *o)
+	}
+	return out
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
