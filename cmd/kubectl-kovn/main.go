@@ -98,7 +98,7 @@ func newStatus(g *globalFlags, out io.Writer) *cobra.Command {
 				if err == nil {
 					// kovn-pinger's lossy paths; without pingers (or the right to proxy to
 					// them) status goes on without them.
-					in.LossyPaths, in.Pingers, _ = kovnctl.ScrapePaths(ctx, e.Kube)
+					in.Pingers, _ = kovnctl.ScrapePaths(ctx, e.Kube)
 					r = kovnctl.Build(in)
 					if !wait || len(r.Problems) == 0 {
 						break

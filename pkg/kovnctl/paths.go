@@ -3,9 +3,10 @@ package kovnctl
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"sort"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/prometheus/common/expfmt"
 	corev1 "k8s.io/api/core/v1"
@@ -16,7 +17,8 @@ import (
 // PingerApp labels kovn-pinger's pods (the chart's DaemonSet).
 const PingerApp = "kovn-pinger"
 
-// PathStatus is a path kovn-pinger found lossy: two rounds in a row lost a probe of it.
+// PathStatus is a path kovn-pinger found lossy: its last round lost every probe, or two rounds
+// in a row lost one.
 type PathStatus struct {
 	Source string  `json:"source"` // the node the pinger runs on
 	Kind   string  `json:"kind"`   // node, pod, service, dns, external, remote-pod
@@ -26,33 +28,65 @@ type PathStatus struct {
 	Sent   float64 `json:"sent"`
 }
 
-// ScrapePaths reads every running kovn-pinger's metrics through the API server (pods/proxy)
-// and returns the lossy paths and how many pingers answered. No pinger: none and 0.
-func ScrapePaths(ctx context.Context, kc kubernetes.Interface) ([]PathStatus, int, error) {
+// ScrapeTimeout bounds the scrape of one pinger.
+const ScrapeTimeout = 5 * time.Second
+
+// PingerScrape is what ScrapePaths read: the lossy paths, and the ready pingers that did not
+// answer through the API server (by node).
+type PingerScrape struct {
+	Lossy    []PathStatus
+	Answered int
+	Silent   []string
+}
+
+// ScrapePaths reads every ready kovn-pinger's metrics through the API server (pods/proxy),
+// all at once, each within ScrapeTimeout. No pinger: an empty scrape.
+func ScrapePaths(ctx context.Context, kc kubernetes.Interface) (PingerScrape, error) {
+	var out PingerScrape
 	pods, err := kc.CoreV1().Pods(KovnNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + PingerApp})
 	if err != nil {
-		return nil, 0, err
+		return out, err
 	}
-	var out []PathStatus
-	answered := 0
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for _, p := range pods.Items {
 		port := metricsPort(&p)
-		if p.Status.Phase != corev1.PodRunning || port == "" {
+		if p.Status.Phase != corev1.PodRunning || port == "" || !podReady(&p) {
 			continue
 		}
-		raw, err := kc.CoreV1().Pods(KovnNamespace).ProxyGet("http", p.Name, port, "metrics", nil).DoRaw(ctx)
-		if err != nil {
-			continue // a pinger that does not answer is no path verdict
-		}
-		answered++
-		paths, err := lossyPaths(raw)
-		if err != nil {
-			return nil, answered, fmt.Errorf("%s's metrics: %w", p.Name, err)
-		}
-		out = append(out, paths...)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(ctx, ScrapeTimeout)
+			defer cancel()
+			raw, err := kc.CoreV1().Pods(KovnNamespace).ProxyGet("http", p.Name, port, "metrics", nil).DoRaw(ctx)
+			var paths []PathStatus
+			if err == nil {
+				paths, err = lossyPaths(raw)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				out.Silent = append(out.Silent, p.Spec.NodeName)
+				return
+			}
+			out.Answered++
+			out.Lossy = append(out.Lossy, paths...)
+		}()
 	}
-	sort.Slice(out, func(i, j int) bool { return pathKey(out[i]) < pathKey(out[j]) })
-	return out, answered, nil
+	wg.Wait()
+	sort.Slice(out.Lossy, func(i, j int) bool { return pathKey(out.Lossy[i]) < pathKey(out.Lossy[j]) })
+	sort.Strings(out.Silent)
+	return out, nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func pathKey(p PathStatus) string { return p.Source + "|" + p.Kind + "|" + p.Target + "|" + p.Family }

@@ -1,6 +1,7 @@
 package kovnctl
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -32,14 +33,15 @@ kovn_pinger_probes_total{family="ipv4",kind="pod",source="c1-n1",target="c1-n3"}
 
 // A lossy path is a problem on the status screen, named by source and target.
 func TestLossyPathIsAProblem(t *testing.T) {
-	r := Build(Inputs{Pingers: 3, LossyPaths: []PathStatus{{Source: "c1-n1", Kind: "pod", Target: "c1-n2", Family: "ipv4", Lost: 6, Sent: 30}}})
+	r := Build(Inputs{Pingers: PingerScrape{Answered: 3, Silent: []string{"c1-n3"},
+		Lossy: []PathStatus{{Source: "c1-n1", Kind: "pod", Target: "c1-n2", Family: "ipv4", Lost: 6, Sent: 30}}}})
 	var found bool
 	for _, p := range r.Problems {
 		if p.Object == "path/c1-n1->pod/c1-n2" && strings.Contains(p.Fault, "from c1-n1 to the pinger pod on c1-n2 (ipv4) loses probes (6 of 30") {
 			found = true
 		}
 	}
-	if !found || r.Pingers != 3 {
+	if !found || r.Pingers != 3 || !slices.Contains(r.SilentPingers, "c1-n3") || r.Problems[1].Object != "pinger/c1-n3" {
 		t.Errorf("problems %+v, pingers %d", r.Problems, r.Pingers)
 	}
 }

@@ -27,9 +27,8 @@ type Inputs struct {
 	Exports      []mcsv1.ServiceExport
 	Imports      []mcsv1.ServiceImport
 	BgpPeers     []kovnv1.BgpPeer
-	// LossyPaths are what kovn-pinger found lossy (ScrapePaths); Pingers how many answered.
-	LossyPaths []PathStatus
-	Pingers    int
+	// Pingers is what kovn-pinger found (ScrapePaths).
+	Pingers PingerScrape
 }
 
 // Problem is one thing wrong: the object, what is wrong, and what to do.
@@ -48,10 +47,12 @@ type Report struct {
 	Exports      []ExportStatus      `json:"exports,omitempty"`
 	Imports      []ImportStatus      `json:"imports,omitempty"`
 	BGP          []BGPSessionStatus  `json:"bgp,omitempty"`
-	// Pingers is how many kovn-pinger pods answered; LossyPaths what they found lossy.
-	Pingers    int          `json:"pingers"`
-	LossyPaths []PathStatus `json:"lossyPaths,omitempty"`
-	Problems     []Problem           `json:"problems"`
+	// Pingers is how many kovn-pinger pods answered; LossyPaths what they found lossy;
+	// SilentPingers the nodes whose ready pinger did not answer through the API server.
+	Pingers       int          `json:"pingers"`
+	LossyPaths    []PathStatus `json:"lossyPaths,omitempty"`
+	SilentPingers []string     `json:"silentPingers,omitempty"`
+	Problems      []Problem    `json:"problems"`
 }
 
 type ControllerStatus struct {
@@ -134,11 +135,15 @@ func Build(in Inputs) Report {
 	return r
 }
 
-// paths: each path kovn-pinger found lossy (two rounds in a row lost probes) is a problem,
+// paths: each path kovn-pinger found lossy (a round lost every probe, or two in a row lost one) is a problem,
 // named by its source node and target.
 func (r *Report) paths(in Inputs) {
-	r.Pingers, r.LossyPaths = in.Pingers, in.LossyPaths
-	for _, p := range in.LossyPaths {
+	r.Pingers, r.LossyPaths, r.SilentPingers = in.Pingers.Answered, in.Pingers.Lossy, in.Pingers.Silent
+	for _, n := range in.Pingers.Silent {
+		r.problem("pinger/"+n, fmt.Sprintf("the kovn-pinger on %s is ready but its metrics do not answer through the API server within %s", n, ScrapeTimeout),
+			"the API server reaches pods through the nodes' tunnels: kubectl kovn diagnose, and the kovn-pinger pod's logs on "+n)
+	}
+	for _, p := range in.Pingers.Lossy {
 		target := p.Kind + " " + p.Target
 		switch p.Kind {
 		case "pod":

@@ -283,7 +283,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		lost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kovn_pinger_lost_total",
 			Help: "Probes of a path that got no answer in time"}, pathLabels),
 		lossy: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kovn_pinger_path_lossy",
-			Help: "1 when the last two rounds each lost a probe of the path, else 0"}, pathLabels),
+			Help: "1 when the last round lost every probe of the path, or it and the round before each lost one, else 0"}, pathLabels),
 		rounds: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kovn_pinger_last_round_timestamp_seconds",
 			Help: "When the pinger last finished a round"}, []string{"source"}),
 	}
@@ -308,15 +308,16 @@ func (m *Metrics) record(source string, t Target, results []time.Duration) {
 		m.latency.WithLabelValues(l...).Observe(d.Seconds())
 	}
 	m.lost.WithLabelValues(l...).Add(0) // the series exists from the first round
-	// Lossy takes two rounds in a row with a loss: the userspace datapath may drop the first
-	// packet to a new tunnel peer, and one such drop is no lossy path.
+	// Lossy: every probe of the round lost, or a loss in two rounds in a row. The userspace
+	// datapath may drop the first packet to a new tunnel peer, and one such drop is no lossy
+	// path; a path that answers nothing is one at once.
 	key := strings.Join(l, "|")
 	m.mu.Lock()
 	before := m.lostBefore[key]
 	m.lostBefore[key] = lost > 0
 	m.mu.Unlock()
 	lossy := 0.0
-	if lost > 0 && before {
+	if (lost > 0 && before) || (lost == len(results) && len(results) > 1) {
 		lossy = 1
 	}
 	m.lossy.WithLabelValues(l...).Set(lossy)

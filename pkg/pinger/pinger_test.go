@@ -62,7 +62,8 @@ func TestTargets(t *testing.T) {
 }
 
 // TestMetricsRecord: a round's probes count as sent, the unanswered as lost, and the path is
-// lossy once two rounds in a row lost one, until a clean round; a target gone takes its series.
+// lossy once a round lost every probe or two rounds in a row lost one, until a clean round; a
+// target gone takes its series.
 func TestMetricsRecord(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := NewMetrics(reg)
@@ -83,6 +84,11 @@ func TestMetricsRecord(t *testing.T) {
 	m.record("n1", tg, []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond})
 	if lossy := testutil.ToFloat64(m.lossy.WithLabelValues(l...)); lossy != 0 {
 		t.Errorf("a clean round: lossy %v", lossy)
+	}
+	m.record("n1", tg, []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond})
+	m.record("n1", tg, []time.Duration{-1, -1, -1})
+	if lossy := testutil.ToFloat64(m.lossy.WithLabelValues(l...)); lossy != 1 {
+		t.Errorf("a round that lost every probe after a clean one: lossy %v, want 1", lossy)
 	}
 	m.forget("n1", tg)
 	if n := testutil.CollectAndCount(m.lossy); n != 0 {

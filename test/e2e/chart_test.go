@@ -23,13 +23,14 @@ import (
 // both families, and Services work.
 func TestChartInstall(t *testing.T) {
 	cfg := rigConfig(t, 1, 2)
-	cfg.Kovn, cfg.IPFamily, cfg.Install = true, rig.Dual, rig.InstallChart
+	// With kovn-pinger, whose pods on kovn's own network helm uninstall must remove first.
+	cfg.Kovn, cfg.IPFamily, cfg.Install, cfg.Pinger = true, rig.Dual, rig.InstallChart, true
 	r := upRig(t, cfg)
 	c := newCluster(t, r, "c1")
 
 	t.Run("every component is a Ready pod of the chart, none a rig process", func(t *testing.T) {
 		c.t = t
-		checkChartPods(t, c, map[string]int{"kovn-ovn-central": 1, "kovn-ovs": 2, "kovn-daemon": 2, "kovn-controller": 2})
+		checkChartPods(t, c, map[string]int{"kovn-ovn-central": 1, "kovn-ovs": 2, "kovn-daemon": 2, "kovn-controller": 2, "kovn-pinger": 2})
 		for _, p := range r.State.AllProcs() {
 			for _, name := range []string{"ovs-vswitchd", "ovsdb-server", "ovn-controller", "ovn-northd", "kovn-daemon", "kovn-controller"} {
 				if p.Name == name {
@@ -110,7 +111,7 @@ func TestChartInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("helm install again: %.1fs", time.Since(start).Seconds())
-		checkChartPods(t, c, map[string]int{"kovn-ovn-central": 1, "kovn-ovs": 2, "kovn-daemon": 2, "kovn-controller": 2})
+		checkChartPods(t, c, map[string]int{"kovn-ovn-central": 1, "kovn-ovs": 2, "kovn-daemon": 2, "kovn-controller": 2, "kovn-pinger": 2})
 		c.createPod(testboxPod("default", "c", onNode("c1-n1")))
 		c.createPod(testboxPod("default", "d", onNode("c1-n2")))
 		pc := c.waitRunning("default", "c", 90*time.Second)

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -22,12 +24,16 @@ import (
 )
 
 // TestObserve: seeing the data plane on kovn installed from the chart (kubectl kovn reads the
-// chart's pods): ACL logs.
+// chart's pods): kovn-pinger's path checks, ACL logs, traffic mirroring.
 func TestObserve(t *testing.T) {
-	cfg := rigConfig(t, 1, 2)
-	cfg.Kovn, cfg.IPFamily, cfg.Install = true, rig.Dual, rig.InstallChart
+	cfg := rigConfig(t, 1, 3)
+	cfg.Kovn, cfg.IPFamily, cfg.Install, cfg.Pinger = true, rig.Dual, rig.InstallChart, true
 	r := upRig(t, cfg)
 	c := newCluster(t, r, "c1")
+	t.Run("network quality: geneve blocked between two nodes shows as loss on exactly their paths", func(t *testing.T) {
+		c.t = t
+		networkQuality(t, c)
+	})
 	t.Run("ACL logging of a namespace's policies and of a Subnet rule", func(t *testing.T) {
 		c.t = t
 		aclLogging(t, c)
@@ -428,10 +434,219 @@ func mirroring(t *testing.T, c *cluster) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	greOut := capture(t, cfg.ExtNS(), "any", "proto gre", func() { c.ping("mir", "m", podIP(t, p, false)) })
+	// The collector's address must be in OVS's tunnel neighbour cache before the first GRE
+	// packet leaves (a userspace datapath drops it meanwhile): single echoes until one arrives.
+	// A miss leaves a cached drop that traffic keeps alive: each retry waits past the datapath
+	// flows' 10 s idle time.
+	pIP := podIP(t, p, false)
+	tries := 0
+	if err := eventually(45*time.Second, func() error {
+		if tries++; tries > 1 {
+			time.Sleep(11 * time.Second)
+		}
+		out := capture(t, cfg.ExtNS(), "any", "proto gre", func() { _, _ = c.exec("mir", "m", "ping", "-c", "1", "-W", "1s", pIP) })
+		if !strings.Contains(out, "echo request") {
+			return fmt.Errorf("no GRE packet at the collector yet; c1-n1's tunnel neighbours:\n%s\nmirrors: %s\ncapture: %s",
+				nodeAppctl(cfg, 1, "tnl/neigh/show"), c.vsctl(1, "--bare", "--columns=name,output_port,select_src_port", "list", "Mirror"), out)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the first GRE packet reached the collector at try %d", tries)
+	greOut := capture(t, cfg.ExtNS(), "any", "proto gre", func() { c.ping("mir", "m", pIP) })
 	gReq, gRep := echoLines(greOut, []string{podIP(t, m, false)}, []string{podIP(t, p, false)})
 	t.Logf("GRE collector %s: %d requests, %d replies of m's %d echoes", collector, gReq, gRep, pingCount)
 	if gReq != pingCount || gRep != pingCount || !strings.Contains(greOut, "key=0x7") {
 		t.Errorf("the collector saw %d requests and %d replies (want %d each, GRE key 7):\n%s", gReq, gRep, pingCount, greOut)
 	}
+}
+
+// pingerStatus is what kubectl kovn status -o json says of kovn-pinger: how many answered
+// and the lossy paths; a pinger that does not answer fails the call.
+func (c *cluster) pingerStatus() (int, []kovnctl.PathStatus) {
+	c.t.Helper()
+	out, errOut, _ := c.kubectlKovn("status", "-o", "json") // exit 1 with problems
+	var r kovnctl.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		c.t.Fatalf("kubectl kovn status -o json: %v\n%s%s", err, out, errOut)
+	}
+	if len(r.SilentPingers) > 0 {
+		c.t.Logf("pingers not answering through the API server: %v", r.SilentPingers)
+	}
+	return r.Pingers, r.LossyPaths
+}
+
+func pathNames(ps []kovnctl.PathStatus) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Source+"->"+p.Kind+"/"+p.Target+"/"+p.Family)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// blockGeneve drops, in node a's own OVS, geneve packets to node b's address: a flow on br-phy,
+// the bridge holding the node's address that every tunnel packet leaves through. (A qdisc on
+// eth0 would not do: the userspace datapath sends a batch from a packet socket, and one
+// dropped packet loses the rest of its batch, to every node.)
+func blockGeneve(t *testing.T, cfg rig.Config, a, b int) {
+	t.Helper()
+	flow := fmt.Sprintf("priority=65000,udp,nw_dst=%s,tp_dst=6081,actions=drop", cfg.NodeIPs(1, b)[0])
+	if out, err := ofctl(cfg, a, "add-flow", flow); err != nil {
+		t.Fatalf("blocking geneve on c1-n%d: %v %s", a, err, out)
+	}
+}
+
+func unblockGeneve(t *testing.T, cfg rig.Config, a, b int) {
+	t.Helper()
+	match := fmt.Sprintf("priority=65000,udp,nw_dst=%s,tp_dst=6081", cfg.NodeIPs(1, b)[0])
+	if out, err := ofctl(cfg, a, "--strict", "del-flows", match); err != nil {
+		t.Errorf("removing c1-n%d's geneve block: %v %s", a, err, out)
+	}
+}
+
+// ofctl runs ovs-ofctl on node a's br-phy through its management socket.
+func ofctl(cfg rig.Config, a int, args ...string) ([]byte, error) {
+	mgmt := "unix:" + filepath.Join(filepath.Dir(cfg.OVSDBSocket(1, a)), "br-phy.mgmt")
+	n := len(args)
+	argv := append(append([]string{}, args[:n-1]...), mgmt, args[n-1])
+	if args[0] == "--strict" {
+		argv = []string{"--strict", args[1], mgmt, args[2]}
+	}
+	return exec.Command("ovs-ofctl", argv...).CombinedOutput()
+}
+
+// networkQuality: every pinger answers and no path is lossy on a healthy rig, and each kind
+// of target is measured; geneve blocked between c1-n1 and c1-n2 makes their pod paths (both
+// directions, both families) lossy within 30 s and no path of c1-n3; unblocked, they clear.
+func networkQuality(t *testing.T, c *cluster) {
+	cfg := c.st.Config
+	c.kubectlOK("-n", "kube-system", "rollout", "status", "daemonset/kovn-pinger", "--timeout=3m")
+	pod := strings.Fields(c.kubectlOK("-n", "kube-system", "get", "pods", "-l", "app=kovn-pinger", "--field-selector", "spec.nodeName=c1-n1", "-o", "name"))[0]
+	wants := []string{`kovn_pinger_probes_total{family="ipv4",kind="node",source="c1-n1",target="c1-n2"}`,
+		`kovn_pinger_probes_total{family="ipv6",kind="pod",source="c1-n1",target="c1-n3"}`,
+		`kovn_pinger_probes_total{family="",kind="service",source="c1-n1",target="kubernetes.default"}`,
+		`kovn_pinger_probes_total{family="",kind="dns",source="c1-n1",target="kubernetes.default.svc.cluster.local"}`,
+		`kovn_pinger_probes_total{family="ipv4",kind="external",source="c1-n1",target="172.30.0.100"}`,
+		`kovn_pinger_latency_seconds_bucket{family="ipv4",kind="pod",source="c1-n1",target="c1-n2"`,
+		`kovn_pinger_lost_total{family="ipv4",kind="pod",source="c1-n1",target="c1-n2"} 0`,
+		`kovn_pinger_path_lossy{family="ipv4",kind="pod",source="c1-n1",target="c1-n2"} 0`,
+		`kovn_pinger_last_round_timestamp_seconds{source="c1-n1"}`}
+	twoRounds := regexp.MustCompile(`kovn_pinger_probes_total\{family="ipv4",kind="pod",source="c1-n1",target="c1-n2"\} ([6-9]|\d\d+)\n`)
+	var lossy []kovnctl.PathStatus
+	var metrics string
+	// Healthy: every pinger answers, c1-n1's has probed c1-n2's pinger in two rounds (its first
+	// round may precede the others' start), every kind is measured, no path is lossy.
+	if err := eventually(2*time.Minute, func() error {
+		var n int
+		if n, lossy = c.pingerStatus(); n != 3 || len(lossy) != 0 {
+			return fmt.Errorf("%d pingers answer, lossy paths %v", n, pathNames(lossy))
+		}
+		metrics = c.kubectlOK("get", "--raw", "/api/v1/namespaces/kube-system/pods/"+strings.TrimPrefix(pod, "pod/")+":9476/proxy/metrics")
+		if !twoRounds.MatchString(metrics) {
+			return fmt.Errorf("c1-n1's pinger has not probed c1-n2's pinger in two rounds yet")
+		}
+		for _, want := range wants {
+			if !strings.Contains(metrics, want) {
+				return fmt.Errorf("c1-n1's pinger does not export %s", want)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("healthy rig: %v\n%s", err, metrics)
+	}
+
+	t.Log("geneve blocked between c1-n1 and c1-n2")
+	start := time.Now()
+	blockGeneve(t, cfg, 1, 2)
+	blockGeneve(t, cfg, 2, 1)
+	// Each pinger's own view, read from its node (a local path: the API server reaches c1-n2's
+	// pods across the cut). DNS and the API server are left out: their answer depends on where
+	// CoreDNS and the route to the control plane are.
+	var want []string
+	for _, pair := range [][2]string{{"c1-n1", "c1-n2"}, {"c1-n2", "c1-n1"}} {
+		for _, kind := range []string{"node", "pod"} {
+			for _, fam := range []string{"ipv4", "ipv6"} {
+				want = append(want, pair[0]+"->"+kind+"/"+pair[1]+"/"+fam)
+			}
+		}
+	}
+	sort.Strings(want)
+	var got []string
+	err := eventually(30*time.Second, func() error {
+		got = c.lossyFromNodes(t, "node", "pod", "external")
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("lossy %v", got)
+		}
+		return nil
+	})
+	t.Logf("lossy after %.1fs: %v", time.Since(start).Seconds(), got)
+	if err != nil {
+		t.Errorf("geneve blocked between c1-n1 and c1-n2, within 30 s: %v, want exactly %v", err, want)
+	}
+	out, _, _ := c.kubectlKovn("status")
+	if !strings.Contains(out, "path/c1-n1->pod/c1-n2") || !strings.Contains(out, "LOSSY PATH") || !strings.Contains(out, "pinger/c1-n2") {
+		t.Errorf("kubectl kovn status names neither the lossy path nor the pinger it cannot reach:\n%s", out)
+	} else {
+		t.Logf("kubectl kovn status:\n%s", out)
+	}
+
+	t.Log("unblocked: the paths clear")
+	start = time.Now()
+	unblockGeneve(t, cfg, 1, 2)
+	unblockGeneve(t, cfg, 2, 1)
+	if err := eventually(30*time.Second, func() error {
+		if got = c.lossyFromNodes(t, "node", "pod", "external", "dns", "service"); len(got) != 0 {
+			return fmt.Errorf("lossy %v", got)
+		}
+		if _, lossy = c.pingerStatus(); len(lossy) != 0 {
+			return fmt.Errorf("kubectl kovn status: lossy %v", pathNames(lossy))
+		}
+		return nil
+	}); err != nil {
+		t.Errorf("unblocked, within 30 s: %v", err)
+	}
+	t.Logf("clear after %.1fs", time.Since(start).Seconds())
+}
+
+var lossyLine = regexp.MustCompile(`(?m)^kovn_pinger_path_lossy\{family="([^"]*)",kind="([^"]*)",source="([^"]*)",target="([^"]*)"\} 1$`)
+
+// lossyFromNodes reads every pinger's metrics from its own node's network namespace and
+// returns its lossy paths of the given kinds, as "source->kind/target/family", sorted.
+func (c *cluster) lossyFromNodes(t *testing.T, kinds ...string) []string {
+	t.Helper()
+	cfg := c.st.Config
+	var out []string
+	for n := 1; n <= cfg.Nodes; n++ {
+		ip := strings.TrimSpace(c.kubectlOK("-n", "kube-system", "get", "pods", "-l", "app=kovn-pinger", "--field-selector",
+			"spec.nodeName="+rig.NodeName(1, n), "-o", "jsonpath={.items[0].status.podIP}"))
+		body, err := nsTestbox(cfg, cfg.NodeNS(1, n), "get", "http://"+net.JoinHostPort(ip, "9476")+"/metrics")
+		if err != nil {
+			t.Fatalf("c1-n%d's pinger metrics from its node: %v %s", n, err, body)
+		}
+		for _, m := range lossyLine.FindAllStringSubmatch(body, -1) {
+			if slices.Contains(kinds, m[2]) {
+				out = append(out, m[3]+"->"+m[2]+"/"+m[4]+"/"+m[1])
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func containsAll(have, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// nodeAppctl runs ovs-appctl against node n's ovs-vswitchd (diagnostics).
+func nodeAppctl(cfg rig.Config, n int, args ...string) string {
+	ctl := filepath.Join(filepath.Dir(cfg.OVSDBSocket(1, n)), "ovs-vswitchd.ctl")
+	out, _ := exec.Command("ovs-appctl", append([]string{"-t", ctl}, args...)...).CombinedOutput()
+	return string(out)
 }

@@ -29,7 +29,8 @@ var accessKinds = map[schema.GroupVersionKind]string{
 var workloadKinds = map[string]bool{"Deployment": true, "DaemonSet": true, "ConfigMap": true, "InterConnect": true}
 
 // accessValues render every identity the chart has (the speaker's only exists with BGP on).
-var accessValues = []string{"ovnCentral.addresses={127.0.0.1}", "speaker.enabled=true"}
+// kovn-pinger runs only on the chart install (a pod on kovn's network), not among the rig's processes.
+var accessValues = []string{"ovnCentral.addresses={127.0.0.1}", "speaker.enabled=true", "pinger.enabled=false"}
 
 // AccessObjects returns the identity, RBAC and policy objects of kovn's chart (rendered by
 // helm, the binary's path) in apply order. An object of a kind the rig does not know is an
