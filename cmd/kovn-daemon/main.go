@@ -185,7 +185,8 @@ func run(cfg node.Config, ovsDB string) error {
 	})); err != nil {
 		return err
 	}
-	health := &node.NodeHealth{OVS: ovn.WatchLiveness(ctx, ovs, 0), VswitchdCtl: vswitchdCtl, OVNControllerPidfile: ovnControllerPidfile}
+	health := &node.NodeHealth{OVS: ovn.WatchLiveness(ctx, ovs, 0), VswitchdCtl: vswitchdCtl, OVNControllerPidfile: ovnControllerPidfile,
+		OVSClient: ovs, OVSRunDir: ovsRun, IntegrationBridge: cfg.Bridge}
 	if err := health.Register(metrics.Registry); err != nil {
 		return err
 	}

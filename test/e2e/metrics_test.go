@@ -3,6 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -97,6 +100,40 @@ func TestMetrics(t *testing.T) {
 	waitSeries(t, node, 2, "kovn_node_ovn_controller_up 1")
 	if out := node(1); !strings.Contains(out, "kovn_node_ovn_controller_up 1") {
 		t.Error("c1-n1's ovn-controller read as down while only c1-n2's stopped")
+	}
+	nodeOVSSeries(t, cfg, node)
+}
+
+// nodeOVSSeries: each node's OpenFlow flow count is what ovs-ofctl dump-aggregate counts on
+// its br-int, datapath flows are exported, and its one tunnel (to the other node) is counted
+// (no BFD: the rig has no gateway chassis here).
+func nodeOVSSeries(t *testing.T, cfg rig.Config, node func(int) string) {
+	flowCount := regexp.MustCompile(`flow_count=(\d+)`)
+	for n := 1; n <= 2; n++ {
+		var got, want float64
+		if err := eventually(20*time.Second, func() error {
+			mgmt := "unix:" + filepath.Join(filepath.Dir(cfg.OVSDBSocket(1, n)), "br-int.mgmt")
+			out, err := exec.Command("ovs-ofctl", "dump-aggregate", mgmt).CombinedOutput()
+			m := flowCount.FindSubmatch(out)
+			if err != nil || m == nil {
+				return fmt.Errorf("ovs-ofctl dump-aggregate: %v %s", err, out)
+			}
+			want, _ = strconv.ParseFloat(string(m[1]), 64)
+			got = value(node(n), `kovn_node_openflow_flows{bridge="br-int"}`)
+			if got != want || want < 50 {
+				return fmt.Errorf("kovn_node_openflow_flows %v, ovs-ofctl counts %v", got, want)
+			}
+			return nil
+		}); err != nil {
+			t.Errorf("c1-n%d: %v", n, err)
+		}
+		out := node(n)
+		for _, s := range []string{"kovn_node_tunnels 1", `kovn_node_tunnels_bfd{state="up"} 0`, "kovn_node_datapath_flows "} {
+			if !strings.Contains(out, s) {
+				t.Errorf("c1-n%d metrics lack %q", n, s)
+			}
+		}
+		t.Logf("c1-n%d: %v OpenFlow flows on br-int (as ovs-ofctl counts), %v datapath flows", n, got, value(out, "kovn_node_datapath_flows"))
 	}
 }
 
