@@ -4,7 +4,7 @@ BIN   := $(CURDIR)/_output/bin
 HELM  := $(BIN)/helm
 GO    ?= go
 # Binaries built from this module. Pod image binaries are static so they run in an empty image.
-CMDS  := kovn-rig kovn-controller kovn-daemon kovn-cni kovn-speaker kovn-ovsdb kovn-pinger kubectl-kovn
+CMDS  := kovn-rig kovn-controller kovn-daemon kovn-cni kovn-speaker kovn-ovsdb kovn-pinger kovn-ovn-monitor kubectl-kovn
 IMAGES := kovn-pause:./test/images/pause kovn-testbox:./test/images/testbox kovn-coredns:./test/images/coredns kovn-probe:./cmd/kovn-probe
 RIG_DIR ?= $(CURDIR)/_output/rig
 export KOVN_RIG_DIR := $(RIG_DIR)
@@ -35,7 +35,7 @@ $(HELM): hack/tools/go.mod hack/tools/go.sum
 ## (the binaries it holds are built again stripped and -trimpath, into _output/images/bin)
 images:
 	@mkdir -p $(CURDIR)/_output/images/bin
-	$(GO) build -trimpath -ldflags="-s -w" -o $(CURDIR)/_output/images/bin/ $(addprefix ./cmd/,kovn-controller kovn-daemon kovn-cni kovn-speaker kovn-probe kovn-ovsdb kovn-pinger)
+	$(GO) build -trimpath -ldflags="-s -w" -o $(CURDIR)/_output/images/bin/ $(addprefix ./cmd/,kovn-controller kovn-daemon kovn-cni kovn-speaker kovn-probe kovn-ovsdb kovn-pinger kovn-ovn-monitor)
 	$(GO) run ./hack/images -bin-dir $(CURDIR)/_output/images/bin -out $(CURDIR)/_output/images
 
 ## generate: regenerate libovsdb models, deepcopy and CRD manifests

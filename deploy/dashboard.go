@@ -18,8 +18,10 @@ const DashboardFile = "dashboards/kovn.json"
 var DashboardSources = map[string][]string{
 	"kovn-controller": {"kovn_ovsdb_", "kovn_ic_", "kovn_mcs_", "kovn_nb_", "kovn_subnet_",
 		"controller_runtime_", "leader_election_", "workqueue_"},
-	"kovn-daemon":  {"kovn_node_", "kovn_cni_", "kovn_pod_network_"},
-	"kovn-speaker": {"kovn_bgp_"},
+	"kovn-daemon":      {"kovn_node_", "kovn_cni_", "kovn_pod_network_"},
+	"kovn-speaker":     {"kovn_bgp_"},
+	"kovn-ovn-monitor": {"kovn_ovn_"},
+	"kovn-pinger":      {"kovn_pinger_"},
 }
 
 // DashboardNames are the metric names the dashboard reads that component serves.

@@ -13,7 +13,7 @@ import (
 // promqlWords are the PromQL functions, aggregations and keywords the dashboard may use; any
 // other bare identifier in an expression is a metric name.
 var promqlWords = []string{"sum", "min", "max", "avg", "count", "rate", "irate", "increase", "histogram_quantile",
-	"by", "without", "ignoring", "on", "group_left", "group_right", "and", "or", "unless"}
+	"by", "without", "ignoring", "on", "group_left", "group_right", "and", "or", "unless", "time"}
 
 // TestDashboardReadsOnlyKovnSeries: every query parses into names kovn's components serve
 // (DashboardSources, which the e2e tests check against live scrapes), and each panel has one.
@@ -51,7 +51,7 @@ func TestDashboardReadsOnlyKovnSeries(t *testing.T) {
 			t.Errorf("%s: no component in DashboardSources serves it, so no e2e test checks it", n)
 		}
 	}
-	for _, c := range []string{"kovn-controller", "kovn-daemon", "kovn-speaker"} {
+	for _, c := range []string{"kovn-controller", "kovn-daemon", "kovn-speaker", "kovn-ovn-monitor", "kovn-pinger"} {
 		if names, _ := DashboardNames(c); len(names) == 0 {
 			t.Errorf("the dashboard reads nothing of %s", c)
 		}

@@ -87,6 +87,7 @@ func up(args []string) error {
 	bridge := fs.Int("bridge-nodes", 0, "per cluster, the last N nodes use the plain bridge + host-local CNI instead of kovn")
 	family := fs.String("ip-family", rig.Dual, "address family of fabric, nodes, control planes and pods: ipv4, ipv6 or dual")
 	pinger := fs.Bool("pinger", true, "with --install chart: run kovn-pinger on every node")
+	centrals := fs.Int("central-nodes", 1, "with --install chart: run OVN central on this many nodes of each cluster (3: NB and SB as 3-member raft clusters)")
 	install := fs.String("install", rig.InstallProcesses, "how kovn runs: processes (supervised by the rig) or chart (helm install of deploy/ onto the rig's kubelets; needs `make images`)")
 	icRaft := fs.Bool("ic-raft", false, "serve IC-NB and IC-SB as 3-member raft clusters (with --clusters > 1)")
 	keep := fs.Bool("keep-on-failure", false, "leave a rig that failed to come up in place for inspection")
@@ -96,7 +97,7 @@ func up(args []string) error {
 	defer stop()
 	start := time.Now()
 	r, err := rig.Up(ctx, rig.Config{Dir: *dir, Clusters: *clusters, Nodes: *nodes, ReadyTimeout: *timeout, Kovn: *kovn,
-		FakeNodes: *fake, BridgeNodes: *bridge, IPFamily: *family, ICRaft: *icRaft, Install: *install, Pinger: *pinger})
+		FakeNodes: *fake, BridgeNodes: *bridge, IPFamily: *family, ICRaft: *icRaft, Install: *install, Pinger: *pinger, CentralNodes: *centrals})
 	if err != nil {
 		if r != nil && !*keep && !errors.Is(err, rig.ErrAlreadyUp) {
 			fmt.Fprintf(os.Stderr, "kovn-rig up: %v\nkovn-rig up: tearing the partial rig down (use --keep-on-failure to inspect it)\n", err)

@@ -35,7 +35,7 @@ var Alternatives = []string{"/usr/sbin/iptables", "/usr/sbin/iptables-save", "/u
 	"/usr/sbin/ip6tables", "/usr/sbin/ip6tables-save", "/usr/sbin/ip6tables-restore", "/usr/sbin/ovs-vswitchd"}
 
 // Binaries are kovn's own, placed at the image root.
-var Binaries = []string{"kovn-controller", "kovn-daemon", "kovn-cni", "kovn-speaker", "kovn-probe", "kovn-ovsdb", "kovn-pinger"}
+var Binaries = []string{"kovn-controller", "kovn-daemon", "kovn-cni", "kovn-speaker", "kovn-probe", "kovn-ovsdb", "kovn-pinger", "kovn-ovn-monitor"}
 
 func main() {
 	bin := flag.String("bin-dir", "_output/bin", "where `make build` put kovn's binaries")

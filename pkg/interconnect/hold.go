@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/ovn"
 )
 
 // Event reasons of the gateway hold.
@@ -71,7 +72,7 @@ func (r *Reconciler) updateHolds(ctx context.Context, ic *kovnv1.InterConnect, i
 		// One northbound change after the failure: a held node is released once its
 		// ovn-controller has installed it, which proves it is connected to SB and in step.
 		// On an error the bindings stay as they were, so the next attempt sees the loss again.
-		cfg, err := bumpNbCfg(ctx, r.NB)
+		cfg, err := ovn.BumpNbCfg(ctx, r.NB)
 		if err != nil {
 			return false, fmt.Errorf("holding gateways %v: %w", lost, err)
 		}

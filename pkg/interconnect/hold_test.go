@@ -73,7 +73,7 @@ func TestBumpNbCfg(t *testing.T) {
 	defer cancel()
 	c := serveNBWithGlobal(ctx, t)
 	for want := int64(1); want <= 2; want++ {
-		got, err := bumpNbCfg(ctx, c)
+		got, err := ovn.BumpNbCfg(ctx, c)
 		if err != nil || got != want {
 			t.Fatalf("bump %d: %d %v", want, got, err)
 		}

@@ -67,43 +67,6 @@ func applyNBGlobal(ctx context.Context, c libovsdb.Client, az string, options ma
 	return err
 }
 
-// bumpNbCfg increments NB_Global.nb_cfg and returns the new value. Each ovn-controller writes
-// the value to its Chassis_Private row once it has installed the flows of that configuration.
-func bumpNbCfg(ctx context.Context, c libovsdb.Client) (int64, error) {
-	var rows []nb.NBGlobal
-	if err := c.List(ctx, &rows); err != nil {
-		return 0, err
-	}
-	if len(rows) != 1 {
-		return 0, fmt.Errorf("NB_Global has %d rows, want 1", len(rows))
-	}
-	m := nb.NBGlobal{UUID: rows[0].UUID}
-	ops, err := c.Where(&m).Mutate(&m, model.Mutation{Field: &m.NbCfg, Mutator: ovsdb.MutateOperationAdd, Value: 1})
-	if err != nil {
-		return 0, err
-	}
-	// Read the value back in the same transaction: the cache may lag another writer's bump.
-	ops = append(ops, ovsdb.Operation{Op: ovsdb.OperationSelect, Table: nb.NBGlobalTable,
-		Where: []ovsdb.Condition{ovsdb.NewCondition("_uuid", ovsdb.ConditionEqual, ovsdb.UUID{GoUUID: m.UUID})}, Columns: []string{"nb_cfg"}})
-	res, err := ovn.Transact(ctx, c, ops)
-	if err != nil {
-		return 0, err
-	}
-	if len(res) != 2 || len(res[1].Rows) != 1 {
-		return 0, fmt.Errorf("reading NB_Global.nb_cfg back: unexpected reply %v", res)
-	}
-	switch v := res[1].Rows[0]["nb_cfg"].(type) {
-	case float64:
-		return int64(v), nil
-	case int:
-		return int64(v), nil
-	case int64:
-		return v, nil
-	default:
-		return 0, fmt.Errorf("reading NB_Global.nb_cfg back: %T %v", v, v)
-	}
-}
-
 // ensureTransitSwitch creates the transit switch in IC-NB if no cluster has yet. It is shared
 // by every cluster of the set, so no cluster ever deletes it.
 func ensureTransitSwitch(ctx context.Context, c libovsdb.Client, name string) error {

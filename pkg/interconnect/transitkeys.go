@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kovn/kovn/pkg/annotation"
+	"github.com/kovn/kovn/pkg/ovn"
 )
 
 // keyCatchUpTimeout bounds the wait for the gateways' ovn-controllers before new transit keys
@@ -53,7 +54,7 @@ func (r *Reconciler) transitKeysDue(ctx context.Context, nodes []corev1.Node, ga
 		return true, nil
 	}
 	if r.pending.keys != want {
-		cfg, err := bumpNbCfg(ctx, r.NB)
+		cfg, err := ovn.BumpNbCfg(ctx, r.NB)
 		if err != nil {
 			return false, fmt.Errorf("transit keys %s: %w", want, err)
 		}

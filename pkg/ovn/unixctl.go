@@ -42,10 +42,18 @@ func Unixctl(ctx context.Context, socket, command string, args ...string) (strin
 		return "", fmt.Errorf("unixctl %s: reading the reply: %w", command, err)
 	}
 	if resp.Error != nil {
-		return "", fmt.Errorf("unixctl %s: %v", command, resp.Error)
+		return "", &UnixctlError{Command: command, Reply: fmt.Sprint(resp.Error)}
 	}
 	if resp.Result == nil {
 		return "", nil
 	}
 	return *resp.Result, nil
 }
+
+// UnixctlError is a daemon's error reply: it answered, and refused the command (unknown to it,
+// or bad arguments). Transport failures are other errors.
+type UnixctlError struct {
+	Command, Reply string
+}
+
+func (e *UnixctlError) Error() string { return fmt.Sprintf("unixctl %s: %s", e.Command, e.Reply) }

@@ -226,7 +226,7 @@ func (c *cluster) apply(yaml string) (string, error) {
 // nbctl runs ovn-nbctl against the cluster's northbound database (a diagnostic CLI in tests).
 func (c *cluster) nbctl(args ...string) string {
 	c.t.Helper()
-	out, err := exec.Command("ovn-nbctl", append([]string{"--db=" + c.info.NBAddr, "--timeout=10"}, args...)...).CombinedOutput()
+	out, err := exec.Command("ovn-nbctl", append([]string{"--db=" + c.info.NBAddr, "--no-leader-only", "--timeout=10"}, args...)...).CombinedOutput()
 	if err != nil {
 		c.t.Fatalf("ovn-nbctl %v: %v %s", args, err, out)
 	}

@@ -24,10 +24,11 @@ import (
 )
 
 // TestObserve: seeing the data plane on kovn installed from the chart (kubectl kovn reads the
-// chart's pods): kovn-pinger's path checks, ACL logs, traffic mirroring.
+// chart's pods): kovn-pinger's path checks, ACL logs, traffic mirroring, OVN central's health.
 func TestObserve(t *testing.T) {
 	cfg := rigConfig(t, 1, 3)
 	cfg.Kovn, cfg.IPFamily, cfg.Install, cfg.Pinger = true, rig.Dual, rig.InstallChart, true
+	cfg.CentralNodes = 3 // NB and SB as 3-member raft clusters
 	r := upRig(t, cfg)
 	c := newCluster(t, r, "c1")
 	t.Run("network quality: geneve blocked between two nodes shows as loss on exactly their paths", func(t *testing.T) {
@@ -41,6 +42,11 @@ func TestObserve(t *testing.T) {
 	t.Run("traffic mirroring of one pod to its node's mirror0 and to a GRE collector", func(t *testing.T) {
 		c.t = t
 		mirroring(t, c)
+	})
+	// Last: the central members' leadership moves.
+	t.Run("OVN central health: a stopped NB raft member shows in the monitor's metrics", func(t *testing.T) {
+		c.t = t
+		centralHealth(t, c)
 	})
 }
 
@@ -556,6 +562,7 @@ func networkQuality(t *testing.T, c *cluster) {
 	}); err != nil {
 		t.Fatalf("healthy rig: %v\n%s", err, metrics)
 	}
+	checkDashboardSeries(t, "kovn-pinger", metrics)
 
 	t.Log("geneve blocked between c1-n1 and c1-n2")
 	start := time.Now()

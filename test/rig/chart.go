@@ -70,7 +70,7 @@ func (c Config) ChartImage() string {
 func (c Config) ChartValues(cl int) []string {
 	v := []string{
 		"image.pullPolicy=Never",
-		"ovnCentral.addresses={" + c.NodeIPs(cl, 1)[0].String() + "}",
+		"ovnCentral.addresses={" + strings.Join(c.centralAddresses(cl), ",") + "}",
 		"ovnCentral.dataDir=" + c.NodeHostPath("ovn-central"),
 		"cluster.podCIDR=" + strings.ReplaceAll(annotation.JoinAddrs(c.PodCIDRs(cl)), ",", "\\,"),
 		"cluster.joinCIDR=" + strings.ReplaceAll(annotation.JoinAddrs(c.JoinCIDRs()), ",", "\\,"),
@@ -89,6 +89,8 @@ func (c Config) ChartValues(cl int) []string {
 		"speaker.enabled=true",
 		"speaker.externalIPCIDRs=" + SpeakerExternalIPCIDR.String(),
 		fmt.Sprintf("pinger.enabled=%t", c.Pinger),
+		// A stopped ovn-controller falls behind NB within seconds (the default is 30 s).
+		"ovnCentral.monitor.nbCfgProbeInterval=5s",
 		// The pinger checks the lab's external host too.
 		"pinger.externalAddresses={" + strings.Join(addrStrings(c.ExternalHostIPs()), ",") + "}",
 	}
@@ -222,7 +224,8 @@ func (c Config) uplinkKeeperStep(cl, n int, logs string) Step {
 		Argv: []string{"/bin/sh", "-c", strings.Join(script, "\n")}}
 }
 
-// OVNCentralLabel marks the nodes the chart runs OVN central on (node 1 of each cluster).
+// OVNCentralLabel marks the nodes the chart runs OVN central on (nodes 1..Centrals() of each
+// cluster).
 const OVNCentralLabel = "kovn.io/ovn-central"
 
 // chartNodeLabels are kubelet flags registering node n with the chart's node labels.
@@ -233,7 +236,7 @@ func (c Config) chartNodeLabels(n int) []string {
 		return nil
 	}
 	labels := SpeakerLabel + "=true"
-	if n == 1 {
+	if n <= c.Centrals() {
 		labels += "," + OVNCentralLabel + "=true"
 	}
 	return []string{"--node-labels=" + labels}
@@ -246,6 +249,15 @@ func addrStrings(as []netip.Addr) []string {
 	out := make([]string, len(as))
 	for i, a := range as {
 		out[i] = a.String()
+	}
+	return out
+}
+
+// centralAddresses are the primary addresses of cluster cl's central nodes.
+func (c Config) centralAddresses(cl int) []string {
+	var out []string
+	for n := 1; n <= c.Centrals(); n++ {
+		out = append(out, c.NodeIPs(cl, n)[0].String())
 	}
 	return out
 }

@@ -39,6 +39,9 @@ type Config struct {
 	// Pinger runs the chart's kovn-pinger DaemonSet (InstallChart only): a pod per node on
 	// kovn's network. Suites that count pods or addresses leave it off.
 	Pinger bool
+	// CentralNodes runs the chart's OVN central (NB, SB and northd: 3-member raft clusters
+	// with 3) on nodes 1..CentralNodes of each cluster (InstallChart only); 0 means 1.
+	CentralNodes int
 	// FakeNodes registers this many Node objects per cluster that have no kubelet, OVS or
 	// containerd behind them (scale tests): kovn gives them join ports like any node, and pods
 	// bound to them get addresses and switch ports but never run. See fakenodes.go.
@@ -349,3 +352,6 @@ func (c Config) anyAddr() string {
 	}
 	return "0.0.0.0"
 }
+
+// Centrals is how many nodes of each cluster run the chart's OVN central.
+func (c Config) Centrals() int { return max(1, min(c.CentralNodes, c.Nodes)) }
