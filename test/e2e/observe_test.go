@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -492,29 +493,29 @@ func pathNames(ps []kovnctl.PathStatus) []string {
 	return out
 }
 
-// blockGeneve drops, in node a's own OVS, geneve packets to node b's address: a flow on br-phy,
-// the bridge holding the node's address that every tunnel packet leaves through. (A qdisc on
-// eth0 would not do: the userspace datapath sends a batch from a packet socket, and one
-// dropped packet loses the rest of its batch, to every node.)
-func blockGeneve(t *testing.T, cfg rig.Config, a, b int) {
+// blockGeneve drops, in node a's own OVS (of cluster cl), geneve packets to address dst: a flow
+// on br-phy, the bridge holding the node's address that every tunnel packet leaves through. (A
+// qdisc on eth0 would not do: the userspace datapath sends a batch from a packet socket, and
+// one dropped packet loses the rest of its batch, to every node.)
+func blockGeneve(t *testing.T, cfg rig.Config, cl, a int, dst netip.Addr) {
 	t.Helper()
-	flow := fmt.Sprintf("priority=65000,udp,nw_dst=%s,tp_dst=6081,actions=drop", cfg.NodeIPs(1, b)[0])
-	if out, err := ofctl(cfg, a, "add-flow", flow); err != nil {
-		t.Fatalf("blocking geneve on c1-n%d: %v %s", a, err, out)
+	flow := fmt.Sprintf("priority=65000,udp,nw_dst=%s,tp_dst=6081,actions=drop", dst)
+	if out, err := ofctl(cfg, cl, a, "add-flow", flow); err != nil {
+		t.Fatalf("blocking geneve on %s: %v %s", rig.NodeName(cl, a), err, out)
 	}
 }
 
-func unblockGeneve(t *testing.T, cfg rig.Config, a, b int) {
+func unblockGeneve(t *testing.T, cfg rig.Config, cl, a int, dst netip.Addr) {
 	t.Helper()
-	match := fmt.Sprintf("priority=65000,udp,nw_dst=%s,tp_dst=6081", cfg.NodeIPs(1, b)[0])
-	if out, err := ofctl(cfg, a, "--strict", "del-flows", match); err != nil {
-		t.Errorf("removing c1-n%d's geneve block: %v %s", a, err, out)
+	match := fmt.Sprintf("priority=65000,udp,nw_dst=%s,tp_dst=6081", dst)
+	if out, err := ofctl(cfg, cl, a, "--strict", "del-flows", match); err != nil {
+		t.Errorf("removing %s's geneve block: %v %s", rig.NodeName(cl, a), err, out)
 	}
 }
 
-// ofctl runs ovs-ofctl on node a's br-phy through its management socket.
-func ofctl(cfg rig.Config, a int, args ...string) ([]byte, error) {
-	mgmt := "unix:" + filepath.Join(filepath.Dir(cfg.OVSDBSocket(1, a)), "br-phy.mgmt")
+// ofctl runs ovs-ofctl on node a (of cluster cl)'s br-phy through its management socket.
+func ofctl(cfg rig.Config, cl, a int, args ...string) ([]byte, error) {
+	mgmt := "unix:" + filepath.Join(filepath.Dir(cfg.OVSDBSocket(cl, a)), "br-phy.mgmt")
 	n := len(args)
 	argv := append(append([]string{}, args[:n-1]...), mgmt, args[n-1])
 	if args[0] == "--strict" {
@@ -566,8 +567,8 @@ func networkQuality(t *testing.T, c *cluster) {
 
 	t.Log("geneve blocked between c1-n1 and c1-n2")
 	start := time.Now()
-	blockGeneve(t, cfg, 1, 2)
-	blockGeneve(t, cfg, 2, 1)
+	blockGeneve(t, cfg, 1, 1, cfg.NodeIPs(1, 2)[0])
+	blockGeneve(t, cfg, 1, 2, cfg.NodeIPs(1, 1)[0])
 	// Each pinger's own view, read from its node (a local path: the API server reaches c1-n2's
 	// pods across the cut). DNS and the API server are left out: their answer depends on where
 	// CoreDNS and the route to the control plane are.
@@ -601,8 +602,8 @@ func networkQuality(t *testing.T, c *cluster) {
 
 	t.Log("unblocked: the paths clear")
 	start = time.Now()
-	unblockGeneve(t, cfg, 1, 2)
-	unblockGeneve(t, cfg, 2, 1)
+	unblockGeneve(t, cfg, 1, 1, cfg.NodeIPs(1, 2)[0])
+	unblockGeneve(t, cfg, 1, 2, cfg.NodeIPs(1, 1)[0])
 	if err := eventually(30*time.Second, func() error {
 		if got = c.lossyFromNodes(t, "node", "pod", "external", "dns", "service"); len(got) != 0 {
 			return fmt.Errorf("lossy %v", got)
@@ -617,6 +618,22 @@ func networkQuality(t *testing.T, c *cluster) {
 	t.Logf("clear after %.1fs", time.Since(start).Seconds())
 }
 
+// pingerMetricsFromNode reads the metrics of the pinger on node n of c from that node's network
+// namespace (a local path, whatever the state of the paths between nodes).
+func (c *cluster) pingerMetricsFromNode(t *testing.T, n int) string {
+	t.Helper()
+	cfg := c.st.Config
+	cl, _ := nodeIndex(t, c.info.Name+"-n1")
+	node := rig.NodeName(cl, n)
+	ip := strings.TrimSpace(c.kubectlOK("-n", "kube-system", "get", "pods", "-l", "app=kovn-pinger", "--field-selector",
+		"spec.nodeName="+node, "-o", "jsonpath={.items[0].status.podIP}"))
+	body, err := nsTestbox(cfg, cfg.NodeNS(cl, n), "get", "http://"+net.JoinHostPort(ip, "9476")+"/metrics")
+	if err != nil {
+		t.Fatalf("%s's pinger metrics from its node: %v %s", node, err, body)
+	}
+	return body
+}
+
 var lossyLine = regexp.MustCompile(`(?m)^kovn_pinger_path_lossy\{family="([^"]*)",kind="([^"]*)",source="([^"]*)",target="([^"]*)"\} 1$`)
 
 // lossyFromNodes reads every pinger's metrics from its own node's network namespace and
@@ -626,12 +643,7 @@ func (c *cluster) lossyFromNodes(t *testing.T, kinds ...string) []string {
 	cfg := c.st.Config
 	var out []string
 	for n := 1; n <= cfg.Nodes; n++ {
-		ip := strings.TrimSpace(c.kubectlOK("-n", "kube-system", "get", "pods", "-l", "app=kovn-pinger", "--field-selector",
-			"spec.nodeName="+rig.NodeName(1, n), "-o", "jsonpath={.items[0].status.podIP}"))
-		body, err := nsTestbox(cfg, cfg.NodeNS(1, n), "get", "http://"+net.JoinHostPort(ip, "9476")+"/metrics")
-		if err != nil {
-			t.Fatalf("c1-n%d's pinger metrics from its node: %v %s", n, err, body)
-		}
+		body := c.pingerMetricsFromNode(t, n)
 		for _, m := range lossyLine.FindAllStringSubmatch(body, -1) {
 			if slices.Contains(kinds, m[2]) {
 				out = append(out, m[3]+"->"+m[2]+"/"+m[4]+"/"+m[1])
