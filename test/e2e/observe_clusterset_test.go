@@ -16,7 +16,8 @@ import (
 // probes the other cluster's pingers, found through the clusterset.local name of their
 // exported headless Service; geneve blocked between the two gateways makes exactly those
 // cross-cluster paths lossy (from every node of both clusters) and no path inside a cluster;
-// unblocked, they clear.
+// unblocked, they clear. The pinger does all this with its chart RBAC, which grants nothing more
+// than it uses (pingerRBAC).
 func TestObserveClusterSet(t *testing.T) {
 	cfg := rigConfig(t, 2, 2)
 	cfg.Kovn, cfg.Install, cfg.Pinger = true, rig.InstallChart, true
@@ -72,6 +73,7 @@ func TestObserveClusterSet(t *testing.T) {
 		t.Fatalf("healthy clusterset: %v\n%s", err, last)
 	}
 	t.Logf("healthy: %d cross-cluster paths probed, none lossy", len(remote))
+	pingerRBAC(t, clusters[0])
 
 	gw1, gw2 := cfg.NodeIPs(1, 1)[0], cfg.NodeIPs(2, 1)[0]
 	blockGeneve(t, cfg, 1, 1, gw2)
@@ -107,4 +109,35 @@ func TestObserveClusterSet(t *testing.T) {
 		t.Errorf("unblocked, within 30 s: %v", err)
 	}
 	t.Logf("unblocked: clear after %.1fs", time.Since(start).Seconds())
+}
+
+// pingerRBAC: the pinger's ServiceAccount may do what it does (list and watch nodes and its
+// namespace's pods, create its ServiceExport: the healthy clusterset shows it did) and nothing
+// beside it, as the API server answers for it.
+func pingerRBAC(t *testing.T, c *cluster) {
+	sa := "--as=system:serviceaccount:kube-system:kovn-pinger"
+	for _, check := range []struct {
+		verb, resource, ns string
+		allowed            bool
+	}{
+		{"list", "nodes", "", true}, {"watch", "nodes", "", true},
+		{"list", "pods", "kube-system", true}, {"watch", "pods", "kube-system", true},
+		{"create", "serviceexports.multicluster.x-k8s.io", "kube-system", true},
+		{"get", "nodes", "", false}, {"patch", "nodes", "", false},
+		{"list", "pods", "default", false}, {"get", "pods", "kube-system", false}, {"create", "pods", "kube-system", false},
+		{"get", "secrets", "kube-system", false}, {"list", "configmaps", "kube-system", false},
+		{"delete", "serviceexports.multicluster.x-k8s.io", "kube-system", false},
+		{"create", "serviceexports.multicluster.x-k8s.io", "default", false},
+		{"list", "services", "kube-system", false}, {"list", "ips.kovn.io", "", false},
+	} {
+		args := []string{"auth", "can-i", check.verb, check.resource, sa}
+		if check.ns != "" {
+			args = append(args, "-n", check.ns)
+		}
+		out, _ := c.kubectl(args...) // exit 1 for "no"; the answer is the last line, after any warning
+		lines := strings.Fields(out)
+		if got := len(lines) > 0 && lines[len(lines)-1] == "yes"; got != check.allowed {
+			t.Errorf("kovn-pinger %s %s in %q: %q, want allowed=%t", check.verb, check.resource, check.ns, strings.TrimSpace(out), check.allowed)
+		}
+	}
 }
