@@ -4,6 +4,10 @@
 // chart's ovn-central pod and reads their control sockets at each scrape.
 //
 //	kovn-ovn-monitor [--run-dir /var/run/ovn] [--data-dir /data] [--interconnect-databases] [--ovn-ic]
+//	kovn-ovn-monitor --database LABEL=SCHEMA:CTL[:FILE]... [--daemon LABEL=CTL]... --nb-cfg-probe-interval 0
+//
+// The first form reads the chart's sockets and files; the second any servers (the lab's IC
+// database members are read this way).
 package main
 
 import (
@@ -15,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -36,11 +41,21 @@ func main() {
 	icDBs := flag.Bool("interconnect-databases", false, "this node serves IC-NB and IC-SB members too")
 	ic := flag.Bool("ovn-ic", false, "this node runs ovn-ic")
 	probe := flag.Duration("nb-cfg-probe-interval", 30*time.Second, "bump NB_Global.nb_cfg this often while this node's ovn-northd is active, and export each chassis's lag behind it (0: neither)")
+	var dbFlags, daemonFlags listFlag
+	flag.Var(&dbFlags, "database", "LABEL=SCHEMA:CTL[:FILE]: read this database server instead of the chart's (repeatable)")
+	flag.Var(&daemonFlags, "daemon", "LABEL=CTL: with --database, an OVN daemon with an HA status to read (repeatable)")
 	addr := flag.String("metrics-bind-address", ":9478", "Prometheus metrics address")
 	probeAddr := flag.String("health-probe-bind-address", ":9479", "/livez and /readyz address, independent of metrics")
 	flag.Parse()
 
 	c := collector(*runDir, *dataDir, *icDBs, *ic)
+	if len(dbFlags) > 0 {
+		var err error
+		if c, err = explicitCollector(dbFlags, daemonFlags); err != nil {
+			fmt.Fprintln(os.Stderr, "kovn-ovn-monitor:", err)
+			os.Exit(2)
+		}
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
@@ -102,6 +117,37 @@ func collector(runDir, dataDir string, icDBs, ic bool) *ovnmonitor.Collector {
 		c.Daemons = append(c.Daemons, ovnmonitor.Daemon{Label: "ic", Ctl: filepath.Join(runDir, "ovn-ic.ctl")})
 	}
 	return c
+}
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, " ") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// explicitCollector reads the servers and daemons named on the command line.
+func explicitCollector(dbs, daemons []string) (*ovnmonitor.Collector, error) {
+	c := &ovnmonitor.Collector{}
+	for _, d := range dbs {
+		label, spec, ok := strings.Cut(d, "=")
+		parts := strings.Split(spec, ":")
+		if !ok || label == "" || len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
+			return nil, fmt.Errorf("--database %q: want LABEL=SCHEMA:CTL[:FILE]", d)
+		}
+		db := ovnmonitor.DB{Label: label, Name: parts[0], Ctl: parts[1]}
+		if len(parts) == 3 {
+			db.File = parts[2]
+		}
+		c.DBs = append(c.DBs, db)
+	}
+	for _, d := range daemons {
+		label, ctl, ok := strings.Cut(d, "=")
+		if !ok || label == "" || ctl == "" {
+			return nil, fmt.Errorf("--daemon %q: want LABEL=CTL", d)
+		}
+		c.Daemons = append(c.Daemons, ovnmonitor.Daemon{Label: label, Ctl: ctl})
+	}
+	return c, nil
 }
 
 // watchNbCfg connects to this node's NB and SB members (as soon as they serve; until then the

@@ -56,6 +56,8 @@ func icRaftLeaderKill(t *testing.T, st *rig.State, cs []*cluster, db, dbName str
 		})
 	}
 	learned = time.Since(created)
+	stopped := icMemberIndex(t, db, leader)
+	seen := icMonitorsAgree(t, st, db, stopped, icMemberIndex(t, db, newLeader))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := st.StartDaemon(ctx, "ic", "ovsdb-server-"+leader); err != nil {
@@ -73,8 +75,63 @@ func icRaftLeaderKill(t *testing.T, st *rig.State, cs []*cluster, db, dbName str
 		t.Fatal(err)
 	}
 	checkICSBRoutes(t, cfg, len(cs))
-	t.Logf("%s leader %s killed: %s elected after %.1fs; a new subnet in %s learned by the other %d clusters %.1fs after it was created (after the stream, the old leader still down); %d of 200 probes lost; %s rejoined as follower in %.1fs; IC-SB: every route once",
-		dbName, leader, newLeader, elected.Seconds(), cs[0].info.Name, len(cs)-1, learned.Seconds(), lost, leader, time.Since(rejoin).Seconds())
+	icMonitorsAgree(t, st, db, -1, icMemberIndex(t, db, newLeader))
+	t.Logf("%s leader %s killed: %s elected after %.1fs; a new subnet in %s learned by the other %d clusters %.1fs after it was created (after the stream, the old leader still down); %d of 200 probes lost; %s rejoined as follower in %.1fs; IC-SB: every route once; kovn-ovn-monitor: %s",
+		dbName, leader, newLeader, elected.Seconds(), cs[0].info.Name, len(cs)-1, learned.Seconds(), lost, leader, time.Since(rejoin).Seconds(), seen)
+}
+
+// icMemberIndex is the member index (0-based) of IC database db's member name.
+func icMemberIndex(t *testing.T, db, name string) int {
+	t.Helper()
+	for m := range rig.ICRaftMembers {
+		if rig.ICDBMemberName(db, m) == name {
+			return m
+		}
+	}
+	t.Fatalf("%s is no member of %s", name, db)
+	return -1
+}
+
+// icMonitorsAgree waits (30 s) until the kovn-ovn-monitor of each IC member reads database db
+// as the raft does: the stopped member's (-1: none) server down, every other one a cluster
+// member of 3 reaching all live members, naming member leader, which says it leads.
+func icMonitorsAgree(t *testing.T, st *rig.State, db string, stopped, leader int) string {
+	t.Helper()
+	cfg := st.Config
+	label := map[string]string{"icnb": "ic-nb", "icsb": "ic-sb"}[db]
+	live := rig.ICRaftMembers
+	if stopped >= 0 {
+		live--
+	}
+	var last []raftMemberView
+	err := eventually(30*time.Second, func() error {
+		last = last[:0]
+		var leaderSID string
+		for m := range rig.ICRaftMembers {
+			v := parseCentralView(nodeTestbox(t, st, cfg.ICNS(), "get", fmt.Sprintf("http://127.0.0.1:%d/metrics", rig.PortICMonitor+2*m))).DBs[label]
+			last = append(last, v)
+			if m == leader {
+				leaderSID = v.Server
+			}
+		}
+		for m, v := range last {
+			switch {
+			case m == stopped:
+				if v.Up || v.HasRaft {
+					return fmt.Errorf("stopped member %d reads %+v", m, v)
+				}
+			case !v.Up || !v.ClusterMember || v.Members != 3 || v.Connected != live || v.Leader == "" || v.Leader != leaderSID:
+				return fmt.Errorf("member %d reads %+v, want a member of 3 reaching %d, led by member %d (%s)", m, v, live, leader, leaderSID)
+			case (m == leader) != (v.Role == "leader"):
+				return fmt.Errorf("member %d has role %s, member %d leads", m, v.Role, leader)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("kovn-ovn-monitor of the %s members: %v", db, err)
+	}
+	return fmt.Sprintf("%s led by member %d, %d of 3 reached", label, leader+1, live)
 }
 
 // icRaftLeader is the member of IC database db that says it is the raft leader, skipping

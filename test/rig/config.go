@@ -211,6 +211,9 @@ const (
 	PortControllerMetrics = 10300
 	// PortControllerHealth: its /livez and /readyz, on the same loopback.
 	PortControllerHealth = 10301
+	// PortICMonitor: with ICRaft, the metrics of kovn-ovn-monitor reading IC member m's two
+	// servers, on PortICMonitor+2m (its probes on +2m+1), on the IC namespace's loopback.
+	PortICMonitor = 10310
 )
 
 // BridgeNode reports whether real node n of a cluster runs the bridge CNI instead of kovn.

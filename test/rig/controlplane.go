@@ -205,7 +205,27 @@ func (c Config) interconnectSpec() (SupervisorSpec, error) {
 			steps = append(steps, st)
 		}
 	}
+	if c.ICRaft && c.Kovn {
+		for m := range ICRaftMembers {
+			steps = append(steps, c.icMonitorStep(dir, logs, m))
+		}
+	}
 	return SupervisorSpec{Name: "ic", Dir: dir, Steps: steps}, nil
+}
+
+// icMonitorStep runs kovn-ovn-monitor for raft member m of both IC databases (as the chart's
+// ovn-central pod does for the databases it serves).
+func (c Config) icMonitorStep(dir, logs string, m int) Step {
+	name := fmt.Sprintf("kovn-ovn-monitor-%d", m+1)
+	argv := []string{filepath.Join(c.KovnBinDir, "kovn-ovn-monitor"), "--nb-cfg-probe-interval=0",
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", PortICMonitor+2*m),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", PortICMonitor+2*m+1)}
+	for _, db := range []struct{ label, schema, name string }{{"ic-nb", "OVN_IC_Northbound", "icnb"}, {"ic-sb", "OVN_IC_Southbound", "icsb"}} {
+		member := ICDBMemberName(db.name, m)
+		argv = append(argv, fmt.Sprintf("--database=%s=%s:%s:%s", db.label, db.schema, c.ICDBCtl(member), filepath.Join(dir, member+".db")))
+	}
+	return Step{Name: name, Daemon: true, Restart: true, Log: filepath.Join(logs, name+".log"), Argv: argv,
+		Ready: Ready{TCP: fmt.Sprintf("127.0.0.1:%d", PortICMonitor+2*m)}}
 }
 
 // ICDBMemberName names member m (0-based) of IC database db ("icsb", "icsb2", "icsb3"); its
