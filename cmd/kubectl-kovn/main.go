@@ -99,6 +99,8 @@ func newStatus(g *globalFlags, out io.Writer) *cobra.Command {
 					// kovn-pinger's lossy paths; without pingers (or the right to proxy to
 					// them) status goes on without them.
 					in.Pingers, _ = kovnctl.ScrapePaths(ctx, e.Kube)
+					// OVN central's raft and northd, as its monitors read them.
+					in.Central, _ = kovnctl.ScrapeCentral(ctx, e.Kube)
 					r = kovnctl.Build(in)
 					if !wait || len(r.Problems) == 0 {
 						break

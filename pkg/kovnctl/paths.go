@@ -43,15 +43,34 @@ type PingerScrape struct {
 // all at once, each within ScrapeTimeout. No pinger: an empty scrape.
 func ScrapePaths(ctx context.Context, kc kubernetes.Interface) (PingerScrape, error) {
 	var out PingerScrape
-	pods, err := kc.CoreV1().Pods(KovnNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + PingerApp})
+	var err error
+	out.Answered, out.Silent, err = scrapePods(ctx, kc, PingerApp, true, func(_ string, raw []byte) error {
+		paths, err := lossyPaths(raw)
+		if err == nil {
+			out.Lossy = append(out.Lossy, paths...)
+		}
+		return err
+	})
+	sort.Slice(out.Lossy, func(i, j int) bool { return pathKey(out.Lossy[i]) < pathKey(out.Lossy[j]) })
+	return out, err
+}
+
+// scrapePods reads the metrics of every running pod labelled app, not being deleted, (only the ready ones with
+// ready) through the API server (pods/proxy to its port named "metrics"), all at once, each
+// within ScrapeTimeout, and hands each answer to read, one at a time. It returns how many
+// answered and the nodes of those that did not (or whose answer read refused), sorted.
+func scrapePods(ctx context.Context, kc kubernetes.Interface, app string, ready bool, read func(node string, raw []byte) error) (int, []string, error) {
+	pods, err := kc.CoreV1().Pods(KovnNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
 	if err != nil {
-		return out, err
+		return 0, nil, err
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	answered, silent := 0, []string{}
 	for _, p := range pods.Items {
 		port := metricsPort(&p)
-		if p.Status.Phase != corev1.PodRunning || port == "" || !podReady(&p) {
+		// A pod being deleted is expected to stop answering.
+		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil || port == "" || (ready && !podReady(&p)) {
 			continue
 		}
 		wg.Add(1)
@@ -60,24 +79,21 @@ func ScrapePaths(ctx context.Context, kc kubernetes.Interface) (PingerScrape, er
 			ctx, cancel := context.WithTimeout(ctx, ScrapeTimeout)
 			defer cancel()
 			raw, err := kc.CoreV1().Pods(KovnNamespace).ProxyGet("http", p.Name, port, "metrics", nil).DoRaw(ctx)
-			var paths []PathStatus
-			if err == nil {
-				paths, err = lossyPaths(raw)
-			}
 			mu.Lock()
 			defer mu.Unlock()
+			if err == nil {
+				err = read(p.Spec.NodeName, raw)
+			}
 			if err != nil {
-				out.Silent = append(out.Silent, p.Spec.NodeName)
+				silent = append(silent, p.Spec.NodeName)
 				return
 			}
-			out.Answered++
-			out.Lossy = append(out.Lossy, paths...)
+			answered++
 		}()
 	}
 	wg.Wait()
-	sort.Slice(out.Lossy, func(i, j int) bool { return pathKey(out.Lossy[i]) < pathKey(out.Lossy[j]) })
-	sort.Strings(out.Silent)
-	return out, nil
+	sort.Strings(silent)
+	return answered, silent, nil
 }
 
 func podReady(p *corev1.Pod) bool {

@@ -49,6 +49,16 @@ func PrintStatus(w io.Writer, r Report) {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", i.Name, i.Type, list(i.IPs), list(i.Clusters))
 		}
 	}
+	if len(r.Central) > 0 {
+		fmt.Fprintf(tw, "\nOVN CENTRAL DB\tNODE\tUP\tROLE\tTERM\tREACHES\tLEADER\n")
+		for _, m := range r.Central {
+			reaches := "-"
+			if m.Members > 0 {
+				reaches = fmt.Sprintf("%d/%d", m.Connected, m.Members)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%d\t%s\t%s\n", m.DB, m.Node, m.Up, dash(m.Role), m.Term, reaches, dash(m.Leader))
+		}
+	}
 	if len(r.LossyPaths) > 0 {
 		fmt.Fprintf(tw, "\nLOSSY PATH (kovn-pinger)\tTARGET\tFAMILY\tLOST/SENT\n")
 		for _, p := range r.LossyPaths {

@@ -29,6 +29,8 @@ type Inputs struct {
 	BgpPeers     []kovnv1.BgpPeer
 	// Pingers is what kovn-pinger found (ScrapePaths).
 	Pingers PingerScrape
+	// Central is what the OVN central pods' kovn-ovn-monitors read (ScrapeCentral).
+	Central CentralScrape
 }
 
 // Problem is one thing wrong: the object, what is wrong, and what to do.
@@ -52,7 +54,9 @@ type Report struct {
 	Pingers       int          `json:"pingers"`
 	LossyPaths    []PathStatus `json:"lossyPaths,omitempty"`
 	SilentPingers []string     `json:"silentPingers,omitempty"`
-	Problems      []Problem    `json:"problems"`
+	// Central is each OVN central node's view of each database it serves.
+	Central  []CentralMember `json:"central,omitempty"`
+	Problems []Problem       `json:"problems"`
 }
 
 type ControllerStatus struct {
@@ -132,6 +136,7 @@ func Build(in Inputs) Report {
 	r.mcs(in)
 	r.bgp(in)
 	r.paths(in)
+	r.central(in)
 	return r
 }
 

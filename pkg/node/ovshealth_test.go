@@ -245,7 +245,7 @@ func TestOVSHealthFlows(t *testing.T) {
 	ctl := fakeVswitchd(t, map[string]any{
 		"bridge/dump-flows br-int": capturedDumpFlowsBrInt,
 		"bridge/dump-flows br-ex":  errors.New("Unknown bridge"),
-		"upcall/show":             capturedUpcallShow,
+		"upcall/show":              capturedUpcallShow,
 	})
 	o := &ovsHealth{ctl: VswitchdSocket{Ctl: ctl}, bridge: cni.DefaultBridge, timeout: 300 * time.Millisecond}
 	want := map[string]float64{`kovn_node_openflow_flows{bridge="br-int"}`: 10, `kovn_node_datapath_flows{}`: 4}

@@ -1,13 +1,17 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kovn/kovn/pkg/kovnctl"
 	"github.com/kovn/kovn/test/rig"
 )
 
@@ -202,6 +206,9 @@ func centralHealth(t *testing.T, c *cluster) {
 	stopped := agreed["nb"].LeaderNode
 	t.Logf("healthy: NB leader c1-n%d (term %d), SB leader c1-n%d (term %d), northd active on c1-n%d",
 		stopped, agreed["nb"].Term, agreed["sb"].LeaderNode, agreed["sb"].Term, active)
+	if got := centralStatus(t, c, 6); len(got) != 0 {
+		t.Errorf("kubectl kovn status on a healthy central: %v", got)
+	}
 	nbCfgLag(t, c, func() string { return scrape(active) })
 
 	node := rig.NodeName(1, stopped)
@@ -231,6 +238,15 @@ func centralHealth(t *testing.T, c *cluster) {
 	}
 	t.Logf("%s's central stopped: after %s the others name NB leader c1-n%d in term %d and reach 2 of 3, northd active on c1-n%d",
 		node, time.Since(start).Round(100*time.Millisecond), after["nb"].LeaderNode, after["nb"].Term, active)
+	var want []string
+	for _, db := range []string{"nb", "sb"} {
+		for _, n := range rest {
+			want = append(want, "raft/"+db+"/"+rig.NodeName(1, n))
+		}
+	}
+	if got := centralStatus(t, c, 4); !slices.Equal(got, want) {
+		t.Errorf("kubectl kovn status with %s's central stopped: problems %v, want %v", node, got, want)
+	}
 
 	c.kubectlOK("label", "node", node, rig.OVNCentralLabel+"=true")
 	start = time.Now()
@@ -242,4 +258,34 @@ func centralHealth(t *testing.T, c *cluster) {
 		t.Fatalf("%s labelled again: %v\n%+v", node, err, last)
 	}
 	t.Logf("%s labelled again: all three reach 3 members after %s", node, time.Since(start).Round(100*time.Millisecond))
+	if err := eventually(30*time.Second, func() error {
+		if got := centralStatus(t, c, 6); len(got) != 0 {
+			return fmt.Errorf("problems %v", got)
+		}
+		return nil
+	}); err != nil {
+		t.Errorf("kubectl kovn status once %s is back: %v", node, err)
+	}
+}
+
+// centralStatus runs kubectl kovn status and returns its OVN central problems (raft/...,
+// central/..., ovn-northd), sorted, after checking it lists members central members.
+func centralStatus(t *testing.T, c *cluster, members int) []string {
+	t.Helper()
+	out, errOut, _ := c.kubectlKovn("status", "-o", "json") // exit 1 with problems
+	var r kovnctl.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("kubectl kovn status -o json: %v\n%s%s", err, out, errOut)
+	}
+	if len(r.Central) != members {
+		t.Errorf("kubectl kovn status lists %d central members, want %d: %+v", len(r.Central), members, r.Central)
+	}
+	var got []string
+	for _, p := range r.Problems {
+		if strings.HasPrefix(p.Object, "raft/") || strings.HasPrefix(p.Object, "central/") || p.Object == "ovn-northd" {
+			got = append(got, p.Object)
+		}
+	}
+	sort.Strings(got)
+	return got
 }
