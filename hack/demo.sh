@@ -370,6 +370,12 @@ kubectl -n egress exec e1 -- /testbox get "http://[fd00:28:30::100]:8080/"
 echo "demo-1, in a namespace not selected, leaves as its node's address, as before:"
 kubectl exec demo-1 -- /testbox get http://172.28.30.100:8080/
 
+step "OVS health in kovn-daemon's metrics: c1-n1's OpenFlow and datapath flows, its tunnels and their BFD state"
+# (The chart also runs kovn-ovn-monitor beside OVN central: raft role, leader, term and members
+# per database, northd active/standby, each chassis's nb_cfg lag; kubectl kovn status shows them.)
+ip netns exec "$NODE1_NS" "$BIN/kovn-testbox" get http://127.0.0.1:9474/metrics |
+  grep -E '^kovn_node_(ovs_up|ovn_controller_up|openflow_flows|datapath_flows|tunnels|tunnel_bfd_up)' || true
+
 step "subnets report the protocol, gateway and addresses in use"
 kubectl get subnets
 step "the OVN view: logical switches, ports and the gateway policies kovn programmed"
