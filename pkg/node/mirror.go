@@ -305,7 +305,7 @@ func (r *MirrorReconciler) mirrorOps(ctx context.Context, br *vswitch.Bridge, po
 		want := &vswitch.Mirror{Name: name, SelectSrcPort: ports, SelectDstPort: ports, OutputPort: &outPort.UUID,
 			ExternalIDs: map[string]string{mirrorKey: "mirror"}}
 		if m := have[name]; m != nil {
-			if slices.Equal(sorted(m.SelectSrcPort), ports) && slices.Equal(sorted(m.SelectDstPort), ports) && m.OutputPort != nil && *m.OutputPort == outPort.UUID {
+			if slices.Equal(slices.Sorted(slices.Values(m.SelectSrcPort)), ports) && slices.Equal(slices.Sorted(slices.Values(m.SelectDstPort)), ports) && m.OutputPort != nil && *m.OutputPort == outPort.UUID {
 				continue
 			}
 			want.UUID = m.UUID
@@ -327,12 +327,6 @@ func (r *MirrorReconciler) mirrorOps(ctx context.Context, br *vswitch.Bridge, po
 		}
 	}
 	return ops, nil
-}
-
-func sorted(s []string) []string {
-	s = slices.Clone(s)
-	slices.Sort(s)
-	return s
 }
 
 // SetupWithManager: any event of this node's pods queues the one key.

@@ -101,22 +101,12 @@ func Targets(cfg Config, nodes []corev1.Node, pingers []corev1.Pod, clusterSet [
 		}
 	}
 	slices.SortFunc(out, func(a, b Target) int {
-		if c := compareStrings(a.Kind+"/"+a.Name+"/"+a.Family, b.Kind+"/"+b.Name+"/"+b.Family); c != 0 {
+		if c := strings.Compare(a.Kind+"/"+a.Name+"/"+a.Family, b.Kind+"/"+b.Name+"/"+b.Family); c != 0 {
 			return c
 		}
 		return a.Addr.Compare(b.Addr)
 	})
 	return out
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func family(a netip.Addr) string {
