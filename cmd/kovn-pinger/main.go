@@ -144,10 +144,18 @@ func run() error {
 
 // exportService creates the ServiceExport of the pinger pods' Service once mcs-api's CRD is
 // served (kovn-controller installs it when the cluster joins a clusterset), retrying until then.
+// Each new error is logged once (a missing CRD is expected until the cluster joins).
 func exportService(ctx context.Context, cfg *rest.Config, namespace, name string) {
+	last := ""
 	for {
-		if err := ensureExport(ctx, cfg, namespace, name); err == nil {
+		err := ensureExport(ctx, cfg, namespace, name)
+		if err == nil {
+			fmt.Fprintf(os.Stderr, "kovn-pinger: ServiceExport %s/%s in place\n", namespace, name)
 			return
+		}
+		if err.Error() != last {
+			last = err.Error()
+			fmt.Fprintf(os.Stderr, "kovn-pinger: exporting %s/%s (retrying every 30 s): %v\n", namespace, name, err)
 		}
 		select {
 		case <-ctx.Done():
