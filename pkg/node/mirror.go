@@ -191,6 +191,9 @@ func (r *MirrorReconciler) selectedPorts(ctx context.Context) ([]string, bool, e
 			want[topology.PodPortName(p.Namespace, p.Name)] = true
 		}
 	}
+	if len(want) == 0 { // the usual case in annotated mode: no scan of the node's interfaces
+		return nil, false, nil
+	}
 	ifaces, err := ovn.Find(ctx, r.OVS, func(i *vswitch.Interface) bool { return want[i.ExternalIDs[cni.ExtIDIfaceID]] })
 	if err != nil {
 		return nil, false, err
