@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/netip"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,6 +73,10 @@ func TestInterconnect(t *testing.T) {
 				}
 			}
 		}
+	})
+
+	t.Run("kovn-daemon exports the BFD sessions OVN runs toward the gateways", func(t *testing.T) {
+		bfdSessionsUp(t, r.State, 1, 3, []int{1, 2})
 	})
 
 	// failover measures a 20 ms probe stream from a to b across fail (c1-n1, the active
@@ -581,4 +586,42 @@ func icControllerRestart(t *testing.T, a *cluster, st *rig.State, pb *corev1.Pod
 	}
 	t.Logf("kill -> new leader after %.1fs; 0 of %d probes lost; %d transit/router ports and NB_Global unchanged (same _version); bfd multiplier 4 programmed %.1fs after the patch",
 		takeover.Seconds(), failbackCount, len(ports), time.Since(changed).Seconds())
+}
+
+// bfdSessionsUp: node n of cluster cl (a chassis with ports on the router the gateways serve)
+// runs BFD toward gateway nodes gws over their tunnels, and kovn-daemon's metrics say each is
+// up (kovn_node_tunnel_bfd_up by remote address, kovn_node_tunnels_bfd by state), as OVS's
+// Interface rows have them.
+func bfdSessionsUp(t *testing.T, st *rig.State, cl, n int, gws []int) {
+	t.Helper()
+	cfg := st.Config
+	var out string
+	err := eventually(30*time.Second, func() error {
+		out = nodeTestbox(t, st, cfg.NodeNS(cl, n), "get", "http://127.0.0.1:9474/metrics")
+		for _, gw := range gws {
+			want := fmt.Sprintf(`remote_ip="%s"} 1`, cfg.NodeIPs(cl, gw)[0])
+			if !regexp.MustCompile(`(?m)^kovn_node_tunnel_bfd_up\{interface="[^"]+",` + regexp.QuoteMeta(want) + `$`).MatchString(out) {
+				return fmt.Errorf("no BFD session up toward %s", rig.NodeName(cl, gw))
+			}
+		}
+		if up := value(out, `kovn_node_tunnels_bfd{state="up"}`); up < float64(len(gws)) {
+			return fmt.Errorf("%v BFD sessions up", up)
+		}
+		for _, s := range []string{"down", "init", "admin_down"} {
+			if v := value(out, `kovn_node_tunnels_bfd{state="`+s+`"}`); v != 0 {
+				return fmt.Errorf("%v BFD sessions %s", v, s)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		var lines []string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "kovn_node_tunnel") {
+				lines = append(lines, l)
+			}
+		}
+		t.Fatalf("%s: %v\n%s", rig.NodeName(cl, n), err, strings.Join(lines, "\n"))
+	}
+	t.Logf("%s: BFD up toward %d gateways, %v tunnels", rig.NodeName(cl, n), len(gws), value(out, "kovn_node_tunnels"))
 }

@@ -29,14 +29,7 @@ import (
 // and the Service svc/echo.
 func kubectlKovnOps(t *testing.T, c *cluster, a, b *corev1.Pod, echoVIPs []string) {
 	cfg := c.st.Config
-	kovn := func(args ...string) (string, string, error) {
-		cmd := exec.Command(filepath.Join(cfg.K8sBinDir, "kubectl"), append([]string{"kovn"}, args...)...)
-		cmd.Env = append(os.Environ(), "PATH="+cfg.KovnBinDir+":"+os.Getenv("PATH"), "KUBECONFIG="+c.info.Kubeconfig)
-		var o, e strings.Builder
-		cmd.Stdout, cmd.Stderr = &o, &e
-		err := cmd.Run()
-		return o.String(), e.String(), err
-	}
+	kovn := c.kubectlKovn
 
 	t.Run("trace: pod to pod on another node and pod to ClusterIP, both families", func(t *testing.T) {
 		for _, v6 := range []bool{false, true} {

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -34,16 +32,8 @@ func TestKubectlKovn(t *testing.T) {
 	c1.applyInterConnect("az1", rig.NodeName(1, 1))
 	c2.applyInterConnect("az2", rig.NodeName(2, 1))
 
-	// kovnStreams runs `kubectl kovn ARGS`; kubectl takes no flags before a plugin's name: the
-	// plugin reads KUBECONFIG.
-	kovnStreams := func(args ...string) (stdout, stderr string, err error) {
-		cmd := exec.Command(filepath.Join(cfg.K8sBinDir, "kubectl"), append([]string{"kovn"}, args...)...)
-		cmd.Env = append(os.Environ(), "PATH="+cfg.KovnBinDir+":"+os.Getenv("PATH"), "KUBECONFIG="+c1.info.Kubeconfig)
-		var o, e strings.Builder
-		cmd.Stdout, cmd.Stderr = &o, &e
-		err = cmd.Run()
-		return o.String(), e.String(), err
-	}
+	// kovnStreams runs `kubectl kovn ARGS` against c1.
+	kovnStreams := c1.kubectlKovn
 	kovn := func(args ...string) (string, error) {
 		o, e, err := kovnStreams(args...)
 		return o + e, err
