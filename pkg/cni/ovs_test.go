@@ -28,37 +28,12 @@ type ovsDB struct {
 
 func newOVSDB(t *testing.T) *ovsDB {
 	t.Helper()
-	dbModel, err := vswitch.DatabaseModel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := &ovsDB{endpoint: ovntest.Serve(t, ovntest.SocketPath(t), dbModel)}
-	db.client = db.connect(t)
-	br := &vswitch.Bridge{UUID: ovn.NewNamedUUID(), Name: DefaultBridge, DatapathType: "netdev"}
-	root := &vswitch.OpenvSwitch{UUID: ovn.NewNamedUUID(), Bridges: []string{br.UUID}}
-	ops, err := db.client.Create(br, root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ovn.Transact(context.Background(), db.client, ops); err != nil {
-		t.Fatalf("bootstrapping Open_vSwitch: %v", err)
-	}
-	waitFor(t, "br-int in the cache", func() bool { return db.bridge(t) != nil })
-	return db
+	c, endpoint := ovntest.ServeOVS(t, DefaultBridge, nil)
+	return &ovsDB{endpoint: endpoint, client: c}
 }
 
 // connect opens another client (closed at the end of the test).
-func (db *ovsDB) connect(t *testing.T) client.Client {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := ovn.ConnectOVS(ctx, ovn.Config{Endpoints: []string{db.endpoint}, RetryInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatalf("ConnectOVS: %v", err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
+func (db *ovsDB) connect(t *testing.T) client.Client { return ovntest.ConnectOVS(t, db.endpoint) }
 
 func (db *ovsDB) bridge(t *testing.T) *vswitch.Bridge {
 	t.Helper()

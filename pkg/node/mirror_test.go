@@ -26,28 +26,7 @@ import (
 
 // mirrorOVS is an in-memory Open_vSwitch database with br-int, served like a node's.
 func mirrorOVS(t *testing.T) libovsdb.Client {
-	t.Helper()
-	dbModel, err := vswitch.DatabaseModel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	endpoint := ovntest.Serve(t, ovntest.SocketPath(t), dbModel)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := ovn.ConnectOVS(ctx, ovn.Config{Endpoints: []string{endpoint}, RetryInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	br := &vswitch.Bridge{UUID: ovn.NewNamedUUID(), Name: cni.DefaultBridge, DatapathType: "netdev"}
-	root := &vswitch.OpenvSwitch{UUID: ovn.NewNamedUUID(), Bridges: []string{br.UUID}}
-	ops, err := c.Create(br, root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ovn.Transact(ctx, c, ops); err != nil {
-		t.Fatal(err)
-	}
+	c, _ := ovntest.ServeOVS(t, cni.DefaultBridge, nil)
 	return c
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/netip"
 	"testing"
-	"time"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
 
@@ -16,28 +15,7 @@ import (
 // ovsWithIntegration serves an in-memory Open_vSwitch database holding br-int (netdev) and a
 // chassis identity, and connects a client.
 func ovsWithIntegration(t *testing.T) libovsdb.Client {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	db, err := vswitch.DatabaseModel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := ovn.ConnectOVS(ctx, ovn.Config{Endpoints: []string{ovntest.Serve(t, ovntest.SocketPath(t), db)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	br := &vswitch.Bridge{UUID: ovn.NewNamedUUID(), Name: "br-int", DatapathType: "netdev"}
-	root := &vswitch.OpenvSwitch{UUID: ovn.NewNamedUUID(), Bridges: []string{br.UUID},
-		ExternalIDs: map[string]string{"system-id": "n1", BridgeMappingsKey: "admin:br-admin"}}
-	ops, err := c.Create(br, root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ovn.Transact(ctx, c, ops); err != nil {
-		t.Fatal(err)
-	}
+	c, _ := ovntest.ServeOVS(t, "br-int", map[string]string{"system-id": "n1", BridgeMappingsKey: "admin:br-admin"})
 	return c
 }
 
