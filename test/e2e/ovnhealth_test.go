@@ -139,6 +139,9 @@ func nbCfgLag(t *testing.T, c *cluster, scrape func() string) {
 	}
 	check := func(behind int) error {
 		out := scrape()
+		if value(out, "kovn_ovn_nb_cfg") < 1 {
+			return fmt.Errorf("kovn_ovn_nb_cfg %v: not exported, or never bumped", value(out, "kovn_ovn_nb_cfg"))
+		}
 		for n := 1; n <= 3; n++ {
 			l, ok := lag(out, n)
 			switch {
