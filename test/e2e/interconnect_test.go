@@ -49,6 +49,13 @@ func TestInterconnect(t *testing.T) {
 	}
 	t.Logf("both clusters joined, each learning exactly the other's pod subnets, %.1fs after the InterConnects were created", time.Since(start).Seconds())
 	clustersetServed(t, cfg)
+	// Every pod of the rig's own runs before the probes start: a DNS pod scheduled late (the
+	// scheduler backs off while the nodes are not ready) adds a port to a gateway's userspace
+	// datapath, which can drop a tunnelled packet crossing it in that instant (a rig artifact,
+	// rig.Config.DatapathPortChanges).
+	for _, c := range clusters {
+		c.waitDNSAvailable(90 * time.Second)
+	}
 
 	a := clusters[0]
 	a.createPod(testboxPod("default", "a", onNode("c1-n3")))

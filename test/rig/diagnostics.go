@@ -144,3 +144,18 @@ func (c Config) DatapathPortChanges(cl, n int) (int, error) {
 	}
 	return total, nil
 }
+
+// DatapathPortChangesByNode is DatapathPortChanges of every node of every cluster, by node
+// name. A node whose ovs-vswitchd does not answer is left out: a check that compares two
+// readings sees it neither before nor after.
+func (c Config) DatapathPortChangesByNode() map[string]int {
+	out := map[string]int{}
+	for cl := 1; cl <= c.Clusters; cl++ {
+		for n := 1; n <= c.Nodes; n++ {
+			if v, err := c.DatapathPortChanges(cl, n); err == nil {
+				out[NodeName(cl, n)] = v
+			}
+		}
+	}
+	return out
+}
