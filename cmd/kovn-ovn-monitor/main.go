@@ -91,7 +91,7 @@ func main() {
 		}
 	}()
 	if *probe > 0 {
-		go watchNbCfg(ctx, reg, *runDir, *probe)
+		go watchNbCfg(ctx, c, *runDir, *probe)
 	}
 	fmt.Fprintf(os.Stderr, "kovn-ovn-monitor: serving %d databases and %d daemons on %s\n", len(c.DBs), len(c.Daemons), *addr)
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -152,7 +152,7 @@ func explicitCollector(dbs, daemons []string) (*ovnmonitor.Collector, error) {
 
 // watchNbCfg connects to this node's NB and SB members (as soon as they serve; until then the
 // lag series are absent), then exports the chassis' nb_cfg lag and bumps nb_cfg every probe.
-func watchNbCfg(ctx context.Context, reg prometheus.Registerer, runDir string, probe time.Duration) {
+func watchNbCfg(ctx context.Context, c *ovnmonitor.Collector, runDir string, probe time.Duration) {
 	connect := func(db string, m model.ClientDBModel, table model.Model) client.Client {
 		c, err := ovn.Connect(ctx, m, ovn.Config{Endpoints: []string{"unix:" + filepath.Join(runDir, db+".sock")},
 			ConnectTimeout: 5 * time.Second, MaxRetryInterval: 5 * time.Second}, table)
@@ -178,6 +178,6 @@ func watchNbCfg(ctx context.Context, reg prometheus.Registerer, runDir string, p
 		return
 	}
 	n := &ovnmonitor.NbCfg{NB: nbc, SB: sbc, NorthdCtl: filepath.Join(runDir, "ovn-northd.ctl")}
-	reg.MustRegister(n)
+	c.NbCfg.Store(n)
 	n.Probe(ctx, probe)
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,6 +36,9 @@ type Collector struct {
 	DBs     []DB
 	Daemons []Daemon
 	Timeout time.Duration // per control-socket read; zero: 2 s
+	// NbCfg, once stored (its NB and SB members may serve later than the monitor starts),
+	// adds the nb_cfg series to each scrape that reads the daemon labelled northd active.
+	NbCfg atomic.Pointer[NbCfg]
 }
 
 // raftRoles and daemonStates are the values of the one-hot role and status series: each has
@@ -78,7 +82,7 @@ var (
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dbUp, dbFileBytes, raftRole, raftLeader, raftClusterMember, raftTerm, raftMembers,
-		raftConnected, raftLogEntries, raftUncommitted, raftUnapplied, daemonUp, daemonStatus} {
+		raftConnected, raftLogEntries, raftUncommitted, raftUnapplied, daemonUp, daemonStatus, nbCfg, chassisLag} {
 		ch <- d
 	}
 }
@@ -99,7 +103,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, d := range c.Daemons {
 		wg.Add(1)
-		go func() { defer wg.Done(); collectDaemon(ctx, d, ch) }()
+		go func() {
+			defer wg.Done()
+			if collectDaemon(ctx, d, ch) == "active" && d.Label == "northd" {
+				if n := c.NbCfg.Load(); n != nil {
+					n.collect(ctx, ch)
+				}
+			}
+		}()
 	}
 	wg.Wait()
 }
@@ -142,13 +153,15 @@ func collectDB(ctx context.Context, db DB, ch chan<- prometheus.Metric) {
 	gauge(ch, raftUnapplied, float64(s.Unapplied), db.Label)
 }
 
-func collectDaemon(ctx context.Context, d Daemon, ch chan<- prometheus.Metric) {
+// collectDaemon exports one daemon's series and returns its status ("" when it does not answer).
+func collectDaemon(ctx context.Context, d Daemon, ch chan<- prometheus.Metric) string {
 	status, err := ovn.DaemonStatus(ctx, d.Ctl)
 	gauge(ch, daemonUp, boolean(err == nil), d.Label)
 	if err != nil {
-		return
+		return ""
 	}
 	for _, s := range daemonStates {
 		gauge(ch, daemonStatus, boolean(status == s), d.Label, s)
 	}
+	return status
 }

@@ -40,16 +40,9 @@ func (n *NbCfg) active(ctx context.Context) bool {
 	return err == nil && s == "active"
 }
 
-// Describe implements prometheus.Collector.
-func (n *NbCfg) Describe(ch chan<- *prometheus.Desc) { ch <- nbCfg; ch <- chassisLag }
-
-// Collect implements prometheus.Collector, from the clients' caches.
-func (n *NbCfg) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if !n.active(ctx) {
-		return
-	}
+// collect exports nb_cfg and each chassis's lag from the clients' caches. The Collector calls
+// it in the scrape that read this node's ovn-northd active, so the status is asked once.
+func (n *NbCfg) collect(ctx context.Context, ch chan<- prometheus.Metric) {
 	var globals []nb.NBGlobal
 	var chassis []sb.ChassisPrivate
 	if err := n.NB.List(ctx, &globals); err != nil || len(globals) != 1 {

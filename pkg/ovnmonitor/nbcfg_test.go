@@ -52,9 +52,11 @@ func TestNbCfg(t *testing.T) {
 	var status atomic.Value
 	status.Store("active")
 	n := &NbCfg{NB: nbc, SB: sbc, NorthdCtl: fakeNorthd(t, &status)}
+	c := &Collector{Daemons: []Daemon{{Label: "northd", Ctl: n.NorthdCtl}}}
+	c.NbCfg.Store(n)
 	want := func(text string) {
 		t.Helper()
-		if err := testutil.CollectAndCompare(n, strings.NewReader(text)); err != nil {
+		if err := testutil.CollectAndCompare(c, strings.NewReader(text), "kovn_ovn_nb_cfg", "kovn_ovn_chassis_nb_cfg_lag"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,8 +83,8 @@ kovn_ovn_nb_cfg 3
 	if g2[0].NbCfg != g[0].NbCfg {
 		t.Fatalf("a standby's probe bumped nb_cfg %d -> %d", g[0].NbCfg, g2[0].NbCfg)
 	}
-	if c := testutil.CollectAndCount(n); c != 0 {
-		t.Fatalf("a standby exports %d series", c)
+	if got := testutil.CollectAndCount(c, "kovn_ovn_nb_cfg", "kovn_ovn_chassis_nb_cfg_lag"); got != 0 {
+		t.Fatalf("a standby exports %d nb_cfg series", got)
 	}
 }
 
