@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -96,11 +97,7 @@ func newStatus(g *globalFlags, out io.Writer) *cobra.Command {
 			for {
 				in, err := kovnctl.Collect(ctx, c)
 				if err == nil {
-					// kovn-pinger's lossy paths; without pingers (or the right to proxy to
-					// them) status goes on without them.
-					in.Pingers, _ = kovnctl.ScrapePaths(ctx, e.Kube)
-					// OVN central's raft and northd, as its monitors read them.
-					in.Central, _ = kovnctl.ScrapeCentral(ctx, e.Kube)
+					in.Pingers, in.Central = scrapeMonitors(ctx, e.Kube)
 					r = kovnctl.Build(in)
 					if !wait || len(r.Problems) == 0 {
 						break
@@ -143,4 +140,19 @@ func printReport(out io.Writer, format string, r kovnctl.Report) error {
 		return errProblems
 	}
 	return nil
+}
+
+// scrapeMonitors reads kovn-pinger's lossy paths and OVN central's raft and northd (as its
+// monitors read them) at once: each waits up to kovnctl.ScrapeTimeout for a silent pod. Without
+// pingers or central pods (or the right to proxy to them) status goes on without them.
+func scrapeMonitors(ctx context.Context, kc kubernetes.Interface) (kovnctl.PingerScrape, kovnctl.CentralScrape) {
+	var pingers kovnctl.PingerScrape
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pingers, _ = kovnctl.ScrapePaths(ctx, kc)
+	}()
+	central, _ := kovnctl.ScrapeCentral(ctx, kc)
+	<-done
+	return pingers, central
 }
