@@ -15,15 +15,17 @@ import (
 // CentralMember is one central node's view of one of the databases it serves, as its
 // kovn-ovn-monitor reads it.
 type CentralMember struct {
-	Node      string `json:"node"`
-	DB        string `json:"db"` // nb, sb, ic-nb, ic-sb
-	Up        bool   `json:"up"`
-	Role      string `json:"role,omitempty"`   // leader, follower, candidate; "" standalone or down
-	Server    string `json:"server,omitempty"` // short raft server ID
-	Leader    string `json:"leader,omitempty"` // as this member knows it
-	Term      int    `json:"term,omitempty"`
-	Members   int    `json:"members,omitempty"`
-	Connected int    `json:"connected,omitempty"`
+	Node   string `json:"node"`
+	DB     string `json:"db"` // nb, sb, ic-nb, ic-sb
+	Up     bool   `json:"up"`
+	Role   string `json:"role,omitempty"`   // leader, follower, candidate; "" standalone or down
+	Server string `json:"server,omitempty"` // short raft server ID
+	Leader string `json:"leader,omitempty"` // as this member knows it
+	// ClusterMember: the server is a member of its raft cluster (kovn_ovn_db_raft_cluster_member).
+	ClusterMember bool `json:"clusterMember,omitempty"`
+	Term          int  `json:"term,omitempty"`
+	Members       int  `json:"members,omitempty"`
+	Connected     int  `json:"connected,omitempty"`
 }
 
 // CentralScrape is what ScrapeCentral read: each answering node's members and northd status,
@@ -42,7 +44,7 @@ func ScrapeCentral(ctx context.Context, kc kubernetes.Interface) (CentralScrape,
 	out := CentralScrape{Northd: map[string]string{}}
 	var err error
 	out.Answered, out.Silent, err = scrapePods(ctx, kc, CentralApp, false, func(node string, raw []byte) error {
-		members, northd, err := parseCentral(node, raw)
+		members, northd, err := ParseCentral(node, raw)
 		if err == nil {
 			out.Members = append(out.Members, members...)
 			out.Northd[node] = northd
@@ -56,8 +58,9 @@ func ScrapeCentral(ctx context.Context, kc kubernetes.Interface) (CentralScrape,
 	return out, err
 }
 
-// parseCentral reads a kovn-ovn-monitor's metrics text.
-func parseCentral(node string, raw []byte) ([]CentralMember, string, error) {
+// ParseCentral reads a kovn-ovn-monitor's metrics text: one member per database it exports,
+// and the status of its northd ("" when none is exported as 1).
+func ParseCentral(node string, raw []byte) ([]CentralMember, string, error) {
 	var parser expfmt.TextParser
 	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
 	if err != nil {
@@ -107,6 +110,8 @@ func setCentral(cm *CentralMember, series string, l map[string]string, v float64
 		}
 	case "kovn_ovn_db_raft_leader":
 		cm.Server, cm.Leader = l["server"], l["leader"]
+	case "kovn_ovn_db_raft_cluster_member":
+		cm.ClusterMember = v == 1
 	case "kovn_ovn_db_raft_term":
 		cm.Term = int(v)
 	case "kovn_ovn_db_raft_members":

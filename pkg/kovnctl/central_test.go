@@ -26,6 +26,7 @@ func monitorText(nbUp bool, role string, connected int, leader, server, northd s
 			fmt.Fprintf(&b, "kovn_ovn_db_raft_role{db=\"nb\",role=%q} %d\n", r, v)
 		}
 		fmt.Fprintf(&b, "# TYPE kovn_ovn_db_raft_leader gauge\nkovn_ovn_db_raft_leader{db=\"nb\",leader=%q,server=%q} 1\n", leader, server)
+		fmt.Fprintf(&b, "# TYPE kovn_ovn_db_raft_cluster_member gauge\nkovn_ovn_db_raft_cluster_member{db=\"nb\"} 1\n")
 		fmt.Fprintf(&b, "# TYPE kovn_ovn_db_raft_term gauge\nkovn_ovn_db_raft_term{db=\"nb\"} 2\n")
 		fmt.Fprintf(&b, "# TYPE kovn_ovn_db_raft_members gauge\nkovn_ovn_db_raft_members{db=\"nb\"} 3\n")
 		fmt.Fprintf(&b, "# TYPE kovn_ovn_db_raft_connected_members gauge\nkovn_ovn_db_raft_connected_members{db=\"nb\"} %d\n", connected)
@@ -45,7 +46,7 @@ func centralScrape(t *testing.T, nodes map[string]string) CentralScrape {
 	t.Helper()
 	c := CentralScrape{Northd: map[string]string{}}
 	for node, text := range nodes {
-		members, northd, err := parseCentral(node, []byte(text))
+		members, northd, err := ParseCentral(node, []byte(text))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +92,22 @@ func TestCentralProblems(t *testing.T) {
 			t.Errorf("%s: problems %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	if _, _, err := parseCentral("n1", []byte("# TYPE kovn_pinger_path_lossy gauge\nkovn_pinger_path_lossy 0\n")); err == nil {
+	if _, _, err := ParseCentral("n1", []byte("# TYPE kovn_pinger_path_lossy gauge\nkovn_pinger_path_lossy 0\n")); err == nil {
 		t.Error("a pinger's metrics read as a central monitor's")
+	}
+}
+
+func TestParseCentral(t *testing.T) {
+	members, northd, err := ParseCentral("n2", []byte(monitorText(true, "follower", 2, "aaaa", "bbbb", "standby")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(members, func(a, b CentralMember) int { return strings.Compare(a.DB, b.DB) })
+	want := []CentralMember{
+		{Node: "n2", DB: "nb", Up: true, Role: "follower", Server: "bbbb", Leader: "aaaa", ClusterMember: true, Term: 2, Members: 3, Connected: 2},
+		{Node: "n2", DB: "sb", Up: true},
+	}
+	if !slices.Equal(members, want) || northd != "standby" {
+		t.Errorf("ParseCentral: %+v, northd %q; want %+v, standby", members, northd, want)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kovn/kovn/pkg/kovnctl"
 	"github.com/kovn/kovn/test/rig"
 )
 
@@ -103,7 +104,7 @@ func icMonitorsAgree(t *testing.T, st *rig.State, db string, stopped, leader int
 	if stopped >= 0 {
 		live--
 	}
-	var last []raftMemberView
+	var last []kovnctl.CentralMember
 	err := eventually(30*time.Second, func() error {
 		last = last[:0]
 		var leaderSID string
@@ -117,7 +118,7 @@ func icMonitorsAgree(t *testing.T, st *rig.State, db string, stopped, leader int
 		for m, v := range last {
 			switch {
 			case m == stopped:
-				if v.Up || v.HasRaft {
+				if v.Up || v.Members != 0 {
 					return fmt.Errorf("stopped member %d reads %+v", m, v)
 				}
 			case !v.Up || !v.ClusterMember || v.Members != 3 || v.Connected != live || v.Leader == "" || v.Leader != leaderSID:

@@ -3,10 +3,8 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,61 +13,24 @@ import (
 	"github.com/kovn/kovn/test/rig"
 )
 
-// raftMemberView is one central node's monitor's view of one database.
-type raftMemberView struct {
-	Up, ClusterMember        bool
-	Role, Server, Leader     string
-	Term, Members, Connected int
-	HasRaft                  bool
-}
-
-// centralView is what one central node's kovn-ovn-monitor exports.
+// centralView is what one central node's kovn-ovn-monitor exports, by database.
 type centralView struct {
-	DBs    map[string]raftMemberView
+	DBs    map[string]kovnctl.CentralMember
 	Northd string // the status whose series is 1; "" when northd does not answer
 }
 
-var (
-	seriesLine = regexp.MustCompile(`(?m)^(kovn_ovn_[a-z_]+)\{([^}]*)\} (\S+)$`)
-	labelPair  = regexp.MustCompile(`(\w+)="([^"]*)"`)
-)
-
+// parseCentralView reads a scrape as kubectl kovn status does; a scrape that is not a
+// monitor's is an empty view, which every check rejects.
 func parseCentralView(scrape string) centralView {
-	v := centralView{DBs: map[string]raftMemberView{}}
-	for _, m := range seriesLine.FindAllStringSubmatch(scrape, -1) {
-		labels := map[string]string{}
-		for _, l := range labelPair.FindAllStringSubmatch(m[2], -1) {
-			labels[l[1]] = l[2]
-		}
-		val, _ := strconv.ParseFloat(m[3], 64)
-		if m[1] == "kovn_ovn_daemon_status" && labels["daemon"] == "northd" && val == 1 {
-			v.Northd = labels["status"]
-		}
-		db, ok := labels["db"]
-		if !ok {
-			continue
-		}
-		mv := v.DBs[db]
-		switch m[1] {
-		case "kovn_ovn_db_up":
-			mv.Up = val == 1
-		case "kovn_ovn_db_raft_cluster_member":
-			mv.ClusterMember, mv.HasRaft = val == 1, true
-		case "kovn_ovn_db_raft_role":
-			if val == 1 {
-				mv.Role = labels["role"]
-			}
-		case "kovn_ovn_db_raft_leader":
-			mv.Server, mv.Leader = labels["server"], labels["leader"]
-		case "kovn_ovn_db_raft_term":
-			mv.Term = int(val)
-		case "kovn_ovn_db_raft_members":
-			mv.Members = int(val)
-		case "kovn_ovn_db_raft_connected_members":
-			mv.Connected = int(val)
-		}
-		v.DBs[db] = mv
+	v := centralView{DBs: map[string]kovnctl.CentralMember{}}
+	members, northd, err := kovnctl.ParseCentral("", []byte(scrape))
+	if err != nil {
+		return v
 	}
+	for _, m := range members {
+		v.DBs[m.DB] = m
+	}
+	v.Northd = northd
 	return v
 }
 
@@ -89,7 +50,7 @@ func checkCentral(views map[int]centralView, nodes []int, connected int) (map[st
 		var leader string
 		for i, n := range nodes {
 			mv := views[n].DBs[db]
-			if !mv.Up || !mv.HasRaft || !mv.ClusterMember || mv.Members != 3 || mv.Connected != connected || mv.Leader == "" {
+			if !mv.Up || !mv.ClusterMember || mv.Members != 3 || mv.Connected != connected || mv.Leader == "" {
 				return nil, 0, fmt.Errorf("c1-n%d %s: %+v, want a cluster member of 3 reaching %d, knowing its leader", n, db, mv, connected)
 			}
 			if i == 0 {
@@ -209,8 +170,8 @@ func centralHealth(t *testing.T, c *cluster) {
 	stopped := agreed["nb"].LeaderNode
 	t.Logf("healthy: NB leader c1-n%d (term %d), SB leader c1-n%d (term %d), northd active on c1-n%d",
 		stopped, agreed["nb"].Term, agreed["sb"].LeaderNode, agreed["sb"].Term, active)
-	if got := centralStatus(t, c, 6); len(got) != 0 {
-		t.Errorf("kubectl kovn status on a healthy central: %v", got)
+	if err := centralStatus(t, c, 6, nil); err != nil {
+		t.Errorf("healthy central: %v", err)
 	}
 	nbCfgLag(t, c, func() string { return scrape(active) })
 
@@ -247,8 +208,8 @@ func centralHealth(t *testing.T, c *cluster) {
 			want = append(want, "raft/"+db+"/"+rig.NodeName(1, n))
 		}
 	}
-	if got := centralStatus(t, c, 4); !slices.Equal(got, want) {
-		t.Errorf("kubectl kovn status with %s's central stopped: problems %v, want %v", node, got, want)
+	if err := centralStatus(t, c, 4, want); err != nil {
+		t.Errorf("%s's central stopped: %v", node, err)
 	}
 
 	c.kubectlOK("label", "node", node, rig.OVNCentralLabel+"=true")
@@ -261,34 +222,36 @@ func centralHealth(t *testing.T, c *cluster) {
 		t.Fatalf("%s labelled again: %v\n%+v", node, err, last)
 	}
 	t.Logf("%s labelled again: all three reach 3 members after %s", node, time.Since(start).Round(100*time.Millisecond))
-	if err := eventually(30*time.Second, func() error {
-		if got := centralStatus(t, c, 6); len(got) != 0 {
-			return fmt.Errorf("problems %v", got)
-		}
-		return nil
-	}); err != nil {
-		t.Errorf("kubectl kovn status once %s is back: %v", node, err)
+	if err := centralStatus(t, c, 6, nil); err != nil {
+		t.Errorf("%s back: %v", node, err)
 	}
 }
 
-// centralStatus runs kubectl kovn status and returns its OVN central problems (raft/...,
-// central/..., ovn-northd), sorted, after checking it lists members central members.
-func centralStatus(t *testing.T, c *cluster, members int) []string {
+// centralStatus waits up to 30 s for kubectl kovn status to list members central members
+// with exactly the OVN central problems want (raft/..., central/..., ovn-northd; sorted): a
+// central pod back on its node is scraped through the API server only once the kubelet has
+// reported it, a moment after its monitor answers on the node.
+func centralStatus(t *testing.T, c *cluster, members int, want []string) error {
 	t.Helper()
-	out, errOut, _ := c.kubectlKovn("status", "-o", "json") // exit 1 with problems
-	var r kovnctl.Report
-	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		t.Fatalf("kubectl kovn status -o json: %v\n%s%s", err, out, errOut)
-	}
-	if len(r.Central) != members {
-		t.Errorf("kubectl kovn status lists %d central members, want %d: %+v", len(r.Central), members, r.Central)
-	}
-	var got []string
-	for _, p := range r.Problems {
-		if strings.HasPrefix(p.Object, "raft/") || strings.HasPrefix(p.Object, "central/") || p.Object == "ovn-northd" {
-			got = append(got, p.Object)
+	return eventually(30*time.Second, func() error {
+		out, errOut, _ := c.kubectlKovn("status", "-o", "json") // exit 1 with problems
+		var r kovnctl.Report
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			return fmt.Errorf("kubectl kovn status -o json: %v\n%s%s", err, out, errOut)
 		}
-	}
-	sort.Strings(got)
-	return got
+		if len(r.Central) != members {
+			return fmt.Errorf("kubectl kovn status lists %d central members, want %d: %+v", len(r.Central), members, r.Central)
+		}
+		var got []string
+		for _, p := range r.Problems {
+			if strings.HasPrefix(p.Object, "raft/") || strings.HasPrefix(p.Object, "central/") || p.Object == "ovn-northd" {
+				got = append(got, p.Object)
+			}
+		}
+		sort.Strings(got)
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("kubectl kovn status: central problems %v, want %v", got, want)
+		}
+		return nil
+	})
 }
