@@ -98,6 +98,9 @@ const (
 	// ReasonPodNotRunning: a FloatingIP's pod does not exist or has no address yet; the
 	// FloatingIP keeps its addresses and binds them when the pod is back.
 	ReasonPodNotRunning = "PodNotRunning"
+	// ReasonInvalidProvider: a subnet's provider does not name a NetworkAttachmentDefinition
+	// ("namespace/name"), or the subnet is also a default network (default, namespaces).
+	ReasonInvalidProvider = "InvalidProvider"
 	// ReasonInvalidVlan: a subnet's vlan is malformed or combined with fields an underlay
 	// subnet cannot have (centralized gateway, private, a custom VPC).
 	ReasonInvalidVlan = "InvalidVlan"

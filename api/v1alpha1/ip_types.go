@@ -9,6 +9,7 @@ import (
 // (an IP object that outlives its pod, e.g. for a StatefulSet, keeps the address reserved).
 //
 // +kubebuilder:validation:XValidation:rule="(has(self.v4IP) && size(self.v4IP) > 0) || (has(self.v6IP) && size(self.v6IP) > 0)",message="at least one of v4IP and v6IP is required"
+// +kubebuilder:validation:XValidation:rule="has(self.network) == has(self.interface)",message="network and interface go together: both for an attachment, neither for eth0"
 type IPSpec struct {
 	// PodName is the pod holding the address; for a node's ovn0 port it is empty and NodeName set.
 	// +kubebuilder:validation:MaxLength=253
@@ -40,6 +41,19 @@ type IPSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9a-f]{2}:){5}[0-9a-f]{2}$`
 	// +optional
 	MACAddress string `json:"macAddress,omitempty"`
+	// Network is the NetworkAttachmentDefinition ("namespace/name") this address is for: one
+	// of the pod's attachment networks (k8s.v1.cni.cncf.io/networks). Empty for eth0 and ovn0.
+	// +kubebuilder:validation:MaxLength=317
+	// +optional
+	Network string `json:"network,omitempty"`
+	// Interface is that attachment's interface in the pod (net1, ...).
+	// +kubebuilder:validation:MaxLength=15
+	// +optional
+	Interface string `json:"interface,omitempty"`
+	// Delegated: a delegate CNI plugin (macvlan, ipvlan, bridge, host-device) makes the
+	// interface and kovn only allocated its addresses, so it has no OVN port.
+	// +optional
+	Delegated bool `json:"delegated,omitempty"`
 	// AttachSubnets are further subnets the pod is attached to (secondary interfaces).
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=253

@@ -135,6 +135,16 @@ type SubnetSpec struct {
 	// +optional
 	Default bool `json:"default,omitempty"`
 
+	// Provider makes this an attachment network's subnet: it names the
+	// NetworkAttachmentDefinition ("namespace/name") whose attachments take their addresses
+	// from it (type kovn: a port on this subnet's switch; a delegate plugin with ipam
+	// {type: kovn}: the addresses only). Such a subnet is no pod's default network: it binds no
+	// namespace and is not the default, and a pod cannot ask for it as its logical_switch.
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="provider is immutable: addresses allocated for one network must not move to another"
+	// +optional
+	Provider string `json:"provider,omitempty"`
+
 	// BGPAdvertise lets kovn-speaker announce this subnet's addresses to the cluster's BGP peers
 	// (subnets of the default VPC only: nodes route nothing else). How is bgpPolicy's choice.
 	// Pods may also ask for a host route of their own (the kovn.io/bgp annotation) only in a

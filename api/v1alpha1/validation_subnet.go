@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
@@ -165,6 +166,7 @@ func (s *SubnetSpec) Validate() error {
 		}
 	}
 	validateNamespaces("spec.namespaces", s.Namespaces, &errs)
+	s.validateProvider(&errs)
 	s.validateVlan(&errs)
 	s.validateACLs(&errs)
 	s.PodBandwidth.validate(&errs)
@@ -187,6 +189,23 @@ func (s *SubnetSpec) validateACLs(errs *ValidationErrors) {
 		if _, err := match.Check(a.Match); err != nil {
 			errs.add(f+".match", ReasonInvalidACL, "match %q: %v", a.Match, err)
 		}
+	}
+}
+
+// validateProvider: an attachment network's subnet names its NetworkAttachmentDefinition as
+// namespace/name and is no pod's default network.
+func (s *SubnetSpec) validateProvider(errs *ValidationErrors) {
+	if s.Provider == "" {
+		return
+	}
+	ns, name, ok := strings.Cut(s.Provider, "/")
+	switch {
+	case !ok || len(k8svalidation.IsDNS1123Label(ns)) > 0 || len(k8svalidation.IsDNS1123Subdomain(name)) > 0:
+		errs.add("spec.provider", ReasonInvalidProvider, "%q does not name a NetworkAttachmentDefinition as namespace/name", s.Provider)
+	case s.Default:
+		errs.add("spec.default", ReasonInvalidProvider, "an attachment network's subnet (provider %s) cannot be the default subnet", s.Provider)
+	case len(s.Namespaces) > 0:
+		errs.add("spec.namespaces", ReasonInvalidProvider, "an attachment network's subnet (provider %s) binds no namespace: pods attach to it through their networks annotation", s.Provider)
 	}
 }
 

@@ -207,6 +207,11 @@ func TestSubnetValidate(t *testing.T) {
 		{name: "bad gateway node", spec: SubnetSpec{CIDRBlock: "10.16.0.0/16", GatewayNodes: []string{"Node_A"}}, reason: ReasonInvalidGatewayNodes, frag: "not a node name"},
 		{name: "bad allowSubnet", spec: SubnetSpec{CIDRBlock: "10.16.0.0/16", Private: true, AllowSubnets: []string{"10.17.0.1/16"}}, reason: ReasonInvalidAllowSubnets, frag: "canonical"},
 		{name: "bad namespace", spec: SubnetSpec{CIDRBlock: "10.16.0.0/16", Namespaces: []string{"Default"}}, reason: ReasonInvalidNamespaces, frag: "namespaces[0]"},
+		{name: "attachment network", spec: SubnetSpec{CIDRBlock: "10.20.0.0/24", Provider: "net/a"}},
+		{name: "provider without namespace", spec: SubnetSpec{CIDRBlock: "10.20.0.0/24", Provider: "a"}, reason: ReasonInvalidProvider, frag: "namespace/name"},
+		{name: "provider malformed", spec: SubnetSpec{CIDRBlock: "10.20.0.0/24", Provider: "Net/a_b"}, reason: ReasonInvalidProvider, frag: "namespace/name"},
+		{name: "provider and default", spec: SubnetSpec{CIDRBlock: "10.20.0.0/24", Provider: "net/a", Default: true}, reason: ReasonInvalidProvider, frag: "spec.default"},
+		{name: "provider and namespaces", spec: SubnetSpec{CIDRBlock: "10.20.0.0/24", Provider: "net/a", Namespaces: []string{"x"}}, reason: ReasonInvalidProvider, frag: "binds no namespace"},
 
 		{name: "acls", spec: SubnetSpec{CIDRBlock: "10.16.0.0/16", ACLs: []SubnetACL{
 			{Direction: "to-lport", Priority: 100, Match: "ip4.src == 10.17.0.0/16 && tcp.dst == 8080", Action: "drop"},

@@ -63,21 +63,20 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if err := r.State.WaitRestored(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
-	var pod corev1.Pod
-	err := r.Get(ctx, req.NamespacedName, &pod)
-	if apierrors.IsNotFound(err) || (err == nil && podFinished(&pod)) {
+	pod, gone, err := networkedPod(ctx, r.Client, req.NamespacedName)
+	if gone {
 		return ctrl.Result{}, r.release(ctx, req.Namespace, req.Name)
 	}
-	if err != nil || pod.Spec.HostNetwork || pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil {
+	if err != nil || pod == nil {
 		return ctrl.Result{}, err
 	}
-	areq, sn, err := r.request(ctx, &pod)
+	areq, sn, err := r.request(ctx, pod)
 	if err == nil && areq.fresh && claimsResults(pod.Annotations) {
-		r.Recorder.Event(&pod, corev1.EventTypeWarning, ReasonUntrustedAnnotations,
+		r.Recorder.Event(pod, corev1.EventTypeWarning, ReasonUntrustedAnnotations,
 			"the pod carries network result annotations kovn did not write; they are ignored (only ip_address, mac_address, ip_pool and logical_switch are requests)")
 	}
 	if err != nil {
-		r.Recorder.Event(&pod, corev1.EventTypeWarning, "InvalidNetworkRequest", err.Error())
+		r.Recorder.Event(pod, corev1.EventTypeWarning, "InvalidNetworkRequest", err.Error())
 		return ctrl.Result{}, nil // the pod stays without a network until its annotations are fixed
 	}
 	alloc, err := r.State.IPAM.Allocate(areq.Request)
@@ -86,17 +85,39 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		alloc, err = r.State.IPAM.Allocate(areq.Request)
 	}
 	if err != nil {
-		reason := "AllocationFailed"
-		if errors.Is(err, ipam.ErrConflict) {
-			reason = "IPConflict"
-		}
-		r.Recorder.Event(&pod, corev1.EventTypeWarning, reason, err.Error())
+		r.Recorder.Event(pod, corev1.EventTypeWarning, allocationFailure(err), err.Error())
 		return ctrl.Result{RequeueAfter: 15 * time.Second}, nil
 	}
-	if err := r.recordIP(ctx, &pod, sn, alloc); err != nil {
+	if err := r.recordIP(ctx, pod, sn, alloc); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, patchAnnotations(ctx, r.Client, &pod, podAnnotations(&pod, sn, alloc))
+	return ctrl.Result{}, patchAnnotations(ctx, r.Client, pod, podAnnotations(pod, sn, alloc))
+}
+
+// networkedPod reads the pod a request names. gone: it no longer exists or has finished, so
+// its addresses go. A nil pod without error needs no network (yet): host network, not
+// scheduled, or being deleted.
+func networkedPod(ctx context.Context, c client.Reader, key types.NamespacedName) (pod *corev1.Pod, gone bool, err error) {
+	var p corev1.Pod
+	err = c.Get(ctx, key, &p)
+	switch {
+	case apierrors.IsNotFound(err) || (err == nil && podFinished(&p)):
+		return nil, true, nil
+	case err != nil:
+		return nil, false, err
+	case p.Spec.HostNetwork || p.Spec.NodeName == "" || p.DeletionTimestamp != nil:
+		return nil, false, nil
+	}
+	return &p, false, nil
+}
+
+// allocationFailure is the event reason of an IPAM error: IPConflict for an address another
+// owner holds, AllocationFailed otherwise (a full subnet, an address outside it).
+func allocationFailure(err error) string {
+	if errors.Is(err, ipam.ErrConflict) {
+		return "IPConflict"
+	}
+	return "AllocationFailed"
 }
 
 func podFinished(p *corev1.Pod) bool {
@@ -146,6 +167,9 @@ func (r *PodReconciler) request(ctx context.Context, pod *corev1.Pod) (podReques
 	sn, ok := r.State.Subnet(name)
 	if !ok {
 		return req, sn, fmt.Errorf("subnet %q does not exist or is not valid", name)
+	}
+	if sn.Provider != "" {
+		return req, sn, fmt.Errorf("subnet %q is the attachment network of %s: a pod reaches it as an extra interface (annotation k8s.v1.cni.cncf.io/networks), not as eth0", name, sn.Provider)
 	}
 	req.Subnet, req.Pool = sn.Name, pod.Annotations[annotation.IPPool]
 	return req, sn, nil
@@ -288,6 +312,13 @@ func (r *PodReconciler) CollectOrphans(ctx context.Context) error {
 	}
 	for _, ip := range ips.Items {
 		if ip.Spec.PodName == "" || alive[podOwner(ip.Spec.Namespace, ip.Spec.PodName)] {
+			continue
+		}
+		if ip.Spec.Interface != "" { // an attachment's: the pod's own address goes with its own object
+			r.State.IPAM.Release(attachmentOwner(ip.Spec.Namespace, ip.Spec.PodName, ip.Spec.Interface))
+			if err := r.Delete(ctx, &ip); client.IgnoreNotFound(err) != nil {
+				return err
+			}
 			continue
 		}
 		if err := r.release(ctx, ip.Spec.Namespace, ip.Spec.PodName); err != nil {

@@ -77,6 +77,9 @@ func (r *PodPortReconciler) desired(ctx context.Context, key types.NamespacedNam
 		return topology.PodIn{}, false, nil // not (yet) this pod's allocation: no port
 	}
 	sn, _ := r.State.Subnet(ip.Spec.Subnet) // podInFromIP found it
+	if in.Attachments, err = attachmentPorts(ctx, r.Client, r.State, &pod); err != nil {
+		return topology.PodIn{}, false, err
+	}
 	// What is programmed now matters only when an annotation is refused: read NB then only.
 	var readErr error
 	current := sync.OnceValue(func() topology.Bandwidth {

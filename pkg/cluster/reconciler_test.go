@@ -23,6 +23,7 @@ import (
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
 
+	nadv1 "github.com/kovn/kovn/api/nad/v1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/ipam"
@@ -50,8 +51,11 @@ func newReconcilerEnv(t *testing.T, objs ...client.Object) *reconcilerEnv {
 	if err := kovnv1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
+	if err := nadv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
 	objs = append(objs, &kovnv1.Vpc{ObjectMeta: metav1.ObjectMeta{Name: DefaultOptions().DefaultVpc}})
-	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithIndex(&kovnv1.IP{}, ipPodKey, ipPodIndex).
 		WithStatusSubresource(&kovnv1.Subnet{}, &kovnv1.IPPool{}, &kovnv1.IP{}, &kovnv1.Vpc{}, &kovnv1.Vlan{}, &kovnv1.EgressIP{}).Build()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -189,19 +193,24 @@ func TestPodReconciler(t *testing.T) {
 			pods: []*corev1.Pod{pod("a", "n1", map[string]string{annotation.MACAddress: "01:00:5e:00:00:01"})}},
 		{desc: "unknown subnet", wantEvent: "InvalidNetworkRequest",
 			pods: []*corev1.Pod{pod("a", "n1", map[string]string{annotation.LogicalSwitch: "nope"})}},
+		{desc: "an attachment network's subnet as eth0", wantEvent: "InvalidNetworkRequest",
+			pods: []*corev1.Pod{pod("a", "n1", map[string]string{annotation.LogicalSwitch: "att"})}},
 		{desc: "not scheduled", pods: []*corev1.Pod{pod("a", "", nil)}},
 		{desc: "host network", pods: []*corev1.Pod{func() *corev1.Pod { p := pod("a", "n1", nil); p.Spec.HostNetwork = true; return p }()}},
 	}
 	o := DefaultOptions()
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			objs := []client.Object{subnetAt(o.DefaultSubnet, o.DefaultSubnetCIDR, created0), subnetAt(o.JoinSubnet, o.JoinCIDR, created0)}
+			att := subnetAt("att", "10.20.0.0/24", created0)
+			att.Spec.Provider = "ns1/att"
+			objs := []client.Object{subnetAt(o.DefaultSubnet, o.DefaultSubnetCIDR, created0), subnetAt(o.JoinSubnet, o.JoinCIDR, created0), att}
 			for _, p := range tc.pods {
 				objs = append(objs, p)
 			}
 			e := newReconcilerEnv(t, objs...)
 			e.reconcileSubnet(t, o.DefaultSubnet)
 			e.reconcileSubnet(t, o.JoinSubnet)
+			e.reconcileSubnet(t, "att")
 			ctx := context.Background()
 			for _, p := range tc.pods {
 				e.events()

@@ -18,10 +18,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	nadv1 "github.com/kovn/kovn/api/nad/v1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/deploy/crds"
 	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/ipam"
+	"github.com/kovn/kovn/pkg/netattach"
 )
 
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;create;update
@@ -55,6 +57,9 @@ func ApplyCRD(ctx context.Context, c client.Client, want *apiextv1.CustomResourc
 	switch {
 	case apierrors.IsNotFound(err):
 		err = c.Create(ctx, want)
+	case err == nil && want.Spec.Group == nadv1.GroupVersion.Group:
+		// Multus (or another NPWG implementation) may have installed it: kovn reads only
+		// spec.config, which every version of it has, so it is left as it is.
 	case err == nil:
 		cur.Spec = want.Spec
 		err = c.Update(ctx, &cur)
@@ -139,8 +144,11 @@ func Restore(ctx context.Context, c client.Client, st *State) error {
 		a := ipam.Allocation{Subnet: ip.Spec.Subnet, MAC: ip.Spec.MACAddress}
 		a.IPs, _ = ip.Spec.Addrs()
 		owner := podOwner(ip.Spec.Namespace, ip.Spec.PodName)
-		if ip.Spec.PodName == "" {
+		switch {
+		case ip.Spec.PodName == "":
 			owner = nodeOwner(ip.Spec.NodeName)
+		case ip.Spec.Interface != "":
+			owner = attachmentOwner(ip.Spec.Namespace, ip.Spec.PodName, ip.Spec.Interface)
 		}
 		if err := st.IPAM.Restore(owner, a); err != nil {
 			ctrl.Log.Info("IP object conflicts with another allocation; not restored", "ip", ip.Name, "err", err)
@@ -222,6 +230,11 @@ func restoreNodes(ctx context.Context, c client.Client, st *State) error {
 func Setup(mgr ctrl.Manager, st *State, nb libovsdb.Client, health *GatewayHealth) error {
 	rec := mgr.GetEventRecorderFor("kovn-controller")
 	c := mgr.GetClient()
+	// A pod's IP objects (eth0's and its attachments') by pod: the attachment and port
+	// reconcilers read them per pod, not per cluster.
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &kovnv1.IP{}, ipPodKey, ipPodIndex); err != nil {
+		return err
+	}
 	for _, r := range []interface{ SetupWithManager(ctrl.Manager) error }{
 		&SubnetReconciler{Client: c, State: st, Recorder: rec, NB: nb, Health: health},
 		&VpcReconciler{Client: c, State: st, NB: nb},
@@ -229,6 +242,7 @@ func Setup(mgr ctrl.Manager, st *State, nb libovsdb.Client, health *GatewayHealt
 		&IPPoolReconciler{Client: c, State: st},
 		&NodeReconciler{Client: c, State: st, NB: nb},
 		&PodReconciler{Client: c, State: st, Recorder: rec},
+		&AttachmentReconciler{Client: c, State: st, Recorder: rec, Delegates: netattach.DefaultDelegates},
 		&PodPortReconciler{Client: c, State: st, NB: nb, Recorder: rec},
 		&StatefulSetReconciler{Client: c, State: st},
 		&ServiceReconciler{Client: c, State: st, NB: nb, Recorder: rec},

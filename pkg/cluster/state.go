@@ -6,6 +6,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"sort"
 	"strings"
@@ -102,6 +103,24 @@ func (s *State) Subnet(name string) (topology.SubnetIn, bool) {
 	defer s.mu.Unlock()
 	sn, ok := s.subnets[name]
 	return sn, ok
+}
+
+// SubnetForNetwork returns the valid subnet whose provider is the NetworkAttachmentDefinition
+// key ("namespace/name"); none, or more than one, is an error naming them.
+func (s *State) SubnetForNetwork(key string) (topology.SubnetIn, error) {
+	var found []topology.SubnetIn
+	for _, sn := range s.Subnets() {
+		if sn.Provider == key {
+			found = append(found, sn)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return topology.SubnetIn{}, fmt.Errorf("network %s: no valid Subnet has provider %s", key, key)
+	case 1:
+		return found[0], nil
+	}
+	return topology.SubnetIn{}, fmt.Errorf("network %s: Subnets %s and %s both have provider %s; keep one", key, found[0].Name, found[1].Name, key)
 }
 
 // Subnets returns every valid subnet, sorted by name.

@@ -47,7 +47,7 @@ func (r *SubnetReconciler) resolve(ctx context.Context, sn *kovnv1.Subnet, all [
 	in := topology.SubnetIn{Name: sn.Name, Vpc: sn.VpcName(), Switch: sn.LogicalSwitchName(), CIDRs: cidrs, Gateways: gws,
 		ExcludeIPs: sn.Spec.ExcludeIPs, GatewayNodes: sn.Spec.GatewayNodes,
 		Centralized: sn.Spec.EffectiveGatewayType() == kovnv1.GatewayCentralized, Private: sn.Spec.Private,
-		PodBandwidth: subnetPodBandwidth(sn.Spec.PodBandwidth)}
+		PodBandwidth: subnetPodBandwidth(sn.Spec.PodBandwidth), Provider: sn.Spec.Provider}
 	if in.Underlay, err = r.underlay(ctx, sn); err != nil {
 		return topology.SubnetIn{}, err
 	}

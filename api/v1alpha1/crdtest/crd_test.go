@@ -143,6 +143,9 @@ func TestCRDValidation(t *testing.T) {
 			{"v6 in v4IP", kovnv1.IPSpec{Subnet: "s", V4IP: "fd00::5"}, "v4IP must be an IPv4 address"},
 			{"v4 in v6IP", kovnv1.IPSpec{Subnet: "s", V6IP: "10.0.0.1"}, "v6IP must be an IPv6 address"},
 			{"upper-case mac", kovnv1.IPSpec{Subnet: "s", V4IP: "10.16.0.6", MACAddress: "0A:58:0A:10:00:05"}, "spec.macAddress"},
+			{"attachment", kovnv1.IPSpec{Subnet: "s", PodName: "p", Namespace: "default", V4IP: "10.20.0.5", Network: "default/att", Interface: "net1"}, ""},
+			{"network without interface", kovnv1.IPSpec{Subnet: "s", V4IP: "10.20.0.6", Network: "default/att"}, "network and interface go together"},
+			{"interface without network", kovnv1.IPSpec{Subnet: "s", V4IP: "10.20.0.7", Interface: "net1"}, "network and interface go together"},
 		} {
 			expect(t, tc.name, c.Create(ctx, &kovnv1.IP{ObjectMeta: meta("ip-" + string(rune('a'+i))), Spec: tc.spec}), tc.want)
 		}

@@ -249,6 +249,9 @@ type SubnetIn struct {
 	ACLs []SubnetACLIn
 	// PodBandwidth is the default (and ceiling) of each pod's limits (spec.podBandwidth).
 	PodBandwidth Bandwidth
+	// Provider, when set, makes the subnet an attachment network's (spec.provider names its
+	// NetworkAttachmentDefinition): no pod's eth0 takes an address from it.
+	Provider string
 }
 
 // SubnetACLIn is one of a subnet's admin ACLs; Priority is the spec's, 0..999.
@@ -317,4 +320,14 @@ type PodIn struct {
 	IPs             []netip.Addr
 	MAC             string
 	Bandwidth       Bandwidth // resolved from the pod's annotations and its Subnet's default
+	// Attachments are the pod's ports on attachment networks' subnets (type kovn), by interface.
+	Attachments []AttachmentIn
+}
+
+// AttachmentIn is one attachment interface of a pod on a kovn Subnet.
+type AttachmentIn struct {
+	Interface string // in the pod: net1, ...
+	Switch    string // logical switch of the attachment network's subnet
+	IPs       []netip.Addr
+	MAC       string
 }

@@ -19,6 +19,12 @@ const (
 // PodPortName is the logical switch port (and OVS iface-id) of a pod.
 func PodPortName(namespace, name string) string { return name + "." + namespace }
 
+// AttachmentPortName is the logical switch port (and OVS iface-id) of a pod's attachment
+// interface on a kovn Subnet; the pod's IP object for it has the same name.
+func AttachmentPortName(namespace, name, iface string) string {
+	return PodPortName(namespace, name) + "." + iface
+}
+
 // NodePortName is the join-switch port of a node's ovn0.
 func NodePortName(node string) string { return "node-" + node }
 
@@ -89,6 +95,14 @@ func ForPod(p PodIn) Shard {
 	}}}
 	if p.Node != "" {
 		s.Memberships = []Membership{{PortGroup: NodePortGroup(p.Node), Port: PodPortName(p.Namespace, p.Name)}}
+	}
+	// Attachment ports belong to the pod's shard (one owner, gone with the pod), but not to its
+	// node's port group: that group steers the pod's eth0 egress through the node.
+	for _, a := range p.Attachments {
+		addr := addressesOf(a.MAC, a.IPs)
+		s.SwitchPorts = append(s.SwitchPorts, SwitchPort{Switch: a.Switch, Name: AttachmentPortName(p.Namespace, p.Name, a.Interface),
+			Addresses: []string{addr}, PortSecurity: []string{addr},
+			ExternalIDs: map[string]string{"pod": owner, "node": p.Node, "interface": a.Interface}})
 	}
 	s.QoS = podQoS(p)
 	return s

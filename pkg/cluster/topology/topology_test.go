@@ -274,6 +274,22 @@ func TestForPod(t *testing.T) {
 	}
 }
 
+// TestForPodAttachments: an attachment port joins the pod's shard on its own switch, with
+// port security, but stays out of the node's port group (eth0's egress steering).
+func TestForPodAttachments(t *testing.T) {
+	sh := ForPod(PodIn{Namespace: "default", Name: "a", Node: "c1-n1", Switch: "ovn-default", IPs: addrs("10.16.0.5"), MAC: "0a:58:0a:10:00:05",
+		Attachments: []AttachmentIn{{Interface: "net1", Switch: "att", IPs: addrs("10.20.0.7", "fd00:20::7"), MAC: "0a:58:0a:14:00:07"}}})
+	addr := "0a:58:0a:14:00:07 10.20.0.7 fd00:20::7"
+	want := SwitchPort{Switch: "att", Name: "a.default.net1", Addresses: []string{addr}, PortSecurity: []string{addr},
+		ExternalIDs: map[string]string{"pod": "default/a", "node": "c1-n1", "interface": "net1"}}
+	if len(sh.SwitchPorts) != 2 || !reflect.DeepEqual(sh.SwitchPorts[1], want) {
+		t.Fatalf("ports %+v, want eth0's and %+v", sh.SwitchPorts, want)
+	}
+	if len(sh.Memberships) != 1 || sh.Memberships[0].Port != "a.default" {
+		t.Errorf("memberships %+v, want eth0's port only", sh.Memberships)
+	}
+}
+
 func TestRouterMAC(t *testing.T) {
 	form := regexp.MustCompile(`^0a(:[0-9a-f]{2}){5}$`) // locally administered, unicast
 	seen := map[string]string{}
