@@ -113,6 +113,9 @@ func (r *AttachmentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	for i, t := range todo {
 		retry, err := r.allocate(ctx, pod, t)
+		if errors.Is(err, errNotCached) { // recorded already, but not in this cache yet: keep all
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		}
 		if err != nil || retry {
 			for _, done := range todo[:i] {
 				r.unallocate(ctx, pod.Namespace, pod.Name, done.sel.Interface)
@@ -144,6 +147,9 @@ func (r *AttachmentReconciler) allocate(ctx context.Context, pod *corev1.Pod, t 
 		return true, nil
 	}
 	if err := r.record(ctx, pod, t, alloc); err != nil {
+		if errors.Is(err, errNotCached) {
+			return false, err // the IPAM's allocation is the owner's, as recorded
+		}
 		r.State.IPAM.Release(owner)
 		if errors.Is(err, errForeignIP) {
 			r.Recorder.Event(pod, corev1.EventTypeWarning, ReasonNetworkRefused, err.Error())
@@ -185,8 +191,12 @@ func (r *AttachmentReconciler) resolve(ctx context.Context, podNS string, sel ne
 	return a, sn, err
 }
 
-// errForeignIP: the attachment's IP object name is held by another pod's record.
-var errForeignIP = errors.New("IP object held by another pod")
+var (
+	// errForeignIP: the attachment's IP object name is held by another pod's record.
+	errForeignIP = errors.New("IP object held by another pod")
+	// errNotCached: the IP object exists, but the cache the reconcile read has not seen it.
+	errNotCached = errors.New("IP object not in the cache yet")
+)
 
 func (r *AttachmentReconciler) record(ctx context.Context, pod *corev1.Pod, t resolved, alloc ipam.Allocation) error {
 	sel, a, sn := t.sel, t.a, t.sn
@@ -209,7 +219,10 @@ func (r *AttachmentReconciler) record(ctx context.Context, pod *corev1.Pod, t re
 		return err
 	}
 	ip := kovnv1.IP{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelSubnet: sn.Name, LabelNode: pod.Spec.NodeName}}, Spec: spec}
-	return r.Create(ctx, &ip)
+	if err = r.Create(ctx, &ip); apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("%w: %s", errNotCached, name)
+	}
+	return err
 }
 
 // attachmentIPs returns the pod's attachment IP objects by interface.

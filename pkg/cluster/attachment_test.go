@@ -217,3 +217,45 @@ func TestAttachmentPorts(t *testing.T) {
 		t.Errorf("attachment port after the pod is gone: %+v", p)
 	}
 }
+
+// staleCache hides one IP object from Get and List, as a cache that has not seen it yet.
+type staleCache struct {
+	client.Client
+	hidden string
+}
+
+func (c staleCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*kovnv1.IP); ok && key.Name == c.hidden {
+		return apierrors.NewNotFound(kovnv1.GroupVersion.WithResource("ips").GroupResource(), key.Name)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+func (c staleCache) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := c.Client.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	if ips, ok := list.(*kovnv1.IPList); ok {
+		ips.Items = slices.DeleteFunc(ips.Items, func(ip kovnv1.IP) bool { return ip.Name == c.hidden })
+	}
+	return nil
+}
+
+// TestAttachmentStaleCache: a pass that finds an attachment's record already written (its
+// create says it exists, though the cache missed it) takes nothing back and comes again soon.
+func TestAttachmentStaleCache(t *testing.T) {
+	e, r := attachmentEnv(t, attachedPod("a", "att,mv"))
+	reconcileAttachments(t, r, "a")
+	before := attachmentIPsOf(t, e, "a")
+	r.Client = staleCache{Client: e.c, hidden: AttachmentIPName("ns1", "a", "net2")}
+	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns1", Name: "a"}})
+	if err != nil || res.RequeueAfter == 0 {
+		t.Fatalf("reconcile with a stale cache: %+v %v, want a requeue", res, err)
+	}
+	if got := attachmentIPsOf(t, e, "a"); !slices.Equal(got, before) {
+		t.Errorf("attachments %q after a stale-cache pass, want %q kept", got, before)
+	}
+	if _, ok := e.st.IPAM.Lookup(attachmentOwner("ns1", "a", "net2")); !ok {
+		t.Error("the IPAM let go of net2's addresses while its record stays")
+	}
+}
