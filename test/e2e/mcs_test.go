@@ -278,12 +278,16 @@ func TestMultiClusterServices(t *testing.T) {
 		for _, c := range cs {
 			c.t = t
 		}
-		before := c1.importVersions("mcs", "web")
+		// The conflicts above changed web's ports in c2 just now: c1's import must have settled
+		// before the snapshot, or the new leader finishing that change reads as a rewrite.
+		before := c1.settledImportVersions("mcs", "web")
+		beforeYAML := c1.importYAML("mcs", "web")
 		holder, takeover := killLeader(t, c1, c1.st)
 		c3.waitBackendsOn(ips, []string{"be1", "be2"}, 10*time.Second)
 		time.Sleep(5 * time.Second)
 		if after := c1.importVersions("mcs", "web"); after != before {
-			t.Errorf("the new leader rewrote c1's import of web:\n%s\nwas\n%s", after, before)
+			t.Errorf("the new leader rewrote c1's import of web:\n%s\nwas\n%s\nlines that changed (- before, + after):\n%s",
+				after, before, changedLines(beforeYAML, c1.importYAML("mcs", "web")))
 		}
 		c1.deletePod("mcs", "be1")
 		start := time.Now()
@@ -499,6 +503,56 @@ func (c *cluster) importVersions(ns, name string) string {
 		c.t.Fatalf("%v %s", err, slices)
 	}
 	return out + slices
+}
+
+// settledImportVersions is importVersions once it has stayed the same for 3 s (up to 30 s).
+func (c *cluster) settledImportVersions(ns, name string) string {
+	c.t.Helper()
+	last, since := c.importVersions(ns, name), time.Now()
+	for deadline := time.Now().Add(30 * time.Second); time.Since(since) < 3*time.Second; time.Sleep(500 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s's import of %s/%s still changing after 30 s:\n%s", c.info.Name, ns, name, last)
+		}
+		if now := c.importVersions(ns, name); now != last {
+			last, since = now, time.Now()
+		}
+	}
+	return last
+}
+
+// importYAML is the import's objects as YAML, for a failure's diff.
+func (c *cluster) importYAML(ns, name string) string {
+	out, _ := c.kubectl("get", "serviceimports.multicluster.x-k8s.io/"+name, "services/"+mcs.DerivedName(name), "-n", ns, "-o", "yaml")
+	slices, _ := c.kubectl("get", "endpointslices", "-n", ns, "-l", "multicluster.kubernetes.io/service-name="+name, "-o", "yaml")
+	return out + slices
+}
+
+// changedLines lists the lines only one of two texts has, resourceVersions and managedFields'
+// times left out: what a rewrite changed.
+func changedLines(before, after string) string {
+	count := func(s string) map[string]int {
+		m := map[string]int{}
+		for _, l := range strings.Split(s, "\n") {
+			if t := strings.TrimSpace(l); !strings.HasPrefix(t, "resourceVersion:") && !strings.HasPrefix(t, "time:") {
+				m[l]++
+			}
+		}
+		return m
+	}
+	b, a := count(before), count(after)
+	var out []string
+	for l, n := range b {
+		if a[l] < n {
+			out = append(out, "- "+l)
+		}
+	}
+	for l, n := range a {
+		if b[l] < n {
+			out = append(out, "+ "+l)
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, "\n")
 }
 
 // mcsService is the exported Service: HTTP 80 -> 8080 in every family of the rig.
