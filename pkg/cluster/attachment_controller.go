@@ -87,6 +87,9 @@ func (r *AttachmentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		r.Recorder.Event(pod, corev1.EventTypeWarning, ReasonInvalidNetworks, err.Error())
 		return ctrl.Result{}, nil
 	}
+	if len(sels) == 0 { // most pods: nothing to look up
+		return ctrl.Result{}, nil
+	}
 	held, err := r.attachmentIPs(ctx, pod.Namespace, pod.Name)
 	if err != nil {
 		return ctrl.Result{}, err

@@ -8,11 +8,12 @@ package netattach
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/netip"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/kovn/kovn/pkg/annotation"
 )
 
 // Pod annotations of the NPWG specification.
@@ -28,7 +29,7 @@ const (
 // SharedNetworksAnnotation on a Namespace ("true") lets pods of every namespace use its
 // NetworkAttachmentDefinitions. Only who may update Namespaces (an admin) can set it; without
 // it a pod uses the definitions of its own namespace only.
-const SharedNetworksAnnotation = "ovn.kovn.io/shared-networks"
+const SharedNetworksAnnotation = annotation.Prefix + "shared-networks"
 
 // CheckNamespace says whether a pod of podNS may use the selected definition: one of its own
 // namespace, or of a namespace whose annotations (nsAnnotations; nil when it cannot be read)
@@ -63,25 +64,24 @@ type Selection struct {
 // Key is the NetworkAttachmentDefinition the selection names, as "namespace/name".
 func (s Selection) Key() string { return s.Namespace + "/" + s.Name }
 
-// Addrs returns the requested addresses without their prefix lengths.
+// Addrs returns the requested addresses without their prefix lengths, at most one per family
+// (annotation.ParseAddrs' rule for eth0's ip_address).
 func (s Selection) Addrs() ([]netip.Addr, error) {
-	var out []netip.Addr
-	seen := map[bool]bool{}
-	for _, ip := range s.IPs {
-		a, err := netip.ParseAddr(ip)
-		if err != nil {
-			p, perr := netip.ParsePrefix(ip)
-			if perr != nil {
-				return nil, fmt.Errorf("network %s: ips: %q is neither an address nor an address/prefix", s.Key(), ip)
-			}
-			a = p.Addr()
+	if len(s.IPs) == 0 {
+		return nil, nil
+	}
+	plain := make([]string, len(s.IPs))
+	for i, ip := range s.IPs {
+		plain[i] = ip
+		if p, err := netip.ParsePrefix(ip); err == nil {
+			plain[i] = p.Addr().String()
+		} else if _, err := netip.ParseAddr(ip); err != nil {
+			return nil, fmt.Errorf("network %s: ips: %q is neither an address nor an address/prefix", s.Key(), ip)
 		}
-		a = a.Unmap()
-		if seen[a.Is4()] {
-			return nil, fmt.Errorf("network %s: ips: more than one address of the same family", s.Key())
-		}
-		seen[a.Is4()] = true
-		out = append(out, a)
+	}
+	out, err := annotation.ParseAddrs(strings.Join(plain, ","))
+	if err != nil {
+		return nil, fmt.Errorf("network %s: ips: %v", s.Key(), err)
 	}
 	return out, nil
 }
@@ -168,11 +168,11 @@ func complete(sels []Selection, podNamespace string) error {
 			return fmt.Errorf("%s: %v", NetworksAnnotation, err)
 		}
 		if s.MAC != "" {
-			hw, err := net.ParseMAC(s.MAC)
-			if err != nil || len(hw) != 6 || hw[0]&1 == 1 {
+			mac, err := annotation.ParseMAC(s.MAC)
+			if err != nil {
 				return fmt.Errorf("%s: network %s: mac %q is not a unicast MAC address", NetworksAnnotation, s.Key(), s.MAC)
 			}
-			s.MAC = hw.String()
+			s.MAC = mac
 		}
 		for _, gw := range s.DefaultRoute {
 			if _, err := netip.ParseAddr(gw); err != nil {
