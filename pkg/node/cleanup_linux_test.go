@@ -250,6 +250,10 @@ func plumbKovnNode(ctx context.Context, t *testing.T, ovs libovsdb.Client) kovnN
 // gone; what others made (a bridge, a mapping, CNI files, routes) stays, and so does the
 // chassis identity the OVS pod also writes.
 func TestCleanupNodeRemovesKovnNodeState(t *testing.T) {
+	// No ovs-vswitchd serves the in-memory database: the give-back's wait for it would only
+	// time out.
+	defer func(d time.Duration) { underlay.VswitchdTimeout = d }(underlay.VswitchdTimeout)
+	underlay.VswitchdTimeout = 50 * time.Millisecond
 	inThrowawayNetNS(t, func() {
 		ctx := context.Background()
 		endpoint, ovs := cleanupOVSDB(ctx, t, map[string]string{"system-id": "n1", "ovn-encap-ip": "192.0.2.10",

@@ -121,6 +121,12 @@ func (r *Reconciler) attach(ctx context.Context, w Want, br *Bridge, datapathTyp
 			res.reason, res.msg = kovnv1.ReasonBridgeFailed, fmt.Sprintf("creating bridge %s with %s: %v", kovnv1.BridgeName(w.Provider), w.NIC, err)
 			return res
 		}
+		// vswitchd, taking the NIC, writes the interface flags it cached back (promiscuous
+		// mode on): let it finish before MoveConfig turns the NIC's ARP off, or that write
+		// could turn it on again (the give-back's race, the other way round).
+		if err := AwaitVswitchd(ctx, r.OVS, VswitchdTimeout); err != nil {
+			log.FromContext(ctx).Info("ovs-vswitchd has not confirmed the new bridge", "bridge", kovnv1.BridgeName(w.Provider), "error", err.Error())
+		}
 		br = &Bridge{Provider: w.Provider, Name: kovnv1.BridgeName(w.Provider), NIC: w.NIC, Config: cfg}
 		log.FromContext(ctx).Info("moved a NIC into its provider bridge", "provider", w.Provider, "nic", w.NIC,
 			"addresses", cfg.Addrs, "routes", len(cfg.Routes))
@@ -191,6 +197,19 @@ func GiveBack(ctx context.Context, c libovsdb.Client, b Bridge) (nicGone bool, e
 	}
 	if err := DeleteBridge(ctx, c, b.Name); err != nil {
 		return nicGone, fmt.Errorf("deleting bridge %s: %w", b.Name, err)
+	}
+	if !nicGone {
+		// ovs-vswitchd, letting go of the NIC, writes back the interface flags it had cached
+		// (promiscuous mode off), NOARP included when its cache predates RestoreConfig's ARP
+		// on: the NIC then answers neither ARP nor neighbour solicitations (the lab saw eth1
+		// NOARP after a give-back in 2 runs of 4). Once vswitchd has applied the deletion,
+		// the NIC gets its own answering back a second time.
+		if err := AwaitVswitchd(ctx, c, VswitchdTimeout); err != nil {
+			log.FromContext(ctx).Info("ovs-vswitchd has not confirmed the bridge's deletion; restoring the NIC anyway", "nic", b.NIC, "error", err.Error())
+		}
+		if err := RestoreConfig(b.Config, nic); err != nil {
+			return false, fmt.Errorf("giving %s back its configuration after its bridge went: %w", b.NIC, err)
+		}
 	}
 	if !nicGone && len(b.Config.Addrs) > 0 {
 		// The addresses answer from the NIC itself again: announce them from there (a

@@ -126,3 +126,32 @@ func containsAddr(ps []netip.Prefix, a netip.Addr) bool {
 
 // outageText is parseStream's outage for a log line.
 func outageText(outage string) string { return "longest outage " + outage }
+
+// excludedDiag is what a failed answer from node n's eth1 (given back by an exclusion) leaves
+// to read: the node's eth1 as the kernel has it (flags, addresses, the route back, neighbours),
+// the physical router's neighbours, the underlay switch's MAC table, and one echo from the
+// external host captured at the switch's port of the node and on the node's eth1.
+func (l *underlayLab) excludedDiag(t *testing.T, n int, ip netip.Addr) string {
+	var b strings.Builder
+	back := l.cfg.UnderlayHostIPs()[0]
+	if ip.Is6() {
+		back = l.cfg.UnderlayHostIPs()[len(l.cfg.UnderlayHostIPs())-1]
+	}
+	for _, argv := range [][]string{
+		{"ip", "-d", "-s", "link", "show", "dev", rig.UnderlayNIC},
+		{"ip", "addr", "show", "dev", rig.UnderlayNIC},
+		{"ip", "route", "get", back.String()},
+		{"ip", "neigh", "show"},
+		{"ip", "link", "show"},
+	} {
+		fmt.Fprintf(&b, "c1-n%d$ %s\n%s", n, strings.Join(argv, " "), nodeExecOut(t, l.cfg, n, argv...))
+	}
+	out, _ := exec.Command("ip", "-n", l.cfg.PhysRouterNS(), "neigh", "show").CombinedOutput()
+	fmt.Fprintf(&b, "physical router$ ip neigh show\n%s", out)
+	out, _ = exec.Command("ip", "netns", "exec", l.cfg.FabricNS(), "ovs-appctl", "-t", l.cfg.UnderlaySwitchCtl(), "fdb/show", "br-vfab").CombinedOutput()
+	fmt.Fprintf(&b, "underlay switch$ fdb/show br-vfab\n%s", out)
+	ping := func() { _, _ = underlayHostExec(l.cfg, "ping", "-c", "2", "-W", "1s", ip.String()) }
+	fmt.Fprintf(&b, "switch port %s during 2 echoes:\n%s", rig.FabricVlanPort(1, n), capture(t, l.cfg.FabricNS(), rig.FabricVlanPort(1, n), "", ping))
+	fmt.Fprintf(&b, "c1-n%d's %s during 2 echoes:\n%s", n, rig.UnderlayNIC, capture(t, l.cfg.NodeNS(1, n), rig.UnderlayNIC, "", ping))
+	return b.String()
+}

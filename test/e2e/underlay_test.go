@@ -227,7 +227,7 @@ func (l *underlayLab) exclude(t *testing.T) {
 			_, err := underlayHostExec(l.cfg, "ping", "-c", "1", "-W", "1s", ip.String())
 			return err
 		}); err != nil {
-			t.Errorf("external host -> excluded c1-n2's %s: no answer within 20 s: %v", ip, err)
+			t.Errorf("external host -> excluded c1-n2's %s: no answer within 20 s: %v\n%s", ip, err, l.excludedDiag(t, 2, ip))
 			continue
 		}
 		t.Logf("external host -> excluded c1-n2's %s: first answer %.1fs after eth1 was back", ip, time.Since(start).Seconds())
