@@ -203,8 +203,11 @@ func checkPodSpec(t *testing.T, name string, spec *corev1.PodSpec) {
 // The chart's ClusterRoles, Role and admission policies are the generated files, unchanged.
 func TestChartRBACIsTheGeneratedRBAC(t *testing.T) {
 	objs := mustRender(t, sampleValues...)
-	for _, f := range []string{"rbac/controller/role.yaml", "rbac/daemon/role.yaml", "rbac/speaker/role.yaml", "rbac/pinger/role.yaml",
-		"policy/daemon-own-node.yaml", "policy/daemon-own-provider-entry.yaml"} {
+	policies, err := filepath.Glob("policy/*.yaml") // every policy: a new file must be in the chart too
+	if err != nil || len(policies) == 0 {
+		t.Fatalf("policy/*.yaml: %v %v", policies, err)
+	}
+	for _, f := range append([]string{"rbac/controller/role.yaml", "rbac/daemon/role.yaml", "rbac/speaker/role.yaml", "rbac/pinger/role.yaml"}, policies...) {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

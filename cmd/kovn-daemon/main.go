@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	nadv1 "github.com/kovn/kovn/api/nad/v1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/cluster"
@@ -46,6 +47,10 @@ var ovnControllerPidfile string
 
 // ovsRun and vswitchdCtl are where the tunnel neighbour keeper finds ovs-vswitchd.
 var ovsRun, vswitchdCtl string
+
+// cniBinDir and stateDir are where attachment delegates are found and where the records
+// DEL needs to remove a container's attachments are kept.
+var cniBinDir, stateDir string
 
 // metricsAddr and probeAddr are the metrics and health probe listen addresses.
 var metricsAddr, probeAddr string
@@ -78,6 +83,8 @@ func main() {
 		ovsRun = "/var/run/openvswitch"
 	}
 	flag.StringVar(&vswitchdCtl, "ovs-vswitchd-ctl", "", "ovs-vswitchd's control socket (default: ovs-vswitchd.<pid>.ctl in $OVS_RUNDIR or /var/run/openvswitch); with --netdev, kovn-daemon keeps its tunnel neighbour cache")
+	flag.StringVar(&cniBinDir, "cni-bin-dir", "/opt/cni/bin", "where the delegate plugins of attachment networks are (macvlan, ipvlan, bridge, host-device, static)")
+	flag.StringVar(&stateDir, "state-dir", "/run/kovn", "kovn-daemon's state: the records a CNI DEL needs to remove a pod's attachments")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":9474", "Prometheus metrics address (0 turns them off)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":9475", "/livez and /readyz address, independent of metrics (0 turns them off)")
 	serviceCIDRs := flag.String("service-cidrs", "", "the cluster's Service ranges, comma-separated (kube-apiserver --service-cluster-ip-range): routed through ovn0 so the node reaches ClusterIPs")
@@ -146,6 +153,9 @@ func run(cfg node.Config, ovsDB string) error {
 		return err
 	}
 	if err := kovnv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := nadv1.AddToScheme(scheme); err != nil {
 		return err
 	}
 	restCfg, err := ctrl.GetConfig()
@@ -228,8 +238,11 @@ func run(cfg node.Config, ovsDB string) error {
 		return err
 	}
 	ports := cni.NewOVSAttacher(ovs, cfg.Bridge)
-	handler := cni.NewPodHandler(&node.PodNetworks{Client: mgr.GetClient(), NodeName: cfg.NodeName, MTU: cfg.MTU, Underlay: ul}, ports)
+	handler := cni.NewPodHandler(&node.PodNetworks{Client: mgr.GetClient(), NodeName: cfg.NodeName, MTU: cfg.MTU, Underlay: ul,
+		Live: mgr.GetAPIReader()}, ports)
 	handler.Log = ctrl.Log.WithName("cni")
+	handler.CNIBinDir, handler.StateDir = cniBinDir, stateDir
+	handler.Status = &node.NetworkStatusPublisher{Client: mgr.GetClient()}
 	srv := cni.NewServer(cfg.CNISocket, handler)
 	srv.Log = ctrl.Log.WithName("cni-server")
 	srv.Observe = (&node.CNIObserver{Pods: mgr.GetClient()}).Observe

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/go-logr/logr"
 	"github.com/vishvananda/netns"
+
+	"github.com/kovn/kovn/pkg/netattach"
 )
 
 // rollbackTimeout bounds the clean-up after a failed ADD; it runs even when the request's
@@ -27,11 +30,26 @@ type PodHandler struct {
 	HostNetNS string
 	// Log receives progress; the zero value discards.
 	Log logr.Logger
+	// CNIBinDir holds the delegate plugins of attachments (macvlan, ipvlan, static, ...).
+	CNIBinDir string
+	// StateDir keeps what DEL needs to remove a container's attachments; attachments are
+	// refused without it.
+	StateDir string
+	// Status, when set, publishes the network-status of a pod with attachments.
+	Status NetworkStatusWriter
 
 	locks keyedMutex
 }
 
 var _ Handler = (*PodHandler)(nil)
+
+// NetworkStatusWriter publishes what a pod's interfaces got (k8s.v1.cni.cncf.io/network-status).
+type NetworkStatusWriter interface {
+	SetNetworkStatus(ctx context.Context, namespace, name, uid string, statuses []netattach.NetworkStatus) error
+}
+
+// DefaultNetworkName is the network-status name of eth0's network.
+const DefaultNetworkName = "kovn"
 
 // NewPodHandler returns a handler plumbing pods from networks into ports.
 func NewPodHandler(networks Networks, ports PortAttacher) *PodHandler {
@@ -56,6 +74,9 @@ func (h *PodHandler) Add(ctx context.Context, req *Request) (*current.Result, er
 	// An OVS port left by an earlier attempt for this sandbox must be gone from vswitchd
 	// before its veth is recreated under the same name (see OVSAttacher.Detach).
 	if err := h.Ports.Detach(ctx, spec.hostIf); err != nil {
+		return nil, err
+	}
+	if err := h.removeAttachments(ctx, req); err != nil { // an earlier attempt's
 		return nil, err
 	}
 
@@ -88,8 +109,35 @@ func (h *PodHandler) Add(ctx context.Context, req *Request) (*current.Result, er
 	if err := announceAddrs(log, podNS, spec.podIf, podMAC, spec.ips); err != nil {
 		log.Error(err, "announcing the pod's addresses; neighbours re-learn its MAC by themselves, seconds later")
 	}
-	log.V(1).Info("pod plumbed", "iface", spec.hostIf, "ips", pn.IPs)
+	if len(pn.Attachments) > 0 {
+		statuses, err := h.addAttachments(ctx, req, pn, spec, podNS, log)
+		if err != nil {
+			if rbErr := h.rollback(ctx, spec.hostIf); rbErr != nil {
+				log.Error(rbErr, "rolling back a failed ADD")
+			}
+			return nil, fmt.Errorf("ADD of pod %s: %w", req.PodKey(), err)
+		}
+		h.publishStatus(ctx, req, pn, spec, podMAC, statuses, log)
+	}
+	log.V(1).Info("pod plumbed", "iface", spec.hostIf, "ips", pn.IPs, "attachments", len(pn.Attachments))
 	return buildResult(req, pn, spec, hostMAC, podMAC), nil
+}
+
+// publishStatus writes network-status: eth0 first, then the attachments in order. The pod's
+// interfaces work without it, so a failure is logged, not returned.
+func (h *PodHandler) publishStatus(ctx context.Context, req *Request, pn *PodNetwork, spec *vethSpec, podMAC []byte,
+	attachments []netattach.NetworkStatus, log logr.Logger) {
+	if h.Status == nil {
+		return
+	}
+	eth0 := netattach.NetworkStatus{Name: DefaultNetworkName, Interface: spec.podIf, IPs: statusIPs(pn.IPs),
+		MAC: net.HardwareAddr(podMAC).String(), Default: true}
+	for _, gw := range pn.Gateways {
+		eth0.Gateway = append(eth0.Gateway, gw.String())
+	}
+	if err := h.Status.SetNetworkStatus(ctx, req.PodNamespace, req.PodName, req.PodUID, append([]netattach.NetworkStatus{eth0}, attachments...)); err != nil {
+		log.Error(err, "writing the pod's network-status")
+	}
 }
 
 // Del removes the OVS port and the veth pair of req's container. It needs neither the
@@ -99,6 +147,9 @@ func (h *PodHandler) Del(ctx context.Context, req *Request) error {
 	defer h.locks.lock(req.ContainerID)()
 	hostIf := HostIfName(req.ContainerID)
 	var errs []error
+	if err := h.removeAttachments(ctx, req); err != nil {
+		errs = append(errs, err)
+	}
 	if err := h.Ports.Detach(ctx, hostIf); err != nil {
 		errs = append(errs, err)
 	}
@@ -156,7 +207,11 @@ func (h *PodHandler) podSpec(ctx context.Context, req *Request) (*PodNetwork, *v
 	if err != nil {
 		return nil, nil, fmt.Errorf("getting the network of pod %s: %w", req.PodKey(), err)
 	}
-	if err := pn.Validate(); err != nil {
+	err = pn.Validate()
+	if err == nil {
+		err = pn.validateAttachments(req.IfName)
+	}
+	if err != nil {
 		return nil, nil, fmt.Errorf("network of pod %s: %w", req.PodKey(), err)
 	}
 	spec := &vethSpec{
@@ -165,7 +220,7 @@ func (h *PodHandler) podSpec(ctx context.Context, req *Request) (*PodNetwork, *v
 		mtu:    pn.mtu(confMTU),
 		mac:    pn.MAC,
 		ips:    pn.IPs,
-		routes: pn.podRoutes(),
+		routes: pn.eth0Routes(),
 	}
 	return pn, spec, nil
 }

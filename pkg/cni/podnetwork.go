@@ -25,6 +25,8 @@ type PodNetwork struct {
 	// Routes are extra routes inside the pod. A default route here replaces the gateway's
 	// default route for its family.
 	Routes []Route
+	// Attachments are the pod's interfaces beyond eth0, in the order it asked for them.
+	Attachments []Attachment
 }
 
 // Route is one route inside the pod.
@@ -133,6 +135,27 @@ func (n *PodNetwork) podRoutes() []Route {
 		routes = append(routes, Route{Dst: dst, Gateway: gw})
 	}
 	return append(routes, n.Routes...)
+}
+
+// eth0Routes are podRoutes without the default route of a family whose default an
+// attachment takes (the pod's default-route request names that attachment's gateway).
+func (n *PodNetwork) eth0Routes() []Route {
+	taken := map[bool]bool{}
+	for _, a := range n.Attachments {
+		if a.Port != nil {
+			for _, gw := range a.Port.Gateways {
+				taken[gw.Is4()] = true
+			}
+		}
+	}
+	var out []Route
+	for _, r := range n.podRoutes() {
+		if r.Dst.Bits() == 0 && taken[r.Dst.Addr().Is4()] {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // mtu picks the pod's MTU: the controller's, else the network configuration's, else

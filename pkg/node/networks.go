@@ -32,6 +32,12 @@ type PodNetworks struct {
 	Underlay interface {
 		VlanReady(ctx context.Context, vlan string) error
 	}
+	// Live reads NetworkAttachmentDefinitions and Namespaces (a direct API reader: only pods
+	// with attachment networks need them); nil refuses attachments.
+	Live client.Reader
+	// Delegates are the plugin types a definition may name besides kovn's own (default
+	// netattach.DefaultDelegates); kovn-controller must allow the same.
+	Delegates []string
 }
 
 var _ cni.Networks = (*PodNetworks)(nil)
@@ -86,7 +92,14 @@ func (p *PodNetworks) podNetwork(ctx context.Context, namespace, name, uid strin
 			return nil, fmt.Errorf("pod %s/%s: underlay subnet %s: %w", namespace, name, sn.Name, err)
 		}
 	}
-	return p.convert(&ip, &sn, port)
+	pn, err := p.convert(&ip, &sn, port)
+	if err != nil {
+		return nil, err
+	}
+	if pn.Attachments, err = p.attachments(ctx, &pod); err != nil {
+		return nil, fmt.Errorf("pod %s/%s: %w", namespace, name, err)
+	}
+	return pn, nil
 }
 
 // convert builds the CNI's view: each address with its CIDR's prefix length and the gateway
