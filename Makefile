@@ -6,6 +6,11 @@ GO    ?= go
 # Binaries built from this module. Pod image binaries are static so they run in an empty image.
 CMDS  := kovn-rig kovn-controller kovn-daemon kovn-cni kovn-speaker kovn-ovsdb kovn-pinger kovn-ovn-monitor kubectl-kovn
 IMAGES := kovn-pause:./test/images/pause kovn-testbox:./test/images/testbox kovn-coredns:./test/images/coredns kovn-probe:./cmd/kovn-probe
+# Delegate plugins of attachment networks, built static from their Go module: kovn-daemon calls
+# them (the rig from _output/bin/cni-plugins, the image from /opt/kovn/cni).
+CNI_PLUGINS_VERSION := v1.10.0
+CNI_PLUGINS := main/macvlan main/ipvlan main/bridge main/host-device ipam/static
+install-cni-plugins = CGO_ENABLED=0 GOBIN=$(1) $(GO) install -trimpath -ldflags="-s -w" $(foreach p,$(CNI_PLUGINS),github.com/containernetworking/plugins/plugins/$(p)@$(CNI_PLUGINS_VERSION))
 RIG_DIR ?= $(CURDIR)/_output/rig
 export KOVN_RIG_DIR := $(RIG_DIR)
 
@@ -22,6 +27,7 @@ build: $(HELM)
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
 	@for img in $(IMAGES); do CGO_ENABLED=0 $(GO) build -ldflags="-s -w" -o $(BIN)/$${img%%:*} $${img#*:} || exit 1; done
+	$(call install-cni-plugins,$(BIN)/cni-plugins)
 
 ## helm: the helm CLI, built from its Go module pinned in hack/tools (its own go.mod, so helm's
 ## dependencies never move kovn's); the chart tests (`make unit`) and `kovn-rig up --install chart` use it
@@ -36,6 +42,7 @@ $(HELM): hack/tools/go.mod hack/tools/go.sum
 images:
 	@mkdir -p $(CURDIR)/_output/images/bin
 	$(GO) build -trimpath -ldflags="-s -w" -o $(CURDIR)/_output/images/bin/ $(addprefix ./cmd/,kovn-controller kovn-daemon kovn-cni kovn-speaker kovn-probe kovn-ovsdb kovn-pinger kovn-ovn-monitor)
+	$(call install-cni-plugins,$(CURDIR)/_output/images/bin/cni-plugins)
 	$(GO) run ./hack/images -bin-dir $(CURDIR)/_output/images/bin -out $(CURDIR)/_output/images
 
 ## generate: regenerate libovsdb models, deepcopy and CRD manifests

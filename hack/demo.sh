@@ -278,6 +278,56 @@ ovn-sbctl --db="$OVN_SB_DB" --bare --columns=name list Chassis \
 echo "so central/c (on c1-n2) reaches the external host from c1-n1's address:"
 kubectl -n central exec c -- /testbox get http://172.30.0.100:8080/
 
+step "attachment networks (NPWG): pods with eth0 + net1 (a kovn Subnet, static IP) + net2 (macvlan on the node's eth1, kovn IPAM)"
+kubectl create namespace attach --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl apply -f - >/dev/null <<ATTACH
+apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata: {name: blue, namespace: attach}
+spec: {config: '{"cniVersion": "1.0.0", "name": "blue", "type": "kovn"}'}
+---
+apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata: {name: mv, namespace: attach}
+spec: {config: '{"cniVersion": "1.0.0", "name": "mv", "type": "macvlan", "master": "eth1", "mode": "bridge", "ipam": {"type": "kovn"}}'}
+---
+apiVersion: kovn.io/v1alpha1
+kind: Subnet
+metadata: {name: blue}
+spec: {cidrBlock: "10.215.0.0/24,fd00:215::/64", provider: attach/blue}
+---
+apiVersion: kovn.io/v1alpha1
+kind: Subnet
+metadata: {name: mv}
+spec: {cidrBlock: "10.216.0.0/24,fd00:216::/64", provider: attach/mv}
+ATTACH
+sleep 2
+for n in 1 2; do
+  ips='"10.215.0.1'$n'", "fd00:215::1'$n'"'
+  kubectl apply -f - >/dev/null <<POD
+apiVersion: v1
+kind: Pod
+metadata:
+  name: m$n
+  namespace: attach
+  annotations:
+    k8s.v1.cni.cncf.io/networks: '[{"name": "blue", "interface": "net1", "ips": [$ips]}, {"name": "mv", "interface": "net2"}]'
+spec:
+  nodeName: c1-n$n
+  terminationGracePeriodSeconds: 1
+  containers: [{name: testbox, image: kovn.io/testbox:latest, imagePullPolicy: Never, args: [serve]}]
+POD
+done
+kubectl -n attach wait --for=condition=Ready pod/m1 pod/m2 --timeout=120s >/dev/null
+echo "m1's network-status, written by kovn-daemon:"
+kubectl -n attach get pod m1 -o jsonpath='{.metadata.annotations.k8s\.v1\.cni\.cncf\.io/network-status}'; echo
+M2NET2=$(kubectl -n attach get pod m2 -o jsonpath='{.metadata.annotations.k8s\.v1\.cni\.cncf\.io/network-status}' | grep -A3 '"net2"' | grep -oE '10\.216\.0\.[0-9]+' | head -1)
+echo "m1 -> m2 on net1 (the kovn Subnet blue, static 10.215.0.12) and on net2 (macvlan over the nodes' eth1, $M2NET2):"
+kubectl -n attach exec m1 -- /testbox ping -c 3 10.215.0.12 || kubectl -n attach exec m1 -- /testbox ping -c 3 10.215.0.12
+kubectl -n attach exec m1 -- /testbox tcp "$M2NET2:9000" "hello over macvlan"
+kubectl -n attach exec m1 -- /testbox ip | grep -E '^(eth0|net1|net2)|inet' || true
+kubectl -n attach delete pod m1 m2 --wait=false >/dev/null
+
 step "underlay: a ProviderNetwork moves each node's eth1, address and routes, into br-phys; a Subnet on VLAN 100 puts pods on the physical network"
 NODE1_NS=${KOVN_FABRIC_NS%-fab}-c1n1
 echo "c1-n1's eth1 before (the lab's second NIC, a trunk of VLANs 100 and 200 on its underlay switch):"

@@ -37,6 +37,14 @@ var Alternatives = []string{"/usr/sbin/iptables", "/usr/sbin/iptables-save", "/u
 // Binaries are kovn's own, placed at the image root.
 var Binaries = []string{"kovn-controller", "kovn-daemon", "kovn-cni", "kovn-speaker", "kovn-probe", "kovn-ovsdb", "kovn-pinger", "kovn-ovn-monitor"}
 
+// CNIPlugins are the delegate plugins of attachment networks (`make images` builds them static
+// into <bin-dir>/cni-plugins), placed in CNIPluginDir: kovn-daemon runs them from there, so
+// the node's own /opt/cni/bin is neither needed nor touched.
+var CNIPlugins = []string{"macvlan", "ipvlan", "bridge", "host-device", "static"}
+
+// CNIPluginDir is where the image holds CNIPlugins (the chart's kovn-daemon --cni-bin-dir).
+const CNIPluginDir = "/opt/kovn/cni"
+
 func main() {
 	bin := flag.String("bin-dir", "_output/bin", "where `make build` put kovn's binaries")
 	out := flag.String("out", "_output/images", "directory for the docker-archive tarballs")
@@ -69,6 +77,13 @@ func run(binDir, outDir, ref string) error {
 			return fmt.Errorf("%s: %w (run `make build` first)", p, err)
 		}
 		fs.addFile("/"+b, p, 0o755)
+	}
+	for _, b := range CNIPlugins {
+		p := filepath.Join(binDir, "cni-plugins", b)
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("%s: %w (`make images` builds the CNI plugins first)", p, err)
+		}
+		fs.addFile(CNIPluginDir+"/"+b, p, 0o755)
 	}
 	step("resolving the shared libraries of %d files", len(fs.files))
 	if err := fs.addSharedLibraries(); err != nil {

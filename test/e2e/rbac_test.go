@@ -93,6 +93,25 @@ func TestRBAC(t *testing.T) {
 		b := c.waitRunning("default", "rb", 90*time.Second)
 		c.ping("default", "ra", b.Status.PodIP)
 	})
+
+	t.Run("a daemon writes only network-status, only on pods of its own node", func(t *testing.T) {
+		ctx, dry := context.Background(), []string{metav1.DryRunAll}
+		status := func(ns, pod, patch string) error {
+			_, err := n1.CoreV1().Pods(ns).Patch(ctx, pod, types.MergePatchType, []byte(patch), metav1.PatchOptions{DryRun: dry}, "status")
+			return err
+		}
+		netStatus := `{"metadata":{"annotations":{"k8s.v1.cni.cncf.io/network-status":"[]"}}}`
+		if err := status("default", "ra", netStatus); err != nil {
+			t.Errorf("daemon of c1-n1 writing network-status of its pod ra: %v", err)
+		}
+		const policy = "kovn-daemon-network-status"
+		expectDenialBy(t, "daemon of c1-n1 writing network-status of c1-n2's pod rb", policy, status("default", "rb", netStatus))
+		expectDenialBy(t, "daemon of c1-n1 writing another annotation of ra", policy,
+			status("default", "ra", `{"metadata":{"annotations":{"ovn.kovn.io/ip_address":"10.16.0.99"}}}`))
+		expectDenialBy(t, "daemon of c1-n1 labelling ra", policy, status("default", "ra", `{"metadata":{"labels":{"x":"y"}}}`))
+		_, err := n1.CoreV1().Pods("default").Patch(ctx, "ra", types.MergePatchType, []byte(netStatus), metav1.PatchOptions{DryRun: dry})
+		expectForbidden(t, "patch pod ra itself (not its status)", err)
+	})
 }
 
 // daemonWritesRefused tries, as a kovn-daemon, what only the controller or users may do. Every
@@ -198,6 +217,14 @@ func expectPolicyDenial(t *testing.T, what string, err error) {
 	t.Helper()
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "kovn-daemon-own-node") {
 		t.Errorf("%s: got %v, want Forbidden by ValidatingAdmissionPolicy kovn-daemon-own-node", what, err)
+	}
+}
+
+// expectDenialBy wants a refusal by the named ValidatingAdmissionPolicy.
+func expectDenialBy(t *testing.T, what, policy string, err error) {
+	t.Helper()
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), policy) {
+		t.Errorf("%s: got %v, want Forbidden by ValidatingAdmissionPolicy %s", what, err, policy)
 	}
 }
 

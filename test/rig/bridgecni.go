@@ -17,6 +17,20 @@ import (
 // bridgePlugins are the plugin binaries a bridge node needs, linked into the rig's CNI bin dir.
 var bridgePlugins = []string{"/usr/lib/cni/bridge", "/usr/lib/cni/host-local"}
 
+// delegatePlugins are what kovn-daemon may call for attachment networks: the delegates and
+// the static IPAM that carries kovn's addresses to them (`make build` builds them static from
+// github.com/containernetworking/plugins into KovnBinDir/cni-plugins).
+var delegatePlugins = []string{"macvlan", "ipvlan", "bridge", "host-device", "static"}
+
+// delegatePluginPaths are delegatePlugins as `make build` left them.
+func (c Config) delegatePluginPaths() []string {
+	var out []string
+	for _, p := range delegatePlugins {
+		out = append(out, filepath.Join(c.KovnBinDir, "cni-plugins", p))
+	}
+	return out
+}
+
 // BridgePodCIDR is the host-local range of bridge node n of cluster cl (10.241.n.0/24 for c1),
 // outside every kovn subnet and service range.
 func BridgePodCIDR(cl, n int) netip.Prefix {
@@ -52,12 +66,23 @@ func (c Config) writeBridgeConf(cl, n int) error {
 	return os.WriteFile(filepath.Join(dir, "10-bridge.conflist"), b, 0o644)
 }
 
-// linkBridgePlugins makes the bridge plugins available to containerd beside kovn-cni.
-func (c Config) linkBridgePlugins() error {
-	for _, p := range bridgePlugins {
-		dst := filepath.Join(c.cniBinDir(), filepath.Base(p))
-		if _, err := os.Lstat(dst); err == nil {
+// linkPlugins makes plugins available to containerd and kovn-daemon beside kovn-cni.
+// The first of two plugins with one name wins; a link left pointing elsewhere (a rig directory
+// of an older kovn) is replaced.
+func (c Config) linkPlugins(plugins []string) error {
+	done := map[string]bool{}
+	for _, p := range plugins {
+		name := filepath.Base(p)
+		if done[name] {
 			continue
+		}
+		done[name] = true
+		dst := filepath.Join(c.cniBinDir(), name)
+		if target, err := os.Readlink(dst); err == nil && target == p {
+			continue
+		}
+		if err := os.Remove(dst); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("replace CNI plugin %s: %w", dst, err)
 		}
 		if err := os.Symlink(p, dst); err != nil {
 			return fmt.Errorf("link CNI plugin %s: %w", p, err)

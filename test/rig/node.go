@@ -211,6 +211,7 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 			"--kubeconfig="+kovnKubeconfig, "--node-name="+name,
 			"--ovs-db=unix:"+dbSock, "--ovs-vswitchd-ctl="+filepath.Join(ovsRun, "ovs-vswitchd.ctl"),
 			"--cni-socket="+filepath.Join(filepath.Dir(ovsRun), "cni.sock"),
+			"--cni-bin-dir="+c.cniBinDir(), "--state-dir="+filepath.Join(filepath.Dir(ovsRun), "daemon"),
 			"--cni-conf-dir=/etc/cni/net.d", "--mtu=1400", "--netdev",
 			"--ovn-remote="+sbRemote, "--service-cidrs="+annotation.JoinAddrs(c.ServiceCIDRs(cl)))
 		d.Restart = true

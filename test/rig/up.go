@@ -52,6 +52,11 @@ func CheckDeps(cfg Config) error {
 				missing = append(missing, filepath.Join(cfg.KovnBinDir, b)+" (make build)")
 			}
 		}
+		for _, p := range cfg.delegatePluginPaths() {
+			if _, err := os.Stat(p); err != nil {
+				missing = append(missing, p+" (make build)")
+			}
+		}
 		if _, err := lookPath("iptables-restore"); err != nil {
 			missing = append(missing, "iptables-restore")
 		}
@@ -341,10 +346,12 @@ func (r *Rig) startNodes(ctx context.Context) error {
 	if cfg.Chart() {
 		images = append(images, cfg.ChartImage()) // the chart's install-cni puts kovn-cni in place
 	}
+	plugins := cfg.delegatePluginPaths()
 	if cfg.BridgeNodes > 0 {
-		if err := cfg.linkBridgePlugins(); err != nil {
-			return err
-		}
+		plugins = append(plugins, bridgePlugins...)
+	}
+	if err := cfg.linkPlugins(plugins); err != nil {
+		return err
 	}
 	var procs []Proc
 	for cl := 1; cl <= cfg.Clusters; cl++ {
