@@ -236,11 +236,15 @@ spec:
 func (l *attachLab) deleted(t *testing.T) {
 	c := l.c
 	c.t = t
-	for _, p := range []string{"a", "b", "c"} {
-		c.deletePod(attachNS, p)
+	pods, err := c.kc.CoreV1().Pods(attachNS).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, p := range []string{"a", "b", "c", "d"} {
-		c.waitPodGone(attachNS, p)
+	for _, p := range pods.Items {
+		c.deletePod(attachNS, p.Name)
+	}
+	for _, p := range pods.Items {
+		c.waitPodGone(attachNS, p.Name)
 	}
 	if err := eventually(30*time.Second, func() error {
 		for _, p := range []string{"a", "b", "c"} {

@@ -63,6 +63,12 @@ func TestChartInstall(t *testing.T) {
 		}
 	})
 	kubectlKovnOps(t, c, a, b, echoVIPs)
+	t.Run("attachment networks: kovn net1 and macvlan net2 (the delegate from kovn's image), deleted cleanly", func(t *testing.T) {
+		l := &attachLab{cfg: cfg, c: c}
+		l.setUp(t)
+		l.threeInterfaces(t)
+		l.deleted(t)
+	})
 
 	t.Run("helm uninstall: no kovn state left on any node, every node reachable", func(t *testing.T) {
 		c.t = t

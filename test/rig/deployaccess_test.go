@@ -28,8 +28,8 @@ func TestAccessObjects(t *testing.T) {
 		"ClusterRoleBinding//kovn-controller", "ClusterRoleBinding//kovn-daemon", "ClusterRoleBinding//kovn-speaker",
 		"Role/kube-system/kovn-speaker", "RoleBinding/kube-system/kovn-speaker",
 		"ServiceAccount/kube-system/kovn-controller", "ServiceAccount/kube-system/kovn-daemon", "ServiceAccount/kube-system/kovn-speaker",
-		"ValidatingAdmissionPolicy//kovn-daemon-own-node", "ValidatingAdmissionPolicy//kovn-daemon-own-provider-entry",
-		"ValidatingAdmissionPolicyBinding//kovn-daemon-own-node", "ValidatingAdmissionPolicyBinding//kovn-daemon-own-provider-entry",
+		"ValidatingAdmissionPolicy//kovn-daemon-network-status", "ValidatingAdmissionPolicy//kovn-daemon-own-node", "ValidatingAdmissionPolicy//kovn-daemon-own-provider-entry",
+		"ValidatingAdmissionPolicyBinding//kovn-daemon-network-status", "ValidatingAdmissionPolicyBinding//kovn-daemon-own-node", "ValidatingAdmissionPolicyBinding//kovn-daemon-own-provider-entry",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("access objects:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
