@@ -28,7 +28,7 @@ import (
 // objects, never from the annotation. A refusal (a malformed annotation or definition, a
 // definition of a namespace not shared) is ErrInvalidConfig: the pod gets no interface at
 // all. A plain error means "not yet" (the controller has not recorded an address).
-func (p *PodNetworks) attachments(ctx context.Context, pod *corev1.Pod) ([]cni.Attachment, error) {
+func (p *PodNetworks) attachments(ctx context.Context, pod *corev1.Pod, defs definitions) ([]cni.Attachment, error) {
 	sels, err := netattach.ParseSelections(pod.Annotations[netattach.NetworksAnnotation], pod.Namespace)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", cni.ErrInvalidConfig, err)
@@ -36,15 +36,20 @@ func (p *PodNetworks) attachments(ctx context.Context, pod *corev1.Pod) ([]cni.A
 	// Every definition is read and checked before any record is awaited: a refusal of the
 	// last one fails the pod at once instead of after the wait for the first one's record
 	// (which kovn-controller never writes, allocating all or nothing).
-	defs := make([]netattach.Attachment, len(sels))
+	resolved := make([]netattach.Attachment, len(sels))
 	for i, sel := range sels {
-		if defs[i], err = p.definition(ctx, pod.Namespace, sel); err != nil {
-			return nil, err
+		a, ok := defs[sel.Key()]
+		if !ok {
+			if a, err = p.definition(ctx, pod.Namespace, sel); err != nil {
+				return nil, err
+			}
+			defs[sel.Key()] = a
 		}
+		resolved[i] = a
 	}
 	var out []cni.Attachment
 	for i, sel := range sels {
-		a := defs[i]
+		a := resolved[i]
 		if a.Kind != netattach.KindKovn && len(sel.DefaultRoute) > 0 {
 			return nil, fmt.Errorf("%w: network %s (%s): default-route is supported on kovn attachments only, not on %s", cni.ErrInvalidConfig, sel.Key(), sel.Interface, a.Plugin)
 		}
@@ -77,6 +82,9 @@ func (p *PodNetworks) attachments(ctx context.Context, pod *corev1.Pod) ([]cni.A
 	}
 	return out, nil
 }
+
+// definitions are the definitions one wait has read, by "namespace/name".
+type definitions map[string]netattach.Attachment
 
 // definition reads and parses the selection's NetworkAttachmentDefinition, after checking
 // the pod may use it. Read from the API server, not a cache: only pods with attachments ask.

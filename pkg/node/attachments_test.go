@@ -119,3 +119,29 @@ func TestPodAttachmentsRefused(t *testing.T) {
 		}
 	}
 }
+
+// countingReader counts the reads that reach the API server.
+type countingReader struct {
+	client.Reader
+	gets int
+}
+
+func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.gets++
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+// A wait for a record reads each definition once, not at every poll.
+func TestPodAttachmentsReadDefinitionsOnce(t *testing.T) {
+	c := attachmentWorld(t, `[{"name":"blue","interface":"net9"}]`)
+	live := &countingReader{Reader: c}
+	p := &PodNetworks{Client: c, Live: live, NodeName: "n1", Poll: 5 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := p.WaitPodNetwork(ctx, "ns1", "a", "u1"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("%v, want to wait", err)
+	}
+	if live.gets != 1 {
+		t.Errorf("%d API reads during one wait, want 1 (the definition, once)", live.gets)
+	}
+}

@@ -49,8 +49,11 @@ func (p *PodNetworks) WaitPodNetwork(ctx context.Context, namespace, name, uid s
 	if poll == 0 {
 		poll = 50 * time.Millisecond
 	}
+	// Definitions are read from the API server once per wait, not at every poll: a pod whose
+	// attachment the controller cannot allocate would otherwise cost requests each 50 ms.
+	defs := definitions{}
 	for {
-		pn, err := p.podNetwork(ctx, namespace, name, uid)
+		pn, err := p.podNetwork(ctx, namespace, name, uid, defs)
 		if err == nil || errors.Is(err, cni.ErrPodNotFound) || errors.Is(err, cni.ErrInvalidConfig) {
 			return pn, err
 		}
@@ -63,7 +66,7 @@ func (p *PodNetworks) WaitPodNetwork(ctx context.Context, namespace, name, uid s
 }
 
 // podNetwork reads the pod's network once; a plain error means "not yet".
-func (p *PodNetworks) podNetwork(ctx context.Context, namespace, name, uid string) (*cni.PodNetwork, error) {
+func (p *PodNetworks) podNetwork(ctx context.Context, namespace, name, uid string, defs definitions) (*cni.PodNetwork, error) {
 	var pod corev1.Pod
 	err := p.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &pod)
 	switch {
@@ -96,7 +99,7 @@ func (p *PodNetworks) podNetwork(ctx context.Context, namespace, name, uid strin
 	if err != nil {
 		return nil, err
 	}
-	if pn.Attachments, err = p.attachments(ctx, &pod); err != nil {
+	if pn.Attachments, err = p.attachments(ctx, &pod, defs); err != nil {
 		return nil, fmt.Errorf("pod %s/%s: %w", namespace, name, err)
 	}
 	return pn, nil
