@@ -54,12 +54,6 @@ type IPSpec struct {
 	// interface and kovn only allocated its addresses, so it has no OVN port.
 	// +optional
 	Delegated bool `json:"delegated,omitempty"`
-	// AttachSubnets are further subnets the pod is attached to (secondary interfaces).
-	// +kubebuilder:validation:MaxItems=64
-	// +kubebuilder:validation:items:MaxLength=253
-	// +listType=set
-	// +optional
-	AttachSubnets []string `json:"attachSubnets,omitempty"`
 }
 
 // IPStatus is the observed state of an IP.
