@@ -140,6 +140,11 @@ func (p *PodNetworks) attachmentNetwork(ctx context.Context, pod *corev1.Pod, se
 	if sn.Spec.Provider != sel.Key() {
 		return nil, fmt.Errorf("%w: network %s: subnet %s provides %q, not this network", cni.ErrInvalidConfig, sel.Key(), sn.Name, sn.Spec.Provider)
 	}
+	if sn.Spec.Vlan != "" && p.Underlay != nil { // an underlay Subnet: this node must be on its network, as for eth0
+		if err := p.Underlay.VlanReady(ctx, sn.Spec.Vlan); err != nil {
+			return nil, fmt.Errorf("network %s: underlay subnet %s: %w", sel.Key(), sn.Name, err)
+		}
+	}
 	pn, err := p.convert(&ip, &sn, name)
 	if err != nil {
 		return nil, err

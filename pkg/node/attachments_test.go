@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -143,5 +144,29 @@ func TestPodAttachmentsReadDefinitionsOnce(t *testing.T) {
 	}
 	if live.gets != 1 {
 		t.Errorf("%d API reads during one wait, want 1 (the definition, once)", live.gets)
+	}
+}
+
+// An underlay Subnet as an attachment needs its provider network on this node, as eth0 does.
+func TestPodAttachmentUnderlayNeedsProvider(t *testing.T) {
+	sn := &kovnv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: "ulblue"}, Spec: kovnv1.SubnetSpec{CIDRBlock: "172.28.100.0/24", Vlan: "v100", Provider: "ns1/ulblue"}}
+	nad := &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "ulblue"},
+		Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: `{"cniVersion":"1.0.0","type":"kovn"}`}}
+	ip := &kovnv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "a.ns1.net1"}, Spec: kovnv1.IPSpec{PodName: "a", Namespace: "ns1",
+		Subnet: "ulblue", NodeName: "n1", V4IP: "172.28.100.5", MACAddress: "0a:58:ac:1c:64:05", Network: "ns1/ulblue", Interface: "net1"}}
+	c := attachmentWorld(t, "ulblue", sn, nad)
+	_ = c.Delete(context.Background(), &kovnv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "a.ns1.net1"}})
+	if err := c.Create(context.Background(), ip); err != nil {
+		t.Fatal(err)
+	}
+	missing := fmt.Errorf("%w: provider network phys (vlan v100) is not ready on node n1: interface eth9 not found on node n1", cni.ErrInvalidConfig)
+	p := &PodNetworks{Client: c, Live: c, NodeName: "n1", Poll: 10 * time.Millisecond, Underlay: vlanReadiness{"v100": missing}}
+	if _, err := p.WaitPodNetwork(context.Background(), "ns1", "a", "u1"); !errors.Is(err, cni.ErrInvalidConfig) || !strings.Contains(err.Error(), "eth9") {
+		t.Fatalf("err %v, want the provider's reason at once", err)
+	}
+	p.Underlay = vlanReadiness{}
+	pn, err := p.WaitPodNetwork(context.Background(), "ns1", "a", "u1")
+	if err != nil || len(pn.Attachments) != 1 || pn.Attachments[0].Port.IPs[0].String() != "172.28.100.5/24" {
+		t.Fatalf("pod network %+v %v, want net1 on ulblue", pn, err)
 	}
 }
