@@ -326,7 +326,7 @@ echo "m1 -> m2 on net1 (the kovn Subnet blue, static 10.215.0.12) and on net2 (m
 kubectl -n attach exec m1 -- /testbox ping -c 3 10.215.0.12 || kubectl -n attach exec m1 -- /testbox ping -c 3 10.215.0.12
 kubectl -n attach exec m1 -- /testbox tcp "$M2NET2:9000" "hello over macvlan"
 kubectl -n attach exec m1 -- /testbox ip | grep -E '^(eth0|net1|net2)|inet' || true
-kubectl -n attach delete pod m1 m2 --wait=false >/dev/null
+kubectl -n attach delete pod m1 m2 >/dev/null
 
 step "underlay: a ProviderNetwork moves each node's eth1, address and routes, into br-phys; a Subnet on VLAN 100 puts pods on the physical network"
 NODE1_NS=${KOVN_FABRIC_NS%-fab}-c1n1
