@@ -103,6 +103,9 @@ func (r *AttachmentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 				r.Recorder.Eventf(pod, corev1.EventTypeWarning, ReasonNetworksChanged,
 					"interface %s keeps network %s while the pod lives (the annotation now names %s)", sel.Interface, ip.Spec.Network, sel.Key())
 			}
+			if err := r.follow(ctx, &ip, pod.Spec.NodeName); err != nil {
+				return ctrl.Result{}, err
+			}
 			continue
 		}
 		a, sn, err := r.resolve(ctx, pod.Namespace, sel)
@@ -130,6 +133,20 @@ func (r *AttachmentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 	}
 	return ctrl.Result{}, nil
+}
+
+// follow moves a kept record (a StatefulSet pod recreated) to the node the pod now runs on:
+// the node's daemon plumbs only records of its own node.
+func (r *AttachmentReconciler) follow(ctx context.Context, ip *kovnv1.IP, node string) error {
+	if ip.Spec.NodeName == node {
+		return nil
+	}
+	ip.Spec.NodeName = node
+	if ip.Labels == nil {
+		ip.Labels = map[string]string{}
+	}
+	ip.Labels[LabelNode] = node
+	return r.Update(ctx, ip)
 }
 
 // resolved is a selection with its parsed definition and the Subnet providing its addresses.
@@ -221,7 +238,11 @@ func (r *AttachmentReconciler) record(ctx context.Context, pod *corev1.Pod, t re
 	case !apierrors.IsNotFound(err):
 		return err
 	}
-	ip := kovnv1.IP{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelSubnet: sn.Name, LabelNode: pod.Spec.NodeName}}, Spec: spec}
+	labels := map[string]string{LabelSubnet: sn.Name, LabelNode: pod.Spec.NodeName}
+	if sts, _, ok := statefulSetOf(pod); ok {
+		labels[LabelStatefulSet] = sts // kept while the StatefulSet wants the pod back, as eth0's
+	}
+	ip := kovnv1.IP{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: spec}
 	if err = r.Create(ctx, &ip); apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("%w: %s", errNotCached, name)
 	}
@@ -282,6 +303,9 @@ func (r *AttachmentReconciler) releaseAll(ctx context.Context, ns, name string) 
 	slices.Sort(ifaces)
 	for _, iface := range ifaces {
 		ip := held[iface]
+		if statefulSetWants(ctx, r.Client, &ip) {
+			continue // the StatefulSet recreates the pod: it gets the same attachment addresses
+		}
 		r.State.IPAM.Release(attachmentOwner(ns, name, iface))
 		if err := r.Delete(ctx, &ip); client.IgnoreNotFound(err) != nil {
 			return err

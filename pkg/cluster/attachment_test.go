@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -82,7 +83,7 @@ func attachmentIPsOf(t *testing.T, e *reconcilerEnv, name string) []string {
 		if ip.Spec.PodName != name || ip.Spec.Interface == "" {
 			continue
 		}
-		if ip.Name != AttachmentIPName("ns1", name, ip.Spec.Interface) || ip.Spec.NodeName != "n1" || ip.Labels[LabelNode] != "n1" {
+		if ip.Name != AttachmentIPName("ns1", name, ip.Spec.Interface) || ip.Spec.NodeName == "" || ip.Labels[LabelNode] != ip.Spec.NodeName {
 			t.Errorf("IP object %s: %+v %v", ip.Name, ip.Spec, ip.Labels)
 		}
 		addrs := strings.TrimSuffix(ip.Spec.V4IP+","+ip.Spec.V6IP, ",")
@@ -257,5 +258,68 @@ func TestAttachmentStaleCache(t *testing.T) {
 	}
 	if _, ok := e.st.IPAM.Lookup(attachmentOwner("ns1", "a", "net2")); !ok {
 		t.Error("the IPAM let go of net2's addresses while its record stays")
+	}
+}
+
+// TestAttachmentStatefulSet: a StatefulSet pod keeps its attachment addresses across its
+// recreation, as eth0's (the record follows it to its new node), and frees them when the
+// StatefulSet scales below it.
+func TestAttachmentStatefulSet(t *testing.T) {
+	yes, two := true, int32(2)
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "web"}, Spec: appsv1.StatefulSetSpec{Replicas: &two}}
+	pod := func(node string) *corev1.Pod {
+		p := attachedPod("web-1", `[{"name": "att"}]`)
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "web", UID: "u", Controller: &yes}}
+		p.Spec.NodeName = node
+		return p
+	}
+	e, r := attachmentEnv(t, pod("n1"))
+	ctx := context.Background()
+	if err := e.c.Create(ctx, sts); err != nil {
+		t.Fatal(err)
+	}
+	reconcileAttachments(t, r, "web-1")
+	before := attachmentIPsOf(t, e, "web-1")
+	if len(before) != 1 {
+		t.Fatalf("web-1's attachments: %q", before)
+	}
+	if err := e.c.Delete(ctx, pod("n1")); err != nil {
+		t.Fatal(err)
+	}
+	reconcileAttachments(t, r, "web-1")
+	if got := attachmentIPsOf(t, e, "web-1"); !slices.Equal(got, before) {
+		t.Fatalf("web-1 gone while its StatefulSet wants it back: %q, want %q kept", got, before)
+	}
+	if _, ok := e.st.IPAM.Lookup(attachmentOwner("ns1", "web-1", "net1")); !ok {
+		t.Fatal("the kept address was released in the IPAM")
+	}
+	if err := e.c.Create(ctx, pod("n2")); err != nil {
+		t.Fatal(err)
+	}
+	reconcileAttachments(t, r, "web-1")
+	var ip kovnv1.IP
+	if err := e.c.Get(ctx, types.NamespacedName{Name: AttachmentIPName("ns1", "web-1", "net1")}, &ip); err != nil {
+		t.Fatal(err)
+	}
+	if got := attachmentIPsOf(t, e, "web-1"); !slices.Equal(got, before) || ip.Spec.NodeName != "n2" || ip.Labels[LabelNode] != "n2" {
+		t.Errorf("recreated on n2: %q on node %s (label %s), want %q on n2", got, ip.Spec.NodeName, ip.Labels[LabelNode], before)
+	}
+	// Scaled to 1 and the pod gone: the StatefulSet reconciler frees web-1's attachment.
+	if err := e.c.Delete(ctx, pod("n2")); err != nil {
+		t.Fatal(err)
+	}
+	one := int32(1)
+	sts.Spec.Replicas = &one
+	if err := e.c.Update(ctx, sts); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&StatefulSetReconciler{Client: e.c, State: e.st}).Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns1", Name: "web"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := attachmentIPsOf(t, e, "web-1"); len(got) != 0 {
+		t.Errorf("web-1 scaled away: %q left", got)
+	}
+	if _, ok := e.st.IPAM.Lookup(attachmentOwner("ns1", "web-1", "net1")); ok {
+		t.Error("web-1's attachment still allocated after the scale-down")
 	}
 }

@@ -272,6 +272,29 @@ func (r *PodReconciler) recordIP(ctx context.Context, pod *corev1.Pod, sn topolo
 	return err
 }
 
+// statefulSetWants says whether the StatefulSet an IP object is labelled with will recreate
+// its pod (it exists, is not being deleted, and the pod's ordinal is below its replicas).
+func statefulSetWants(ctx context.Context, c client.Reader, ip *kovnv1.IP) bool {
+	name := ip.Labels[LabelStatefulSet]
+	if name == "" {
+		return false
+	}
+	var sts appsv1.StatefulSet
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ip.Spec.Namespace, Name: name}, &sts); err != nil {
+		return false
+	}
+	ord, ok := ordinalOf(ip.Spec.PodName)
+	return ok && sts.DeletionTimestamp == nil && (sts.Spec.Replicas == nil || int32(ord) < *sts.Spec.Replicas)
+}
+
+// ipOwner is the IPAM owner of an IP object: the pod's own address, or one attachment's.
+func ipOwner(ip *kovnv1.IP) string {
+	if ip.Spec.Interface != "" {
+		return attachmentOwner(ip.Spec.Namespace, ip.Spec.PodName, ip.Spec.Interface)
+	}
+	return podOwner(ip.Spec.Namespace, ip.Spec.PodName)
+}
+
 // release frees a gone pod's addresses unless a StatefulSet still wants that pod back.
 func (r *PodReconciler) release(ctx context.Context, ns, name string) error {
 	var ip kovnv1.IP
@@ -279,13 +302,8 @@ func (r *PodReconciler) release(ctx context.Context, ns, name string) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	if err == nil && ip.Labels[LabelStatefulSet] != "" {
-		var sts appsv1.StatefulSet
-		serr := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: ip.Labels[LabelStatefulSet]}, &sts)
-		ord, _ := ordinalOf(name)
-		if serr == nil && sts.DeletionTimestamp == nil && (sts.Spec.Replicas == nil || int32(ord) < *sts.Spec.Replicas) {
-			return nil // the StatefulSet will recreate this pod: keep its address
-		}
+	if err == nil && statefulSetWants(ctx, r.Client, &ip) {
+		return nil // the StatefulSet will recreate this pod: keep its address
 	}
 	r.State.IPAM.Release(podOwner(ns, name))
 	if err == nil {
@@ -315,7 +333,10 @@ func (r *PodReconciler) CollectOrphans(ctx context.Context) error {
 			continue
 		}
 		if ip.Spec.Interface != "" { // an attachment's: the pod's own address goes with its own object
-			r.State.IPAM.Release(attachmentOwner(ip.Spec.Namespace, ip.Spec.PodName, ip.Spec.Interface))
+			if statefulSetWants(ctx, r.Client, &ip) {
+				continue
+			}
+			r.State.IPAM.Release(ipOwner(&ip))
 			if err := r.Delete(ctx, &ip); client.IgnoreNotFound(err) != nil {
 				return err
 			}

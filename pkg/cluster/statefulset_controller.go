@@ -51,7 +51,7 @@ func (r *StatefulSetReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		if err := r.Get(ctx, types.NamespacedName{Namespace: ip.Spec.Namespace, Name: ip.Spec.PodName}, &pod); err == nil {
 			continue // the pod still runs; the Pod reconciler releases it when it goes
 		}
-		r.State.IPAM.Release(podOwner(ip.Spec.Namespace, ip.Spec.PodName))
+		r.State.IPAM.Release(ipOwner(ip))
 		if err := r.Delete(ctx, ip); client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, err
 		}
