@@ -372,6 +372,25 @@ func parseStreamEvery(out string, count int, every time.Duration) (lost int, out
 	return lost, outage, nil
 }
 
+// lostSplit counts a stream's lost probes (its "lost seq a-b" runs) at sequence numbers up to
+// last and after it.
+func lostSplit(out string, last int) (within, after int) {
+	for _, l := range strings.Split(out, "\n") {
+		var from, to int
+		if _, err := fmt.Sscanf(l, "lost seq %d-%d", &from, &to); err != nil {
+			continue
+		}
+		for seq := from; seq <= to; seq++ {
+			if seq <= last {
+				within++
+			} else {
+				after++
+			}
+		}
+	}
+	return within, after
+}
+
 // setFabricLink takes node n of cluster cl off the fabric (or back): its port on the rig's
 // fabric bridge, inside the rig's own fabric namespace.
 func setFabricLink(t *testing.T, cfg rig.Config, cl, n int, up bool) {
@@ -631,4 +650,14 @@ func bfdSessionsUp(t *testing.T, st *rig.State, cl, n int, gws []int) {
 		t.Fatalf("%s: %v\n%s", rig.NodeName(cl, n), err, strings.Join(lines, "\n"))
 	}
 	t.Logf("%s: BFD up toward %d gateways, %v tunnels", rig.NodeName(cl, n), len(gws), value(out, "kovn_node_tunnels"))
+}
+
+func TestLostSplit(t *testing.T) {
+	out := "lost seq 31-33 (3 x 100ms = 300ms)\nlost seq 240-240 (1 x 100ms = 100ms)\n300 packets transmitted, 296 received\n"
+	if within, after := lostSplit(out, 100); within != 3 || after != 1 {
+		t.Errorf("lostSplit = %d, %d; want 3 within, 1 after", within, after)
+	}
+	if within, after := lostSplit(out, 32); within != 2 || after != 2 {
+		t.Errorf("a run across the window's end: %d, %d; want 2, 2", within, after)
+	}
 }
