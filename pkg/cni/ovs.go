@@ -269,7 +269,7 @@ func (a *OVSAttacher) Detach(ctx context.Context, hostIf string) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	ops, bumped, err := a.bumpNextCfgOps(ctx, ops)
+	ops, bumped, err := ovn.BumpNextCfgOps(ctx, a.client, ops)
 	if err != nil {
 		return fmt.Errorf("detaching %s from OVS: %w", hostIf, err)
 	}
@@ -282,56 +282,15 @@ func (a *OVSAttacher) Detach(ctx context.Context, hostIf string) error {
 		return err == nil && len(ops) == 0
 	})
 	if bumped {
-		a.awaitVswitchd(ctx, results[len(results)-1])
+		timeout := a.VswitchdTimeout
+		if timeout <= 0 {
+			timeout = 5 * time.Second
+		}
+		// A vswitchd that does not answer is not Detach's failure: the port is gone from the
+		// database, and vswitchd applies it when it comes back.
+		_ = ovn.AwaitCurCfg(ctx, a.client, results[len(results)-1], timeout)
 	}
 	return nil
-}
-
-// bumpNextCfgOps appends an increment of Open_vSwitch next_cfg and a select of its new
-// value (the last result). bumped is false when there is no Open_vSwitch row.
-func (a *OVSAttacher) bumpNextCfgOps(ctx context.Context, ops []ovsdb.Operation) ([]ovsdb.Operation, bool, error) {
-	roots, err := ovn.Find(ctx, a.client, func(*vswitch.OpenvSwitch) bool { return true })
-	if err != nil || len(roots) != 1 {
-		return ops, false, err
-	}
-	root := roots[0]
-	ops, err = ovn.MutateOps(a.client, ops, root, model.Mutation{Field: &root.NextCfg, Mutator: ovsdb.MutateOperationAdd, Value: 1})
-	if err != nil {
-		return nil, false, err
-	}
-	return append(ops, ovsdb.Operation{
-		Op: ovsdb.OperationSelect, Table: vswitch.OpenvSwitchTable, Columns: []string{"next_cfg"},
-		Where: []ovsdb.Condition{{Column: "_uuid", Function: ovsdb.ConditionEqual, Value: ovsdb.UUID{GoUUID: root.UUID}}},
-	}), true, nil
-}
-
-// awaitVswitchd waits until cur_cfg reaches the next_cfg selected in sel, at most
-// VswitchdTimeout.
-func (a *OVSAttacher) awaitVswitchd(ctx context.Context, sel ovsdb.OperationResult) {
-	if len(sel.Rows) != 1 {
-		return
-	}
-	var next int
-	switch v := sel.Rows[0]["next_cfg"].(type) {
-	case float64:
-		next = int(v)
-	case int:
-		next = v
-	default:
-		return
-	}
-	timeout := a.VswitchdTimeout
-	if timeout <= 0 {
-		timeout = 5 * time.Second
-	}
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		roots, err := ovn.Find(ctx, a.client, func(r *vswitch.OpenvSwitch) bool { return r.CurCfg >= next })
-		if err == nil && len(roots) > 0 {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // detachOps builds Detach's operations; none when the port is gone.

@@ -181,46 +181,5 @@ func owners(bs []Bridge) []string {
 	return out
 }
 
-// VswitchdTimeout bounds AwaitVswitchd in GiveBack.
+// VswitchdTimeout bounds the waits for ovs-vswitchd (ovn.AwaitVswitchd) around a bridge.
 var VswitchdTimeout = 5 * time.Second
-
-// AwaitVswitchd returns once ovs-vswitchd has applied every change written so far: it bumps
-// Open_vSwitch.next_cfg and waits for cur_cfg to reach it (vswitchd sets cur_cfg after a
-// complete reconfiguration), at most timeout.
-func AwaitVswitchd(ctx context.Context, c libovsdb.Client, timeout time.Duration) error {
-	root, err := openVSwitch(ctx, c)
-	if err != nil {
-		return err
-	}
-	ops, err := c.Where(root).Mutate(root, model.Mutation{Field: &root.NextCfg, Mutator: ovsdb.MutateOperationAdd, Value: 1})
-	if err != nil {
-		return err
-	}
-	ops = append(ops, ovsdb.Operation{Op: ovsdb.OperationSelect, Table: vswitch.OpenvSwitchTable, Columns: []string{"next_cfg"},
-		Where: []ovsdb.Condition{{Column: "_uuid", Function: ovsdb.ConditionEqual, Value: ovsdb.UUID{GoUUID: root.UUID}}}})
-	res, err := ovn.Transact(ctx, c, ops)
-	if err != nil {
-		return err
-	}
-	sel := res[len(res)-1]
-	if len(sel.Rows) != 1 {
-		return fmt.Errorf("reading next_cfg back: %d rows", len(sel.Rows))
-	}
-	next, ok := sel.Rows[0]["next_cfg"].(int)
-	if f, isFloat := sel.Rows[0]["next_cfg"].(float64); isFloat {
-		next, ok = int(f), true
-	}
-	if !ok {
-		return fmt.Errorf("next_cfg read back as %T", sel.Rows[0]["next_cfg"])
-	}
-	deadline := time.Now().Add(timeout)
-	for {
-		if r, err := openVSwitch(ctx, c); err == nil && r.CurCfg >= next {
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("cur_cfg has not reached %d after %s", next, timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}

@@ -19,6 +19,7 @@ import (
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/cni"
+	"github.com/kovn/kovn/pkg/ovn"
 )
 
 // Reconciler keeps this node's provider bridges as the ProviderNetworks say, level-triggered:
@@ -124,7 +125,7 @@ func (r *Reconciler) attach(ctx context.Context, w Want, br *Bridge, datapathTyp
 		// vswitchd, taking the NIC, writes the interface flags it cached back (promiscuous
 		// mode on): let it finish before MoveConfig turns the NIC's ARP off, or that write
 		// could turn it on again (the give-back's race, the other way round).
-		if err := AwaitVswitchd(ctx, r.OVS, VswitchdTimeout); err != nil {
+		if err := ovn.AwaitVswitchd(ctx, r.OVS, VswitchdTimeout); err != nil {
 			log.FromContext(ctx).Info("ovs-vswitchd has not confirmed the new bridge", "bridge", kovnv1.BridgeName(w.Provider), "error", err.Error())
 		}
 		br = &Bridge{Provider: w.Provider, Name: kovnv1.BridgeName(w.Provider), NIC: w.NIC, Config: cfg}
@@ -204,7 +205,7 @@ func GiveBack(ctx context.Context, c libovsdb.Client, b Bridge) (nicGone bool, e
 		// on: the NIC then answers neither ARP nor neighbour solicitations (the lab saw eth1
 		// NOARP after a give-back in 2 runs of 4). Once vswitchd has applied the deletion,
 		// the NIC gets its own answering back a second time.
-		if err := AwaitVswitchd(ctx, c, VswitchdTimeout); err != nil {
+		if err := ovn.AwaitVswitchd(ctx, c, VswitchdTimeout); err != nil {
 			log.FromContext(ctx).Info("ovs-vswitchd has not confirmed the bridge's deletion; restoring the NIC anyway", "nic", b.NIC, "error", err.Error())
 		}
 		if err := RestoreConfig(b.Config, nic); err != nil {
