@@ -35,9 +35,6 @@ type PodNetworks struct {
 	// Live reads NetworkAttachmentDefinitions and Namespaces (a direct API reader: only pods
 	// with attachment networks need them); nil refuses attachments.
 	Live client.Reader
-	// Delegates are the plugin types a definition may name besides kovn's own (default
-	// netattach.DefaultDelegates); kovn-controller must allow the same.
-	Delegates []string
 }
 
 var _ cni.Networks = (*PodNetworks)(nil)
