@@ -86,6 +86,8 @@ func (g *OrphanCollector) gone(ctx context.Context, o nbsync.Owner) (bool, error
 		obj = &kovnv1.FloatingIP{}
 	case topology.OwnerEgressIP:
 		obj = &kovnv1.EgressIP{}
+	case topology.OwnerForeignAZ:
+		obj = &kovnv1.ForeignAZ{}
 	case topology.OwnerNode:
 		obj = &corev1.Node{}
 	case topology.OwnerPod, topology.OwnerService, topology.OwnerNetworkPolicy:

@@ -92,6 +92,8 @@ type Input struct {
 	// SwitchPortKeys are the tunnel keys ovn-ic gave the AZ's transit switch ports, by port
 	// name (see PeerTunnelKeyID).
 	SwitchPortKeys map[string]string
+	// Foreign are the foreign AZs this cluster peers with (ForeignAZ), by name.
+	Foreign []ForeignIn
 }
 
 // PeerTunnelKeyID, on a transit router port, is the tunnel key ovn-ic gave its peer switch
@@ -125,6 +127,8 @@ type Desired struct {
 	// Unenforced are IPv6 deny entries OVN-IC cannot be given (see ovnDenyOption): kovn does
 	// not route to them, but ovn-ic may still advertise and learn them.
 	Unenforced []netip.Prefix
+	// Foreign are the foreign AZs' shards and reports, in Input.Foreign's order.
+	Foreign []ForeignDesired
 }
 
 // Conflict is a remote prefix overlapping one of this cluster's subnets.
@@ -260,6 +264,16 @@ func For(in Input) Desired {
 	rps, sps := transitPorts(in)
 	d := Desired{Shard: topology.Shard{OwnerType: OwnerInterConnect, Owner: Name, RouterPorts: rps, SwitchPorts: sps}}
 	deny := denyList(in)
+	base := slices.Clone(deny)
+	for _, f := range in.Foreign {
+		fd := forForeign(in, f, base)
+		d.Foreign = append(d.Foreign, fd)
+		deny = append(deny, fd.Deny...)
+	}
+	if len(in.Foreign) > 0 && in.IPv6 {
+		deny = append(deny, ForeignLinkCIDR6) // a connected network of the Vpc routers
+	}
+	deny = sortedPrefixes(deny)
 	d.Learned, d.Conflicts = learnable(in, deny)
 	for i, c := range d.Conflicts {
 		// The AZ that joined the set later withdraws its overlapping subnet, so every other

@@ -94,6 +94,10 @@ type clusterset struct {
 	portGateway map[string]string
 	// portAddrs are the transit addresses each AZ's ports use, by AZ name.
 	portAddrs map[string][]netip.Addr
+	// tsRoutes are the routes on transit switches not kovn's, by switch and AZ (foreign AZs').
+	tsRoutes map[string]map[string][]netip.Prefix
+	// foreign are the AZs a ForeignAZ names: no peers of the clusterset.
+	foreign map[string]bool
 }
 
 // transitSwitches are the transit switches of kovn's naming in IC-NB, the default first.
@@ -120,7 +124,8 @@ func transitSwitches(ctx context.Context, c libovsdb.Client) ([]string, error) {
 // (an AZ advertises the same routes on each), transit addresses on the default one.
 func readClusterset(ctx context.Context, c libovsdb.Client) (clusterset, error) {
 	cs := clusterset{azName: map[string]string{}, gateways: map[string][]string{}, routes: map[string][]netip.Prefix{},
-		portGateway: map[string]string{}, portAddrs: map[string][]netip.Addr{}}
+		portGateway: map[string]string{}, portAddrs: map[string][]netip.Addr{},
+		tsRoutes: map[string]map[string][]netip.Prefix{}, foreign: map[string]bool{}}
 	var azs []icsb.AvailabilityZone
 	if err := c.List(ctx, &azs); err != nil {
 		return cs, err
@@ -147,7 +152,14 @@ func readClusterset(ctx context.Context, c libovsdb.Client) (clusterset, error) 
 	for _, r := range routes {
 		p, err := netip.ParsePrefix(r.IPPrefix)
 		az, ok := cs.azName[r.AvailabilityZone]
-		if _, kovn := transitSwitchIndex(r.TransitSwitch); err != nil || !ok || !kovn {
+		if err != nil || !ok {
+			continue
+		}
+		if _, kovn := transitSwitchIndex(r.TransitSwitch); !kovn {
+			if cs.tsRoutes[r.TransitSwitch] == nil {
+				cs.tsRoutes[r.TransitSwitch] = map[string][]netip.Prefix{}
+			}
+			cs.tsRoutes[r.TransitSwitch][az] = append(cs.tsRoutes[r.TransitSwitch][az], p.Masked())
 			continue
 		}
 		cs.routes[az] = append(cs.routes[az], p)
@@ -160,10 +172,10 @@ func readClusterset(ctx context.Context, c libovsdb.Client) (clusterset, error) 
 		return cs, err
 	}
 	for _, pb := range pbs {
+		cs.portGateway[pb.LogicalPort] = pb.Gateway // a ForeignAZ's port too
 		if _, kovn := transitSwitchIndex(pb.TransitSwitch); !kovn {
 			continue
 		}
-		cs.portGateway[pb.LogicalPort] = pb.Gateway
 		if pb.TransitSwitch != DefaultTransitSwitch {
 			continue
 		}
@@ -181,7 +193,7 @@ func readClusterset(ctx context.Context, c libovsdb.Client) (clusterset, error) 
 func (cs clusterset) peers(az string) []string {
 	var out []string
 	for _, n := range cs.azName {
-		if n != az {
+		if n != az && !cs.foreign[n] {
 			out = append(out, n)
 		}
 	}

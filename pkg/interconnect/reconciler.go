@@ -52,6 +52,11 @@ type Reconciler struct {
 	holds    holds
 	pending  pendingKeys // transit keys waiting for the gateways (transitKeysDue)
 	lastView azMetrics   // the peers the last fillStatus read, for the metrics
+
+	// foreignGood is each ForeignAZ's last valid spec (programmed while its spec is invalid);
+	// peered the ForeignAZs whose shards were applied (removed when the object goes).
+	foreignGood map[string]ForeignIn
+	peered      map[string]bool
 }
 
 // +kubebuilder:rbac:groups=kovn.io,resources=interconnects,verbs=get;list;watch;update
@@ -154,13 +159,25 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	peerings, err := r.foreignPeerings(ctx, icnbc, ic.Spec.AZName, cs)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	in, err := r.input(ctx, ic, spec, nodes.Items, gateways, cs, renamedFrom)
 	if err != nil {
 		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonReconcileFailed, err.Error())
 		return ctrl.Result{}, err
 	}
 	in.TransitSwitches, in.ECMP = tss, ecmp
-	in.SwitchPortKeys = transitPortKeys(ctx, r.NB, in.AZ, tss)
+	keyed := slices.Clone(tss)
+	for _, p := range peerings {
+		if p.good {
+			in.Foreign = append(in.Foreign, p.in)
+			keyed = append(keyed, p.in.TransitSwitch)
+			cs.foreign[p.in.AZ] = true
+		}
+	}
+	in.SwitchPortKeys = transitPortKeys(ctx, r.NB, in.AZ, keyed)
 	keysDue, err := r.transitKeysDue(ctx, nodes.Items, gateways, in.SwitchPortKeys)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -203,8 +220,15 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 			return ctrl.Result{}, err
 		}
 	}
+	waiting, foreignErr := r.applyForeign(ctx, in, peerings, d, cs)
 	r.fillStatus(ic, in, d, cs)
 	res, err := readiness(ic, in, cs, applyErr, keysDue)
+	if err == nil {
+		err = foreignErr
+	}
+	if waiting && (res.RequeueAfter == 0 || res.RequeueAfter > time.Second) {
+		res.RequeueAfter = time.Second
+	}
 	if holding && err == nil && (res.RequeueAfter == 0 || res.RequeueAfter > holdPoll) {
 		res.RequeueAfter = holdPoll
 	}
@@ -412,6 +436,9 @@ func (r *Reconciler) annotateGateways(ctx context.Context, nodes []corev1.Node, 
 // finalizer kept it); nil when it is gone already, and only the local side can be cleaned.
 func (r *Reconciler) leave(ctx context.Context, ic *kovnv1.InterConnect) error {
 	if _, err := nbsync.Apply(ctx, r.NB, topology.Shard{OwnerType: OwnerInterConnect, Owner: Name}); err != nil {
+		return err
+	}
+	if err := r.removeForeign(ctx); err != nil {
 		return err
 	}
 	if err := applyNBGlobal(ctx, r.NB, "", cluster.GatewayBFDOptions); err != nil { // the cluster's own BFD timers back

@@ -31,6 +31,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&kovnv1.InterConnect{}, toKey).
 		Watches(&corev1.Node{}, toKey, builder.WithPredicates(predicate.Funcs{UpdateFunc: nodeChangeMatters})).
 		Watches(&kovnv1.Subnet{}, toKey).
+		Watches(&kovnv1.ForeignAZ{}, toKey).
 		WatchesRawSource(source.Channel(r.icEvents, toKey)).
 		Complete(r)
 }

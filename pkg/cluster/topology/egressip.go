@@ -7,6 +7,10 @@ import (
 	"strings"
 )
 
+// OwnerForeignAZ owns a ForeignAZ's peering router, its link to the Vpc's router, its
+// transit port and the Vpc router's policies towards it.
+const OwnerForeignAZ = "ForeignAZ"
+
 // OwnerEgressIP owns an EgressIP's NAT rows and policies.
 const OwnerEgressIP = "EgressIP"
 

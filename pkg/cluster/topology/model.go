@@ -214,7 +214,10 @@ type Membership struct {
 // to a node address enters that node through its ovn0; traffic of centralized subnets leaves
 // through their active gateway node; every other pod's traffic leaves through its own node.
 const (
-	PriorityAllowCluster   = 31000
+	PriorityAllowCluster = 31000
+	// A foreign AZ's learned prefixes go to its peering router (below the cluster's and
+	// clusterset's own prefixes, above every way out through a node).
+	PriorityForeignAZ      = 30900
 	PriorityNodeReroute    = 30000
 	PriorityFloatingIP     = 29800 // a pod with a floating IP leaves through its external network
 	PriorityEgressIP       = 29700 // a pod an EgressIP selects leaves through its external network

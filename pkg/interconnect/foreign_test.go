@@ -1,0 +1,140 @@
+package interconnect
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kovn/kovn/pkg/cluster/topology"
+)
+
+func foreignInput() ForeignIn {
+	return ForeignIn{Name: "openstack", AZ: "openstack", VpcRouter: "ovn-cluster", TransitSwitch: "ts-openstack",
+		TransitAddrs: pfx("169.254.60.1/24"), LinkIndex: 1,
+		Advertise: pfx("10.16.0.0/16", "fd00:10:16::/64"), Accept: pfx("10.250.1.0/24", "10.250.9.0/24"),
+		VpcCIDRs: pfx("10.16.0.0/16", "fd00:10:16::/64"),
+		// One agreed prefix, one outside the agreement, one inside a local subnet, and one the
+		// clusterset (az2) advertises too.
+		Remote: pfx("10.250.2.0/24", "10.250.1.0/24", "10.16.5.0/24", "10.17.0.0/16")}
+}
+
+// TestForForeignTopology: a peering router linked to the Vpc's router, with a transit port on
+// the foreign transit switch bound to the interconnect's gateways; the agreed local prefixes
+// are its static routes (what ovn-ic advertises there), and the Vpc's router reaches the
+// learned prefixes through reroute policies, never static routes (ovn-ic would advertise
+// those to the clusterset).
+func TestForForeignTopology(t *testing.T) {
+	in := baseInput()
+	in.Foreign = []ForeignIn{foreignInput()}
+	d := For(in)
+	if len(d.Foreign) != 1 {
+		t.Fatalf("%d foreign shards", len(d.Foreign))
+	}
+	sh := d.Foreign[0].Shard
+	if sh.OwnerType != topology.OwnerForeignAZ || sh.Owner != "openstack" || len(sh.Routers) != 1 || sh.Routers[0].Name != "kovn-faz-openstack" {
+		t.Errorf("shard owner/routers: %s/%s %+v", sh.OwnerType, sh.Owner, sh.Routers)
+	}
+	ports := map[string]topology.RouterPort{}
+	for _, rp := range sh.RouterPorts {
+		ports[rp.Name] = rp
+	}
+	tp := ports["az1-ts-openstack"]
+	if tp.Router != "kovn-faz-openstack" || !slices.Equal(tp.Networks, []string{"169.254.60.1/24"}) ||
+		!slices.Equal(tp.GatewayChassis, []topology.GatewayChassis{{Chassis: "n1", Priority: 100}, {Chassis: "n2", Priority: 99}}) {
+		t.Errorf("transit port %+v", tp)
+	}
+	if vp := ports["kovn-faz-openstack-vpc"]; vp.Router != "ovn-cluster" || !slices.Equal(vp.Networks, []string{"169.254.99.5/30"}) {
+		t.Errorf("Vpc router's link port %+v", vp)
+	}
+	if pp := ports["kovn-faz-openstack-peer"]; pp.Router != "kovn-faz-openstack" || !slices.Equal(pp.Networks, []string{"169.254.99.6/30"}) {
+		t.Errorf("peering router's link port %+v", pp)
+	}
+	if !slices.ContainsFunc(sh.SwitchPorts, func(sp topology.SwitchPort) bool {
+		return sp.Switch == "ts-openstack" && sp.Name == "ts-openstack-az1" && sp.Type == "router" && sp.Options["router-port"] == "az1-ts-openstack"
+	}) {
+		t.Errorf("no switch port on ts-openstack: %+v", sh.SwitchPorts)
+	}
+	wantRoutes := []topology.StaticRoute{{Router: "kovn-faz-openstack", Prefix: "10.16.0.0/16", Nexthop: "169.254.99.5"}}
+	if !slices.Equal(sh.Routes, wantRoutes) {
+		t.Errorf("routes %+v, want %+v (no static route on the Vpc's router)", sh.Routes, wantRoutes)
+	}
+	wantPolicies := []topology.Policy{{Router: "ovn-cluster", Priority: topology.PriorityForeignAZ, Action: "reroute",
+		Match: "ip4.dst == 10.250.1.0/24", Nexthops: []string{"169.254.99.6"}}}
+	if len(sh.Policies) != 1 || sh.Policies[0].Match != wantPolicies[0].Match || sh.Policies[0].Action != "reroute" ||
+		sh.Policies[0].Priority != topology.PriorityForeignAZ || !slices.Equal(sh.Policies[0].Nexthops, wantPolicies[0].Nexthops) {
+		t.Errorf("policies %+v, want %+v", sh.Policies, wantPolicies)
+	}
+	// The clusterset's own shard is untouched by the peering: no port or route of it.
+	for _, rp := range d.Shard.RouterPorts {
+		if strings.Contains(rp.Name, "openstack") {
+			t.Errorf("clusterset shard has %s", rp.Name)
+		}
+	}
+}
+
+// TestForForeignAgreement: what is learned, refused, blacklisted and reported.
+func TestForForeignAgreement(t *testing.T) {
+	in := baseInput()
+	in.Foreign = []ForeignIn{foreignInput()}
+	d := For(in)
+	fd := d.Foreign[0]
+	check := func(what string, got []netip.Prefix, want ...string) {
+		t.Helper()
+		if !slices.Equal(prefixStrings(got), want) && !(len(got) == 0 && len(want) == 0) {
+			t.Errorf("%s = %v, want %v", what, got, want)
+		}
+	}
+	check("Advertised", fd.Advertised, "10.16.0.0/16")
+	check("NotAdvertised (no IPv6 on the transit network)", fd.NotAdvertised, "fd00:10:16::/64")
+	check("Learned", fd.Learned, "10.250.1.0/24")
+	check("Refused", fd.Refused, "10.16.5.0/24", "10.17.0.0/16", "10.250.2.0/24")
+	check("Deny", fd.Deny, "10.250.2.0/24")
+	check("Unblocked", fd.Unblocked, "10.16.5.0/24", "10.17.0.0/16")
+	check("Unadvertised", fd.Unadvertised, "10.250.9.0/24")
+
+	bl := strings.Split(d.Options["ic-route-blacklist"], ",")
+	for _, want := range []string{"10.250.2.0/24", "fd00:a9fe:63::/112"} {
+		if !slices.Contains(bl, want) {
+			t.Errorf("blacklist %v lacks %s", bl, want)
+		}
+	}
+	for _, never := range []string{"10.16.5.0/24", "10.17.0.0/16", "10.250.1.0/24", "10.16.0.0/16"} {
+		if slices.Contains(bl, never) {
+			t.Errorf("blacklist %v has %s", bl, never)
+		}
+	}
+	// The clusterset still learns az2's prefix the foreign AZ also advertises.
+	if !slices.Contains(d.Learned["az2"], netip.MustParsePrefix("10.17.0.0/16")) {
+		t.Errorf("clusterset learned %v", d.Learned)
+	}
+
+	// A local prefix the InterConnect refuses is not advertised to the foreign AZ either
+	// (the blacklist is per AZ), and is reported.
+	in.RefuseCIDRs = pfx("10.16.0.0/16")
+	fd = For(in).Foreign[0]
+	check("Advertised with the prefix refused", fd.Advertised)
+	check("NotAdvertised with the prefix refused", fd.NotAdvertised, "10.16.0.0/16", "fd00:10:16::/64")
+	if len(fd.Shard.Routes) != 0 {
+		t.Errorf("routes %+v for a refused prefix", fd.Shard.Routes)
+	}
+}
+
+// TestForWithoutForeign: no ForeignAZ, no link network in the blacklist and no foreign shard.
+func TestForWithoutForeign(t *testing.T) {
+	d := For(baseInput())
+	if len(d.Foreign) != 0 || strings.Contains(d.Options["ic-route-blacklist"], "fd00:a9fe:63::") {
+		t.Errorf("foreign %d, blacklist %s", len(d.Foreign), d.Options["ic-route-blacklist"])
+	}
+}
+
+func TestForeignLinkAddrs(t *testing.T) {
+	vpc, peer := ForeignLinkAddrs(2, true, true)
+	if got := prefixStrings(append(vpc, peer...)); !slices.Equal(got, []string{"169.254.99.9/30", "fd00:a9fe:63::9/126", "169.254.99.10/30", "fd00:a9fe:63::a/126"}) {
+		t.Errorf("link 2: %v", got)
+	}
+	vpc, _ = ForeignLinkAddrs(MaxForeignLinks, true, false)
+	if !ForeignLinkCIDR4.Contains(vpc[0].Addr()) {
+		t.Errorf("link %d outside %s: %s", MaxForeignLinks, ForeignLinkCIDR4, vpc[0])
+	}
+}
