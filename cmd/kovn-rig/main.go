@@ -1,6 +1,6 @@
 // Command kovn-rig brings up real multi-cluster kovn labs on one Linux host.
 //
-//	kovn-rig up [--clusters N] [--nodes M] [--fake-nodes F] [--bridge-nodes B] [--ic-raft] [--dir DIR]
+//	kovn-rig up [--clusters N] [--nodes M] [--fake-nodes F] [--bridge-nodes B] [--ic-raft] [--foreign-az] [--dir DIR]
 //	kovn-rig status [--dir DIR]
 //	kovn-rig env CLUSTER [--dir DIR]
 //	kovn-rig down [--dir DIR] [--keep-logs]
@@ -89,7 +89,8 @@ func up(args []string) error {
 	pinger := fs.Bool("pinger", true, "with --install chart: run kovn-pinger on every node")
 	centrals := fs.Int("central-nodes", 1, "with --install chart: run OVN central on this many nodes of each cluster (3: NB and SB as 3-member raft clusters)")
 	install := fs.String("install", rig.InstallProcesses, "how kovn runs: processes (supervised by the rig) or chart (helm install of deploy/ onto the rig's kubelets; needs `make images`)")
-	icRaft := fs.Bool("ic-raft", false, "serve IC-NB and IC-SB as 3-member raft clusters (with --clusters > 1)")
+	icRaft := fs.Bool("ic-raft", false, "serve IC-NB and IC-SB as 3-member raft clusters (with --clusters > 1 or --foreign-az)")
+	foreignAZ := fs.Bool("foreign-az", false, "add an OVN availability zone kovn does not manage (\"openstack\": a router, two VMs) joined to the rig's IC databases, which a 1-cluster rig then has too")
 	keep := fs.Bool("keep-on-failure", false, "leave a rig that failed to come up in place for inspection")
 	timeout := fs.Duration("timeout", 3*time.Minute, "give up if the rig is not up within this time")
 	_ = fs.Parse(args)
@@ -97,7 +98,7 @@ func up(args []string) error {
 	defer stop()
 	start := time.Now()
 	r, err := rig.Up(ctx, rig.Config{Dir: *dir, Clusters: *clusters, Nodes: *nodes, ReadyTimeout: *timeout, Kovn: *kovn,
-		FakeNodes: *fake, BridgeNodes: *bridge, IPFamily: *family, ICRaft: *icRaft, Install: *install, Pinger: *pinger, CentralNodes: *centrals})
+		FakeNodes: *fake, BridgeNodes: *bridge, IPFamily: *family, ICRaft: *icRaft, ForeignAZ: *foreignAZ, Install: *install, Pinger: *pinger, CentralNodes: *centrals})
 	if err != nil {
 		if r != nil && !*keep && !errors.Is(err, rig.ErrAlreadyUp) {
 			fmt.Fprintf(os.Stderr, "kovn-rig up: %v\nkovn-rig up: tearing the partial rig down (use --keep-on-failure to inspect it)\n", err)
@@ -117,6 +118,10 @@ func up(args []string) error {
 				c.FakeNodes, rig.FakeNodeTaint)
 		}
 		fmt.Printf("  %s: nodes %v  — eval \"$(kovn-rig env %s --dir %s)\"\n", c.Name, c.Nodes, c.Name, r.State.Config.Dir)
+	}
+	if r.State.Config.ForeignAZ {
+		fmt.Printf("  foreign AZ %s (not kovn's): vm1 %s, vm2 %s, router port %s on %s; ovn-nbctl --db=%s show\n", rig.ForeignAZName,
+			rig.ForeignVM1IP, rig.ForeignVM2IP, rig.ForeignRouterTransitIP, rig.ForeignTransitSwitch, r.State.Config.ForeignNBDB())
 	}
 	return nil
 }

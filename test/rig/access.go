@@ -53,7 +53,7 @@ func (r *Rig) startForwarder(ctx context.Context) error {
 			}
 		}
 	}
-	if cfg.Clusters > 1 {
+	if cfg.Interconnected() {
 		for key, port := range map[string]int{"ic/nb": PortICNB, "ic/sb": PortICSB} {
 			if err := add(key, cfg.ICNS(), hostPort(cfg.ICDBIPs()[0], port)); err != nil {
 				return err

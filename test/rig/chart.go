@@ -94,7 +94,7 @@ func (c Config) ChartValues(cl int) []string {
 		// The pinger checks the lab's external host too.
 		"pinger.externalAddresses={" + strings.Join(addrStrings(c.ExternalHostIPs()), ",") + "}",
 	}
-	if c.Clusters > 1 {
+	if c.Interconnected() {
 		// Each cluster an AZ of the rig's clusterset (IC-NB and IC-SB are the rig's), its
 		// node 1 the gateway: the InterConnect the multi-cluster suites apply themselves.
 		v = append(v, "interconnect.enabled=true", fmt.Sprintf("interconnect.azName=az%d", cl),

@@ -58,7 +58,14 @@ type Config struct {
 	// each, in the IC namespace on their own ports), so a leader's loss can be tested; the
 	// endpoints then name every member. Standalone by default.
 	ICRaft bool
+	// ForeignAZ adds an OVN availability zone kovn does not manage (the OpenStack/Neutron case,
+	// foreignaz.go) joined to the rig's IC databases, which a 1-cluster rig then has too.
+	ForeignAZ bool
 }
+
+// Interconnected says whether the rig has the OVN-IC databases (and an ovn-ic beside each
+// cluster's OVN): with two clusters or more, or a foreign AZ to join.
+func (c Config) Interconnected() bool { return c.Clusters > 1 || c.ForeignAZ }
 
 // ICRaftMembers is the size of the IC databases' raft clusters with Config.ICRaft.
 const ICRaftMembers = 3

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/netip"
 	"slices"
@@ -22,6 +23,10 @@ func TestAddressPlanIsDisjoint(t *testing.T) {
 	add("ic", ICDBIP().String())
 	add("ext", ExternalHostIP().String())
 	add("tor", ToRIP().String())
+	add("foreign AZ", ForeignAZIP().String())
+	if !fabricPrefix.Contains(ForeignAZIP()) {
+		t.Fatalf("foreign AZ at %s is off the fabric", ForeignAZIP())
+	}
 	if fabricPrefix.Overlaps(outsideNet) || !outsideNet.Contains(OutsideHostIP()) {
 		t.Fatalf("outside network %s overlaps the fabric or misses the outside host", outsideNet)
 	}
@@ -51,6 +56,35 @@ func TestAddressPlanIsDisjoint(t *testing.T) {
 	}
 }
 
+// The foreign AZ's networks are routed to and from the clusters' (over the transit switch), so
+// they must overlap nothing a cluster uses or reaches.
+func TestForeignAZPlanIsDisjoint(t *testing.T) {
+	others := []netip.Prefix{fabricPrefix, outsideNet, providerNet, underlayNet, JoinCIDR, SpeakerExternalIPCIDR}
+	for c := 1; c <= 9; c++ {
+		others = append(others, PodCIDR(c), ServiceCIDR(c))
+	}
+	mine := []netip.Prefix{ForeignTransitCIDR, ForeignAgreedCIDR, ForeignPrivateCIDR}
+	for i, p := range mine {
+		for _, o := range append(others, mine[i+1:]...) {
+			if p.Overlaps(o) {
+				t.Errorf("foreign AZ network %s overlaps %s", p, o)
+			}
+		}
+	}
+	if !ForeignTransitCIDR.Contains(ForeignRouterTransitIP) || !ForeignAgreedCIDR.Contains(ForeignVM1IP) ||
+		!ForeignPrivateCIDR.Contains(ForeignVM2IP) || len(foreignNets) != 2 {
+		t.Fatal("a foreign AZ address is outside its network")
+	}
+	for i, n := range foreignNets {
+		if n.routerIP() == n.vmIP || n.routerIP().String() != fmt.Sprintf("10.250.%d.1", i+1) {
+			t.Errorf("%s: router %s, VM %s", n.sw, n.routerIP(), n.vmIP)
+		}
+	}
+	if got := ForeignAZIP6().String(); got != "fd00:30::200:1" {
+		t.Errorf("foreign AZ IPv6 address %s, want fd00:30::200:1", got)
+	}
+}
+
 func TestIPv6AddressPlanMirrorsIPv4(t *testing.T) {
 	seen := map[netip.Addr]string{}
 	add := func(what string, ip netip.Addr) {
@@ -65,6 +99,7 @@ func TestIPv6AddressPlanMirrorsIPv4(t *testing.T) {
 	add("ic", ICDBIP6())
 	add("ext", ExternalHostIP6())
 	add("tor", ToRIP6())
+	add("foreign AZ", ForeignAZIP6())
 	if fabricPrefix6.Overlaps(outsideNet6) || !outsideNet6.Contains(OutsideHostIP6()) {
 		t.Fatalf("outside network %s overlaps the fabric or misses the outside host", outsideNet6)
 	}
@@ -220,6 +255,28 @@ func TestICEndpointsNameEveryRaftMember(t *testing.T) {
 				}
 				seen[p] = true
 			}
+		}
+	}
+}
+
+// The foreign AZ's topology is written by plain OVN tools, never by kovn's binaries, and a
+// 1-cluster rig with it has the IC databases.
+func TestForeignAZIsNotKovn(t *testing.T) {
+	c := Config{Clusters: 1, Prefix: "krtest", IPFamily: Dual, KovnBinDir: "/kovn/bin", ForeignAZ: true}
+	if !c.Interconnected() || (Config{Clusters: 1}).Interconnected() || !(Config{Clusters: 2}).Interconnected() {
+		t.Fatal("Interconnected: want true with a foreign AZ or 2 clusters, false for 1 cluster alone")
+	}
+	cmds := strings.Join(append(c.foreignTopologyCmds(), c.foreignVMCmds(ovsHost{ovsRun: "/run/x"})...), "\n")
+	if strings.Contains(cmds, c.KovnBinDir) {
+		t.Fatalf("foreign AZ set-up runs a kovn binary:\n%s", cmds)
+	}
+	for _, want := range []string{"ovn-ic-nbctl --db=tcp:172.30.0.2:6645 --timeout=30 --may-exist ts-add ts-openstack",
+		"lrp-add neutron-router neutron-router-ts 0a:fa:3c:00:00:02 169.254.60.2/24",
+		"lrp-set-gateway-chassis neutron-router-ts openstack-gw 1", "lsp-set-addresses vm2 '0a:fa:02:00:00:0a 10.250.2.10'",
+		"lsp-add ts-openstack ts-openstack-openstack", "ip -n krtest-fazvm1 route add default via 10.250.1.1",
+		"external_ids:iface-id=vm2"} {
+		if !strings.Contains(cmds, want) {
+			t.Errorf("foreign AZ set-up lacks %q", want)
 		}
 	}
 }

@@ -116,7 +116,7 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 		steps = append(steps[:4:4], c.dnsStep(cl, admin, logs))
 		return SupervisorSpec{Name: ClusterName(cl), Dir: dir, Steps: steps}, nil
 	}
-	if c.Clusters > 1 {
+	if c.Interconnected() {
 		// ovn-ic joins this cluster's OVN to the clusterset once kovn names its AZ
 		// (InterConnect); until then it waits.
 		steps = append(steps, Step{Name: "ovn-ic", Daemon: true, Restart: true, Log: filepath.Join(logs, "ovn-ic.log"),

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/kovn/kovn/pkg/annotation"
 )
@@ -119,71 +118,11 @@ func (c Config) nodeSpec(cl, n int, pki clusterPKI, images []string) (Supervisor
 
 func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig string, images []string) []Step {
 	name, ips := NodeName(cl, n), c.NodeIPs(cl, n)
-	ip, sbRemote := ips[0].String(), "tcp:"+hostPort(c.ControlPlaneIPs(cl)[0], PortSB)
-	brPhyAddrs := []string{"ip addr flush dev eth0"}
-	for _, a := range FabricAddrs(ips) {
-		brPhyAddrs = append(brPhyAddrs, "ip "+strings.Join(addrAddArgs(a, "br-phy"), " "))
-	}
-	outsideRoutes := c.outsideRouteCmds()
-	dbSock := filepath.Join(ovsRun, "db.sock")
-	env := []string{"OVS_RUNDIR=" + ovsRun, "OVN_RUNDIR=" + ovnRun, "OVS_DBDIR=" + filepath.Dir(confDB)}
-	vsctl := "ovs-vsctl --db=unix:" + dbSock + " --timeout=30 "
-	sh := func(stepName string, cmds ...string) Step {
-		return Step{Name: stepName, Env: env, Log: filepath.Join(logs, stepName+".log"),
-			Argv: []string{"/bin/sh", "-ec", strings.Join(cmds, "\n")}}
-	}
-	daemon := func(stepName string, ready Ready, argv ...string) Step {
-		return Step{Name: stepName, Env: env, Daemon: true, Log: filepath.Join(logs, stepName+".log"), Argv: argv, Ready: ready}
-	}
-	// ovs-vswitchd 3.1's userspace conntrack can abort (an assertion in conn_update_state,
-	// seen under NAT load in the lab). Like a node's service manager, the rig starts it again.
-	// Its internal ports (br-phy, ovn0) are persistent taps: they lose carrier while it is down
-	// and keep their addresses. Should they ever come back bare (the ports deleted and added
-	// again), brPhyKeeper restores the node address, as the node's own network configuration
-	// would, and kovn-daemon restores ovn0 on the netlink event.
-	vswitchd := daemon("ovs-vswitchd", Ready{Unix: filepath.Join(ovsRun, "ovs-vswitchd.ctl")}, "ovs-vswitchd", "unix:"+dbSock,
-		"--disable-system", "--pidfile="+filepath.Join(ovsRun, "ovs-vswitchd.pid"),
-		"--unixctl="+filepath.Join(ovsRun, "ovs-vswitchd.ctl"))
-	vswitchd.Restart = true
-	brPhyKeeper := daemon("br-phy-keeper", Ready{}, "/bin/sh", "-c", strings.Join([]string{
-		"while :; do",
-		"  if ip link show br-phy >/dev/null 2>&1 && ! ip -br addr show dev br-phy | grep -qF ' " + ip + "/'; then",
-		"    echo \"$(date -Is) br-phy is back without its addresses (ovs-vswitchd restarted): restoring them\"",
-		"    " + strings.Join(append(brPhyAddrs[1:], outsideRoutes...), "; ") + "; ip link set br-phy up; ethtool -K br-phy tx off >/dev/null",
-		"  fi",
-		"  sleep 0.5",
-		"done"}, "\n"))
-	brPhyKeeper.Restart = true
-	// ovn-controller is started again when it exits, as its DaemonSet would; tests crash it
-	// and hold it down (CrashDaemon, StartDaemon).
-	ovnController := daemon("ovn-controller", Ready{}, "ovn-controller", "unix:"+dbSock,
-		"--pidfile="+filepath.Join(ovnRun, "ovn-controller.pid"))
-	ovnController.Restart = true
-	steps := []Step{
-		daemon("ovsdb-server", Ready{Unix: dbSock}, "ovsdb-server", confDB, "--remote=punix:"+dbSock,
-			"--remote=db:Open_vSwitch,Open_vSwitch,manager_options",
-			"--pidfile="+filepath.Join(ovsRun, "ovsdb-server.pid"), "--unixctl="+filepath.Join(ovsRun, "ovsdb-server.ctl")),
-		// The chassis identity: what ovn-controller needs to register in the SB database.
-		sh("ovs-init", vsctl+"--no-wait init",
-			vsctl+"--no-wait set Open_vSwitch . external_ids:system-id="+name+" external_ids:hostname="+name+
-				" external_ids:ovn-remote="+sbRemote+
-				" external_ids:ovn-encap-type=geneve external_ids:ovn-encap-ip="+ip+
-				" external_ids:ovn-bridge-datapath-type=netdev"),
-		vswitchd,
-		// Userspace geneve egresses through a netdev bridge that owns the node address. TX
-		// checksum offload must be off on kernel interfaces feeding OVS or TCP breaks. eth0
-		// is only OVS's port, but the kernel still sees every frame on it: without ARP off
-		// and IPv6 disabled there, it answered ARP for the node address with eth0's MAC
-		// (racing br-phy's answer) and kept neighbours of its own on eth0.
-		sh("br-phy", slices.Concat([]string{
-			vsctl + "-- --may-exist add-br br-phy -- set bridge br-phy datapath_type=netdev -- --may-exist add-port br-phy eth0",
-			"for i in $(seq 100); do ip link show br-phy >/dev/null 2>&1 && break; sleep 0.1; done"},
-			brPhyAddrs, []string{"ip link set br-phy up"}, outsideRoutes,
-			[]string{"ip link set eth0 arp off", "sysctl -qw net.ipv6.conf.eth0.disable_ipv6=1",
-				"ethtool -K eth0 tx off >/dev/null", "ethtool -K br-phy tx off >/dev/null"})...),
-		brPhyKeeper,
-		ovnController,
-	}
+	sbRemote := "tcp:" + hostPort(c.ControlPlaneIPs(cl)[0], PortSB)
+	h := ovsHost{name: name, ips: ips, sbRemote: sbRemote, routes: c.outsideRouteCmds(),
+		confDB: confDB, ovsRun: ovsRun, ovnRun: ovnRun, logs: logs}
+	dbSock, daemon := h.dbSock(), h.daemon
+	steps := h.steps()
 	if c.Chart() {
 		// OVS and ovn-controller are the chart's pods; the node only moves its address onto
 		// br-phy once they run.

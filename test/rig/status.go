@@ -31,7 +31,39 @@ func (s *State) Status(ctx context.Context) []Health {
 	for _, ci := range s.Clusters {
 		out = append(out, s.nodeHealth(ctx, ci), chassisHealth(ci))
 	}
+	if s.Config.ForeignAZ {
+		out = append(out, s.foreignAZHealth(ctx))
+	}
 	return out
+}
+
+// foreignAZHealth says whether the foreign AZ is joined: its Availability_Zone in IC-SB and the
+// routes it advertises there (none after RemoveForeignAZ, which makes it unhealthy on purpose).
+func (s *State) foreignAZHealth(ctx context.Context) Health {
+	h := Health{What: ForeignAZName + "/ic"}
+	sbctl := func(args ...string) (string, error) {
+		argv := append([]string{"--db=tcp:" + s.Forwards["ic/sb"], "--timeout=5", "--no-leader-only", "--bare"}, args...)
+		out, err := exec.CommandContext(ctx, "ovn-ic-sbctl", argv...).CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("ovn-ic-sbctl: %v: %s", err, out)
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	az, err := sbctl("--columns=_uuid", "find", "Availability_Zone", "name="+ForeignAZName)
+	if err == nil && az == "" {
+		err = fmt.Errorf("no Availability_Zone %s in IC-SB", ForeignAZName)
+	}
+	var routes string
+	if err == nil {
+		routes, err = sbctl("--columns=ip_prefix", "find", "Route", "availability_zone="+az)
+	}
+	if err != nil {
+		h.Detail = err.Error()
+		return h
+	}
+	h.OK = true
+	h.Detail = fmt.Sprintf("AZ in IC-SB, advertising %s", strings.Join(strings.Fields(routes), " "))
+	return h
 }
 
 func (s *State) nodeHealth(ctx context.Context, ci ClusterInfo) Health {
@@ -110,6 +142,12 @@ func (s *State) Env(cluster string) (string, error) {
 					"# the IC databases as the clusters reach them, for an InterConnect's icNorthbound/icSouthbound",
 					"export KOVN_IC_NB="+s.Config.ICNBEndpoint(), "export KOVN_IC_SB="+s.Config.ICSBEndpoint(),
 					"# kovn's clusterset store (OVN_ClusterSet) is served by the IC-SB server(s): ovsdb-client dump $OVN_IC_SB_DB OVN_ClusterSet")
+			}
+			if s.Config.ForeignAZ {
+				lines = append(lines, "# the foreign AZ "+ForeignAZName+" (OVN that kovn does not manage) and its VMs' namespaces",
+					"export KOVN_FOREIGN_NB="+s.Config.ForeignNBDB()+" KOVN_FOREIGN_SB="+s.Config.ForeignSBDB()+
+						" KOVN_FOREIGN_VM1_NS="+s.Config.ForeignVMNS(1)+" KOVN_FOREIGN_VM2_NS="+s.Config.ForeignVMNS(2),
+					"# ovn-nbctl --db=$KOVN_FOREIGN_NB lr-route-list "+ForeignRouter+"; ip netns exec $KOVN_FOREIGN_VM1_NS ping "+ForeignVM2IP.String())
 			}
 			lines = append(lines, "# the ToR's FRR (BGP peer of kovn-speaker) and the outside host behind it",
 				"export KOVN_TOR_NS="+s.Config.ToRNS()+" KOVN_TOR_VTY="+s.Config.torVtyDir()+" KOVN_OUTSIDE_NS="+s.Config.OutsideNS(),

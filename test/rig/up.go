@@ -123,7 +123,7 @@ func Up(ctx context.Context, cfg Config) (*Rig, error) {
 	if err := r.State.Save(); err != nil {
 		return nil, err
 	}
-	for _, step := range []func(context.Context) error{r.network, r.startControlPlanes, r.startForwarder, r.startNodes, r.installCharts, r.waitNodesRegistered} {
+	for _, step := range []func(context.Context) error{r.network, r.startControlPlanes, r.startForeignAZ, r.startForwarder, r.startNodes, r.installCharts, r.waitNodesRegistered} {
 		if err := step(ctx); err != nil {
 			_ = r.State.Save()
 			return r, err
@@ -152,8 +152,13 @@ func (r *Rig) network(context.Context) error {
 		st.Namespaces = append(st.Namespaces, ns)
 		return plugIntoFabric(cfg.FabricNS(), ns, port, FabricAddrs(ips))
 	}
-	if cfg.Clusters > 1 {
+	if cfg.Interconnected() {
 		if err := plug(cfg.ICNS(), "ic", cfg.ICDBIPs()); err != nil {
+			return err
+		}
+	}
+	if cfg.ForeignAZ {
+		if err := r.plugForeignAZ(plug); err != nil {
 			return err
 		}
 	}
@@ -267,7 +272,7 @@ func waitSupervisors(ctx context.Context, procs []Proc) error {
 func (r *Rig) startControlPlanes(ctx context.Context) error {
 	cfg := r.State.Config
 	var procs []Proc
-	if cfg.Clusters > 1 {
+	if cfg.Interconnected() {
 		spec, err := cfg.interconnectSpec()
 		if err != nil {
 			return err
