@@ -96,8 +96,9 @@ type clusterset struct {
 	portAddrs map[string][]netip.Addr
 	// tsRoutes are the routes on transit switches not kovn's, by switch and AZ (foreign AZs').
 	tsRoutes map[string]map[string][]netip.Prefix
-	// foreign are the AZs a ForeignAZ names: no peers of the clusterset.
-	foreign map[string]bool
+	// members are the clusterset's AZs: those with a port or a route on a kovn transit switch
+	// or a join record in IC-NB (a foreign AZ has neither; see withJoined).
+	members map[string]bool
 }
 
 // transitSwitches are the transit switches of kovn's naming in IC-NB, the default first.
@@ -125,7 +126,7 @@ func transitSwitches(ctx context.Context, c libovsdb.Client) ([]string, error) {
 func readClusterset(ctx context.Context, c libovsdb.Client) (clusterset, error) {
 	cs := clusterset{azName: map[string]string{}, gateways: map[string][]string{}, routes: map[string][]netip.Prefix{},
 		portGateway: map[string]string{}, portAddrs: map[string][]netip.Addr{},
-		tsRoutes: map[string]map[string][]netip.Prefix{}, foreign: map[string]bool{}}
+		tsRoutes: map[string]map[string][]netip.Prefix{}, members: map[string]bool{}}
 	var azs []icsb.AvailabilityZone
 	if err := c.List(ctx, &azs); err != nil {
 		return cs, err
@@ -163,6 +164,7 @@ func readClusterset(ctx context.Context, c libovsdb.Client) (clusterset, error) 
 			continue
 		}
 		cs.routes[az] = append(cs.routes[az], p)
+		cs.members[az] = true
 	}
 	for az, ps := range cs.routes {
 		cs.routes[az] = sortedPrefixes(ps)
@@ -175,6 +177,9 @@ func readClusterset(ctx context.Context, c libovsdb.Client) (clusterset, error) 
 		cs.portGateway[pb.LogicalPort] = pb.Gateway // a ForeignAZ's port too
 		if _, kovn := transitSwitchIndex(pb.TransitSwitch); !kovn {
 			continue
+		}
+		if az, ok := cs.azName[pb.AvailabilityZone]; ok {
+			cs.members[az] = true
 		}
 		if pb.TransitSwitch != DefaultTransitSwitch {
 			continue
@@ -189,11 +194,21 @@ func readClusterset(ctx context.Context, c libovsdb.Client) (clusterset, error) 
 	return cs, nil
 }
 
-// peers returns the AZ names other than az, sorted.
+// withJoined adds the AZs that recorded their join in IC-NB (kovn clusters, bound to a
+// transit switch or not yet) to the members.
+func (cs clusterset) withJoined(joined map[string]time.Time) clusterset {
+	for az := range joined {
+		cs.members[az] = true
+	}
+	return cs
+}
+
+// peers returns the clusterset's AZ names other than az, sorted: AZs on kovn's transit
+// switches (a foreign AZ, on its own switch only, is none).
 func (cs clusterset) peers(az string) []string {
 	var out []string
 	for _, n := range cs.azName {
-		if n != az && !cs.foreign[n] {
+		if n != az && cs.members[n] {
 			out = append(out, n)
 		}
 	}

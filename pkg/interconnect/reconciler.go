@@ -159,6 +159,7 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	cs = cs.withJoined(joined)
 	peerings, err := r.foreignPeerings(ctx, icnbc, ic.Spec.AZName, cs)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -174,7 +175,6 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 		if p.good {
 			in.Foreign = append(in.Foreign, p.in)
 			keyed = append(keyed, p.in.TransitSwitch)
-			cs.foreign[p.in.AZ] = true
 		}
 	}
 	in.SwitchPortKeys = transitPortKeys(ctx, r.NB, in.AZ, keyed)
@@ -219,6 +219,7 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 		if cs, err = readClusterset(ctx, icsbc); err != nil {
 			return ctrl.Result{}, err
 		}
+		cs = cs.withJoined(joined)
 	}
 	waiting, foreignErr := r.applyForeign(ctx, in, peerings, d, cs)
 	r.fillStatus(ic, in, d, cs)
