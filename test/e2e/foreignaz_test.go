@@ -130,6 +130,60 @@ spec:
 		t.Logf("learned by c1: %s only; learned by the foreign AZ: %v; pod <-> vm2: 0 of 3 both ways", rig.ForeignAgreedCIDR, learned)
 	})
 
+	t.Run("a bad spec is reported and the last good peering stays", func(t *testing.T) {
+		c.t = t
+		if out, err := c.kubectl("patch", "foreignaz", "openstack", "--type=merge", "-p", `{"spec":{"transitAddresses":["169.254.60.0/24"]}}`); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+		c.waitForeignAZ(func(s fazStatus) error {
+			if s.validated != "False" || !strings.Contains(s.validatedMsg, "169.254.60.0/24") || s.ready != "False" ||
+				!strings.Contains(s.readyMsg, "last valid spec stays programmed") || s.learned != rig.ForeignAgreedCIDR.String() {
+				return fmt.Errorf("%+v", s)
+			}
+			return nil
+		})
+		c.ping("default", "a", vm1)
+		if routes := c.routePrefixes("kovn-faz-openstack"); !slices.Equal(routes, []string{podCIDR.String(), rig.ForeignAgreedCIDR.String()}) {
+			t.Errorf("peering router routes %v with the bad spec", routes)
+		}
+		if out, err := c.kubectl("patch", "foreignaz", "openstack", "--type=merge", "-p", `{"spec":{"transitAddresses":["169.254.60.1/24"]}}`); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+		c.waitForeignAZ(func(s fazStatus) error {
+			if s.validated != "True" || s.ready != "True" {
+				return fmt.Errorf("%+v", s)
+			}
+			return nil
+		})
+		t.Logf("transitAddresses 169.254.60.0/24 refused (Validated=False, Ready=False naming the kept spec); pod -> vm1 %d/%d meanwhile", pingCount, pingCount)
+	})
+
+	t.Run("acceptCIDRs widened at run time: vm-private learned", func(t *testing.T) {
+		c.t = t
+		changed := time.Now()
+		if out, err := c.kubectl("patch", "foreignaz", "openstack", "--type=merge", "-p", `{"spec":{"acceptCIDRs":["10.250.0.0/16"]}}`); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+		c.waitForeignAZ(func(s fazStatus) error {
+			if s.learned != rig.ForeignAgreedCIDR.String()+" "+rig.ForeignPrivateCIDR.String() || s.refused != "" || s.agreed != "True" {
+				return fmt.Errorf("%+v", s)
+			}
+			return nil
+		})
+		// ovn-ic learns it once the blacklist no longer names it.
+		if err := eventually(10*time.Second, func() error {
+			if routes := c.routePrefixes("kovn-faz-openstack"); !slices.Contains(routes, rig.ForeignPrivateCIDR.String()) {
+				return fmt.Errorf("peering router routes %v", routes)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		learnedAfter := time.Since(changed)
+		c.ping("default", "a", vm2)
+		t.Logf("%s learned %.1fs after acceptCIDRs became 10.250.0.0/16 (RoutesAgreed=True); pod -> vm2 %d/%d", rig.ForeignPrivateCIDR, learnedAfter.Seconds(), pingCount, pingCount)
+	})
+
 	t.Run("the foreign AZ removed: its routes go within 5 s", func(t *testing.T) {
 		c.t = t
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -140,10 +194,10 @@ spec:
 		}
 		var gone time.Duration
 		if err := eventually(5*time.Second, func() error {
-			if routes := c.routePrefixes("kovn-faz-openstack"); slices.Contains(routes, rig.ForeignAgreedCIDR.String()) {
-				return fmt.Errorf("learned route still there: %v", routes)
+			if routes := c.routePrefixes("kovn-faz-openstack"); !slices.Equal(routes, []string{podCIDR.String()}) {
+				return fmt.Errorf("learned routes still there: %v", routes)
 			}
-			if pol := c.nbctl("lr-policy-list", "ovn-cluster"); strings.Contains(pol, rig.ForeignAgreedCIDR.String()) {
+			if pol := c.nbctl("lr-policy-list", "ovn-cluster"); strings.Contains(pol, "10.250.") {
 				return fmt.Errorf("policy still there:\n%s", pol)
 			}
 			gone = time.Since(removed)
@@ -184,7 +238,7 @@ spec:
 
 // fazStatus is what `kubectl get foreignaz openstack` reports.
 type fazStatus struct {
-	ready, readyMsg, agreed, agreedMsg, advertised, learned, refused string
+	ready, readyMsg, agreed, agreedMsg, advertised, learned, refused, validated, validatedMsg string
 }
 
 func (c *cluster) foreignAZStatus() fazStatus {
@@ -192,12 +246,14 @@ func (c *cluster) foreignAZStatus() fazStatus {
 	out, _ := c.kubectl("get", "foreignaz", "openstack", "-o",
 		`jsonpath={.status.conditions[?(@.type=="Ready")].status}|{.status.conditions[?(@.type=="Ready")].message}|`+
 			`{.status.conditions[?(@.type=="RoutesAgreed")].status}|{.status.conditions[?(@.type=="RoutesAgreed")].message}|`+
-			`{.status.advertised[*]}|{.status.learned[*]}|{.status.refused[*]}`)
+			`{.status.advertised[*]}|{.status.learned[*]}|{.status.refused[*]}|`+
+			`{.status.conditions[?(@.type=="Validated")].status}|{.status.conditions[?(@.type=="Validated")].message}`)
 	f := strings.Split(out, "|")
-	for len(f) < 7 {
+	for len(f) < 9 {
 		f = append(f, "")
 	}
-	return fazStatus{ready: f[0], readyMsg: f[1], agreed: f[2], agreedMsg: f[3], advertised: f[4], learned: f[5], refused: f[6]}
+	return fazStatus{ready: f[0], readyMsg: f[1], agreed: f[2], agreedMsg: f[3], advertised: f[4], learned: f[5], refused: f[6],
+		validated: f[7], validatedMsg: f[8]}
 }
 
 func (c *cluster) waitForeignAZ(ok func(fazStatus) error) {
