@@ -52,11 +52,13 @@ func Collect(ctx context.Context, c client.Reader) (Inputs, error) {
 	var exports mcsv1.ServiceExportList
 	var imports mcsv1.ServiceImportList
 	var peers kovnv1.BgpPeerList
-	for _, l := range []client.ObjectList{&nodes, &subnets, &exports, &imports, &peers} {
+	var foreign kovnv1.ForeignAZList
+	for _, l := range []client.ObjectList{&nodes, &subnets, &exports, &imports, &peers, &foreign} {
 		if err := c.List(ctx, l); err != nil && !meta.IsNoMatchError(err) {
 			return in, fmt.Errorf("listing %T: %w", l, err)
 		}
 	}
 	in.Nodes, in.Subnets, in.Exports, in.Imports, in.BgpPeers = nodes.Items, subnets.Items, exports.Items, imports.Items, peers.Items
+	in.ForeignAZs = foreign.Items
 	return in, nil
 }

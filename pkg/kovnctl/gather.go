@@ -96,7 +96,7 @@ func gatherObjects(ctx context.Context, c client.Client, b *bundle) *Inputs {
 		if in.InterConnect != nil {
 			ics = append(ics, *in.InterConnect)
 		}
-		for name, items := range map[string]any{"nodes": in.Nodes, "subnets": in.Subnets, "interconnects": ics,
+		for name, items := range map[string]any{"nodes": in.Nodes, "subnets": in.Subnets, "interconnects": ics, "foreignazs": in.ForeignAZs,
 			"bgppeers": in.BgpPeers, "serviceexports": in.Exports, "serviceimports": in.Imports} {
 			if y, err := yaml.Marshal(map[string]any{"items": items}); err == nil {
 				b.add("objects/"+name+".yaml", y)

@@ -39,6 +39,12 @@ func PrintStatus(w io.Writer, r Report) {
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", p.AZ, list(p.Gateways), list(p.Routes))
 		}
 	}
+	if len(r.ForeignAZs) > 0 {
+		fmt.Fprintf(tw, "\nFOREIGN AZ\tREADY\tADVERTISED\tLEARNED\tREFUSED\n")
+		for _, f := range r.ForeignAZs {
+			fmt.Fprintf(tw, "%s (%s)\t%s\t%s\t%s\t%s\n", f.AZ, f.Name, f.Ready, list(f.Advertised), list(f.Learned), list(f.Refused))
+		}
+	}
 	if len(r.Exports)+len(r.Imports) > 0 {
 		fmt.Fprintf(tw, "\nSERVICEEXPORT\tSTATE\tWHY\n")
 		for _, e := range r.Exports {

@@ -24,6 +24,7 @@ type Inputs struct {
 	Nodes        []corev1.Node
 	Subnets      []kovnv1.Subnet
 	InterConnect *kovnv1.InterConnect // nil: not interconnected
+	ForeignAZs   []kovnv1.ForeignAZ
 	Exports      []mcsv1.ServiceExport
 	Imports      []mcsv1.ServiceImport
 	BgpPeers     []kovnv1.BgpPeer
@@ -46,6 +47,7 @@ type Report struct {
 	Nodes        []NodeStatus        `json:"nodes"`
 	Subnets      []SubnetStatus      `json:"subnets"`
 	Interconnect *InterconnectStatus `json:"interconnect,omitempty"`
+	ForeignAZs   []ForeignAZStatus   `json:"foreignAZs,omitempty"`
 	Exports      []ExportStatus      `json:"exports,omitempty"`
 	Imports      []ImportStatus      `json:"imports,omitempty"`
 	BGP          []BGPSessionStatus  `json:"bgp,omitempty"`
@@ -133,6 +135,7 @@ func Build(in Inputs) Report {
 	r.nodes(in)
 	r.subnets(in)
 	r.interconnect(in)
+	r.foreignAZs(in)
 	r.mcs(in)
 	r.bgp(in)
 	r.paths(in)

@@ -41,6 +41,9 @@ func healthy() Inputs {
 			Conditions: []metav1.Condition{{Type: "Valid", Status: metav1.ConditionTrue}, {Type: "Ready", Status: metav1.ConditionTrue}}}}},
 		BgpPeers: []kovnv1.BgpPeer{{ObjectMeta: metav1.ObjectMeta{Name: "tor"}, Status: kovnv1.BgpPeerStatus{
 			Nodes: []kovnv1.BgpPeerNodeStatus{{Node: "n1", State: kovnv1.BgpStateEstablished}}}}},
+		ForeignAZs: []kovnv1.ForeignAZ{{ObjectMeta: metav1.ObjectMeta{Name: "openstack"}, Spec: kovnv1.ForeignAZSpec{AZ: "openstack"},
+			Status: kovnv1.ForeignAZStatus{Learned: []string{"10.250.1.0/24"}, Conditions: append(ready(),
+				metav1.Condition{Type: kovnv1.ConditionRoutesAgreed, Status: metav1.ConditionTrue})}}},
 	}
 }
 
@@ -82,6 +85,14 @@ func TestStatusNamesEachFault(t *testing.T) {
 			in.Exports[0].Status.Conditions = append(in.Exports[0].Status.Conditions, metav1.Condition{Type: "Conflict",
 				Status: metav1.ConditionTrue, Message: "port 80 protocol differs"})
 		}, "serviceexport/ns/web", []string{"port 80 protocol differs"}},
+		{"foreign AZ advertises more than agreed", func(in *Inputs) {
+			in.ForeignAZs[0].Status.Conditions[1] = metav1.Condition{Type: kovnv1.ConditionRoutesAgreed, Status: metav1.ConditionFalse,
+				Message: "AZ openstack advertises [10.250.2.0/24] outside acceptCIDRs"}
+		}, "foreignaz/openstack", []string{"10.250.2.0/24", "spec.acceptCIDRs"}},
+		{"foreign AZ spec invalid", func(in *Inputs) {
+			in.ForeignAZs[0].Status.Conditions[0] = metav1.Condition{Type: kovnv1.ConditionReady, Status: metav1.ConditionFalse,
+				Reason: kovnv1.ReasonValidationFailed, Message: "spec invalid: transitAddresses"}
+		}, "foreignaz/openstack", []string{"transitAddresses", "last valid one stays programmed"}},
 		{"BGP session down", func(in *Inputs) {
 			in.BgpPeers[0].Status.Nodes[0] = kovnv1.BgpPeerNodeStatus{Node: "n1", State: kovnv1.BgpStateActive, LastError: "bad peer AS"}
 		}, "bgppeer/tor", []string{"session Active: bad peer AS on n1"}},
