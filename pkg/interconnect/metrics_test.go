@@ -13,9 +13,9 @@ import (
 
 func TestExportMetrics(t *testing.T) {
 	cs := clusterset{
-		azName:   map[string]string{"u1": "az1", "u2": "az2", "u3": "az3", "u4": "az4", "u5": "openstack"},
+		azName: map[string]string{"u1": "az1", "u2": "az2", "u3": "az3", "u4": "az4", "u5": "openstack"},
 		// openstack is a foreign AZ (ForeignAZ): in IC-SB, but no member of the clusterset.
-		members: map[string]bool{"az1": true, "az2": true, "az3": true, "az4": true},
+		members:  map[string]bool{"az1": true, "az2": true, "az3": true, "az4": true},
 		gateways: map[string][]string{"az1": {"gw1"}, "az2": {"gw2a", "gw2b"}, "az4": {"gw4"}},
 		routes: map[string][]netip.Prefix{"az1": {netip.MustParsePrefix("10.16.0.0/16")},
 			"az2": {netip.MustParsePrefix("10.17.0.0/16"), netip.MustParsePrefix("10.97.0.0/16")}},
