@@ -25,7 +25,7 @@ POD
 if [ -f "$DIR/state.json" ]; then
   echo "demo: a rig is already up in $DIR — using it (make demo-down removes it)"
 else
-  "$RIG" up --dir "$DIR" --clusters 2 --nodes 2
+  "$RIG" up --dir "$DIR" --clusters 2 --nodes 2 --foreign-az
 fi
 "$RIG" status --dir "$DIR"
 eval "$("$RIG" env c1 --dir "$DIR")"
@@ -222,6 +222,40 @@ echo "x-1 in c1 -> hello.default.svc.clusterset.local ($CSIP): one OVN load bala
 kubectl exec x-1 -- /testbox dns hello.default.svc.clusterset.local. A
 kubectl exec x-1 -- /testbox get "http://$CSIP/" || { sleep 2; kubectl exec x-1 -- /testbox get "http://$CSIP/"; }
 kubectl get endpointslices -l multicluster.kubernetes.io/service-name=hello -o wide
+
+step "a foreign OVN AZ: an OpenStack-like OVN deployment kovn does not run peers with c1's default VPC; only agreed prefixes cross"
+eval "$("$RIG" env c1 --dir "$DIR")"
+if [ -z "${KOVN_FOREIGN_NB:-}" ]; then
+  echo "skipped: this rig was brought up without --foreign-az"
+else
+  echo "its router, written with plain ovn-nbctl: vm-net 10.250.1.0/24 (agreed) and vm-private 10.250.2.0/24 (not agreed)"
+  ovn-nbctl --db="$KOVN_FOREIGN_NB" show neutron-router
+  POD4=$(kubectl get subnet ovn-default -o jsonpath='{.spec.cidrBlock}' | cut -d, -f1)
+  kubectl apply -f - >/dev/null <<FAZ
+apiVersion: kovn.io/v1alpha1
+kind: ForeignAZ
+metadata: {name: openstack}
+spec:
+  az: openstack
+  transitSwitch: ts-openstack
+  transitAddresses: ["169.254.60.1/24"]
+  advertiseCIDRs: ["$POD4"]
+  acceptCIDRs: ["10.250.1.0/24"]
+FAZ
+  kubectl wait --for=condition=Ready foreignaz/openstack --timeout=60s >/dev/null
+  kubectl get foreignaz openstack
+  echo "RoutesAgreed: $(kubectl get foreignaz openstack -o jsonpath='{.status.conditions[?(@.type=="RoutesAgreed")].message}')"
+  X1=$(kubectl get pod x-1 -o jsonpath='{.status.podIPs[0].ip}')
+  echo "x-1 ($X1) pings vm1 (10.250.1.10) and fetches its page: vm1 sees x-1's own address"
+  kubectl exec x-1 -- /testbox ping -c 3 10.250.1.10 || kubectl exec x-1 -- /testbox ping -c 3 10.250.1.10
+  kubectl exec x-1 -- /testbox get http://10.250.1.10:8080/
+  echo "vm1 fetches x-1's page: x-1 sees vm1's own address"
+  ip netns exec "$KOVN_FOREIGN_VM1_NS" "$BIN/kovn-testbox" get "http://$X1:8080/"
+  echo "vm-private is not agreed: x-1 -> vm2 (10.250.2.10) gets no answer"
+  kubectl exec x-1 -- /testbox ping -c 2 -W 1s 10.250.2.10 || true
+  echo "the foreign router learned c1's agreed prefix only (ic-learned-route), nothing else of the clusterset:"
+  ovn-nbctl --db="$KOVN_FOREIGN_NB" lr-route-list neutron-router
+fi
 
 step "BGP: kovn-speaker on every node of c1 peers with the ToR (FRR); a subnet and a pod are announced"
 eval "$("$RIG" env c1 --dir "$DIR")"
