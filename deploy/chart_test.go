@@ -311,6 +311,15 @@ func TestChartValuesReachTheComponents(t *testing.T) {
 	if daemon, _ := args(t, objs, "DaemonSet", "kovn-daemon", "daemon"); slices.Contains(daemon, "--netdev") {
 		t.Error("--netdev with the system datapath")
 	}
+	// Under Multus, kovn leaves the attachment networks alone: controller and daemon agree.
+	for set, want := range map[string]string{"": "--attachment-networks=true", "attachmentNetworks=false": "--attachment-networks=false"} {
+		objs = mustRender(t, append([]string{sampleValues[0]}, strings.Fields(set)...)...)
+		ctrl, _ := args(t, objs, "Deployment", "kovn-controller", "controller")
+		daemon, _ := args(t, objs, "DaemonSet", "kovn-daemon", "daemon")
+		if !slices.Contains(ctrl, want) || !slices.Contains(daemon, want) {
+			t.Errorf("%q: controller %v, daemon %v, want both %s", set, ctrl, daemon, want)
+		}
+	}
 }
 
 // Values that cannot work fail the install with a reason, before anything is created.

@@ -56,6 +56,8 @@ func main() {
 	probeAddr := flag.String("health-probe-bind-address", "0", "health probe listen address (0 disables)")
 	flag.StringVar(&opts.DefaultSubnetCIDR, "default-cidr", opts.DefaultSubnetCIDR, "CIDR of the default subnet")
 	flag.StringVar(&opts.JoinCIDR, "join-cidr", opts.JoinCIDR, "CIDR of the join subnet (node ovn0 addresses)")
+	flag.BoolVar(&opts.AttachmentNetworks, "attachment-networks", opts.AttachmentNetworks,
+		"serve the pods' k8s.v1.cni.cncf.io/networks (NPWG attachment networks); false when a meta-plugin such as Multus serves them and kovn is the default network only (kovn-daemon's flag must agree)")
 	// Each new pod costs two writes (IP object, annotations). By default there is no client-side
 	// limit (controller-runtime's -1): the apiserver's API Priority and Fairness paces us, and a
 	// cold start with ten thousand pods is not throttled to a fixed rate.

@@ -52,6 +52,9 @@ var ovsRun, vswitchdCtl string
 // DEL needs to remove a container's attachments are kept.
 var cniBinDir, stateDir string
 
+// attachmentNetworks: kovn-daemon plumbs the pods' attachment networks (--attachment-networks).
+var attachmentNetworks = true
+
 // metricsAddr and probeAddr are the metrics and health probe listen addresses.
 var metricsAddr, probeAddr string
 
@@ -85,6 +88,8 @@ func main() {
 	flag.StringVar(&vswitchdCtl, "ovs-vswitchd-ctl", "", "ovs-vswitchd's control socket (default: ovs-vswitchd.<pid>.ctl in $OVS_RUNDIR or /var/run/openvswitch); with --netdev, kovn-daemon keeps its tunnel neighbour cache")
 	flag.StringVar(&cniBinDir, "cni-bin-dir", "/opt/cni/bin", "where the delegate plugins of attachment networks are (macvlan, ipvlan, bridge, host-device, static)")
 	flag.StringVar(&stateDir, "state-dir", "/run/kovn", "kovn-daemon's state: the records a CNI DEL needs to remove a pod's attachments")
+	flag.BoolVar(&attachmentNetworks, "attachment-networks", true,
+		"plumb the pods' k8s.v1.cni.cncf.io/networks (NPWG attachment networks); false when a meta-plugin such as Multus does and calls kovn-cni for eth0 only (kovn-controller's flag must agree)")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":9474", "Prometheus metrics address (0 turns them off)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":9475", "/livez and /readyz address, independent of metrics (0 turns them off)")
 	serviceCIDRs := flag.String("service-cidrs", "", "the cluster's Service ranges, comma-separated (kube-apiserver --service-cluster-ip-range): routed through ovn0 so the node reaches ClusterIPs")
@@ -239,7 +244,7 @@ func run(cfg node.Config, ovsDB string) error {
 	}
 	ports := cni.NewOVSAttacher(ovs, cfg.Bridge)
 	handler := cni.NewPodHandler(&node.PodNetworks{Client: mgr.GetClient(), NodeName: cfg.NodeName, MTU: cfg.MTU, Underlay: ul,
-		Live: mgr.GetAPIReader()}, ports)
+		Live: mgr.GetAPIReader(), IgnoreAttachments: !attachmentNetworks}, ports)
 	handler.Log = ctrl.Log.WithName("cni")
 	handler.CNIBinDir, handler.StateDir = cniBinDir, stateDir
 	handler.Status = &node.NetworkStatusPublisher{Client: mgr.GetClient()}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
+	"slices"
 	"sort"
 	"time"
 
@@ -235,7 +236,7 @@ func Setup(mgr ctrl.Manager, st *State, nb libovsdb.Client, health *GatewayHealt
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &kovnv1.IP{}, ipPodKey, ipPodIndex); err != nil {
 		return err
 	}
-	for _, r := range []interface{ SetupWithManager(ctrl.Manager) error }{
+	reconcilers := []interface{ SetupWithManager(ctrl.Manager) error }{
 		&SubnetReconciler{Client: c, State: st, Recorder: rec, NB: nb, Health: health},
 		&VpcReconciler{Client: c, State: st, NB: nb},
 		&VlanReconciler{Client: c},
@@ -249,7 +250,16 @@ func Setup(mgr ctrl.Manager, st *State, nb libovsdb.Client, health *GatewayHealt
 		&NetworkPolicyReconciler{Client: c, State: st, NB: nb, Recorder: rec},
 		&FloatingIPReconciler{Client: c, State: st, NB: nb},
 		&EgressIPReconciler{Client: c, State: st, NB: nb, Health: health},
-	} {
+	}
+	if !st.Opts.AttachmentNetworks {
+		// A meta-plugin serves the pods' networks annotation: kovn neither refuses nor
+		// allocates for it.
+		reconcilers = slices.DeleteFunc(reconcilers, func(r interface{ SetupWithManager(ctrl.Manager) error }) bool {
+			_, attach := r.(*AttachmentReconciler)
+			return attach
+		})
+	}
+	for _, r := range reconcilers {
 		if err := r.SetupWithManager(mgr); err != nil {
 			return err
 		}

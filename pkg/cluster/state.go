@@ -26,12 +26,15 @@ type Options struct {
 	JoinSubnet        string // "join"
 	JoinCIDR          string // "100.64.0.0/16"
 	NodeNATOutgoing   bool   // default subnet natOutgoing
+	// AttachmentNetworks: kovn serves the pods' k8s.v1.cni.cncf.io/networks (allocation and
+	// records); false when a meta-plugin (Multus) does and kovn is the default network only.
+	AttachmentNetworks bool
 }
 
 // DefaultOptions match Kube-OVN's defaults, so users moving over keep their addressing.
 func DefaultOptions() Options {
 	return Options{DefaultVpc: "ovn-cluster", DefaultSubnet: "ovn-default", DefaultSubnetCIDR: "10.16.0.0/16",
-		JoinSubnet: "join", JoinCIDR: "100.64.0.0/16", NodeNATOutgoing: true}
+		JoinSubnet: "join", JoinCIDR: "100.64.0.0/16", NodeNATOutgoing: true, AttachmentNetworks: true}
 }
 
 // State is what the reconcilers share: the IPAM and the last valid form of every Subnet (an

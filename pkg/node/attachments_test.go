@@ -170,3 +170,17 @@ func TestPodAttachmentUnderlayNeedsProvider(t *testing.T) {
 		t.Fatalf("pod network %+v %v, want net1 on ulblue", pn, err)
 	}
 }
+
+// With IgnoreAttachments (a meta-plugin serves the annotation), the pod gets eth0 only, at
+// once, without reading a definition or awaiting an attachment record.
+func TestPodAttachmentsIgnored(t *testing.T) {
+	c := attachmentWorld(t, `[{"name":"blue","interface":"net9"}]`)
+	live := &countingReader{Reader: c}
+	p := &PodNetworks{Client: c, Live: live, NodeName: "n1", Poll: 5 * time.Millisecond, IgnoreAttachments: true}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	pn, err := p.WaitPodNetwork(ctx, "ns1", "a", "u1")
+	if err != nil || len(pn.Attachments) != 0 || live.gets != 0 {
+		t.Fatalf("pod network %+v, %v, %d definition reads: want eth0 alone, no read", pn, err, live.gets)
+	}
+}

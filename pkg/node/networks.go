@@ -35,6 +35,9 @@ type PodNetworks struct {
 	// Live reads NetworkAttachmentDefinitions and Namespaces (a direct API reader: only pods
 	// with attachment networks need them); nil refuses attachments.
 	Live client.Reader
+	// IgnoreAttachments leaves the pods' k8s.v1.cni.cncf.io/networks to a meta-plugin
+	// (Multus) that calls kovn-cni as the default network only: eth0 alone is plumbed.
+	IgnoreAttachments bool
 }
 
 var _ cni.Networks = (*PodNetworks)(nil)
@@ -95,6 +98,9 @@ func (p *PodNetworks) podNetwork(ctx context.Context, namespace, name, uid strin
 	pn, err := p.convert(&ip, &sn, port)
 	if err != nil {
 		return nil, err
+	}
+	if p.IgnoreAttachments {
+		return pn, nil
 	}
 	if pn.Attachments, err = p.attachments(ctx, &pod, defs); err != nil {
 		return nil, fmt.Errorf("pod %s/%s: %w", namespace, name, err)
