@@ -1,6 +1,11 @@
 package v1alpha1
 
-import "time"
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // Condition types shared by all kinds. Every kind reports Ready; kinds whose spec has semantic
 // rules beyond CEL (Subnet, IPPool, Vpc) also report Validated, so an operator can tell
@@ -131,3 +136,13 @@ const (
 	ReasonOVNControllerDown = "OVNControllerDown"
 	ReasonNotPlumbed        = "NotPlumbed"
 )
+
+// SetCondition sets condition typ of a status's conditions (True when ok), as of the object's
+// generation; meta.SetStatusCondition keeps the transition time when the status is unchanged.
+func SetCondition(conds *[]metav1.Condition, generation int64, typ string, ok bool, reason, msg string) {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(conds, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: generation})
+}

@@ -72,7 +72,7 @@ func (r *EgressIPReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 // EgressIP held and had programmed untouched.
 func (r *EgressIPReconciler) sync(ctx context.Context, eip *kovnv1.EgressIP, recorded []string) (ctrl.Result, error) {
 	ready := func(ok bool, reason, msg string) {
-		setStatusCondition(&eip.Status.Conditions, eip.Generation, kovnv1.ConditionReady, ok, reason, msg)
+		kovnv1.SetCondition(&eip.Status.Conditions, eip.Generation, kovnv1.ConditionReady, ok, reason, msg)
 	}
 	join := r.State.Join()
 	if join == nil { // the default VPC's router is not built yet

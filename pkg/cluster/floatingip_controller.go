@@ -76,7 +76,7 @@ func releaseExternal(ctx context.Context, nb libovsdb.Client, st *State, ownerTy
 // taken or outside it) leaves what the FloatingIP held and had programmed untouched.
 func (r *FloatingIPReconciler) sync(ctx context.Context, fip *kovnv1.FloatingIP, recorded []string) (ctrl.Result, error) {
 	ready := func(ok bool, reason, msg string) {
-		setStatusCondition(&fip.Status.Conditions, fip.Generation, kovnv1.ConditionReady, ok, reason, msg)
+		kovnv1.SetCondition(&fip.Status.Conditions, fip.Generation, kovnv1.ConditionReady, ok, reason, msg)
 	}
 	sn, ok := r.State.Subnet(fip.Spec.Subnet)
 	if !ok {

@@ -37,7 +37,7 @@ func (r *IPPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	before := p.DeepCopy()
 	set := func(ok bool, reason, msg string) {
 		for _, typ := range []string{kovnv1.ConditionValidated, kovnv1.ConditionReady} {
-			setStatusCondition(&p.Status.Conditions, p.Generation, typ, ok, reason, msg)
+			kovnv1.SetCondition(&p.Status.Conditions, p.Generation, typ, ok, reason, msg)
 		}
 	}
 	rs, err := p.Spec.Ranges()

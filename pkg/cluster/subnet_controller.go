@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -251,16 +250,7 @@ func (r *SubnetReconciler) fillStatus(sn *kovnv1.Subnet) {
 }
 
 func setCondition(obj *kovnv1.Subnet, typ string, ok bool, reason, msg string) {
-	setStatusCondition(&obj.Status.Conditions, obj.Generation, typ, ok, reason, msg)
-}
-
-// setStatusCondition sets one condition of any kovn object's status.
-func setStatusCondition(conds *[]metav1.Condition, generation int64, typ string, ok bool, reason, msg string) {
-	status := metav1.ConditionFalse
-	if ok {
-		status = metav1.ConditionTrue
-	}
-	meta.SetStatusCondition(conds, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: generation})
+	kovnv1.SetCondition(&obj.Status.Conditions, obj.Generation, typ, ok, reason, msg)
 }
 
 // SetupWithManager registers the reconciler. Address holders coming and going (IP objects)

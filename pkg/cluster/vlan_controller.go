@@ -46,10 +46,10 @@ func (r *VlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	var pn kovnv1.ProviderNetwork
 	switch err := r.Get(ctx, types.NamespacedName{Name: v.Spec.Provider}, &pn); {
 	case err == nil:
-		setStatusCondition(&v.Status.Conditions, v.Generation, kovnv1.ConditionReady, true, kovnv1.ReasonReconciled,
+		kovnv1.SetCondition(&v.Status.Conditions, v.Generation, kovnv1.ConditionReady, true, kovnv1.ReasonReconciled,
 			"provider network "+v.Spec.Provider+" exists; its readyNodes carry this VLAN")
 	case client.IgnoreNotFound(err) == nil:
-		setStatusCondition(&v.Status.Conditions, v.Generation, kovnv1.ConditionReady, false, kovnv1.ReasonProviderNotFound,
+		kovnv1.SetCondition(&v.Status.Conditions, v.Generation, kovnv1.ConditionReady, false, kovnv1.ReasonProviderNotFound,
 			"provider network "+v.Spec.Provider+" does not exist: subnets on this VLAN reach no physical network")
 	default:
 		return ctrl.Result{}, err

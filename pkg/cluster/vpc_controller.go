@@ -43,7 +43,7 @@ func (r *VpcReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	}
 	before := vpc.DeepCopy()
 	cond := func(typ string, ok bool, reason, msg string) {
-		setStatusCondition(&vpc.Status.Conditions, vpc.Generation, typ, ok, reason, msg)
+		kovnv1.SetCondition(&vpc.Status.Conditions, vpc.Generation, typ, ok, reason, msg)
 	}
 	vpc.Status.Subnets = r.subnetsOf(vpc.Name)
 	res, err := ctrl.Result{}, error(nil)

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
@@ -282,10 +281,5 @@ func (r *Reconciler) agreement(o *kovnv1.ForeignAZ, in ForeignIn, fd ForeignDesi
 }
 
 func setForeignCondition(o *kovnv1.ForeignAZ, t string, ok bool, reason, msg string) {
-	status := metav1.ConditionFalse
-	if ok {
-		status = metav1.ConditionTrue
-	}
-	meta.SetStatusCondition(&o.Status.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg,
-		ObservedGeneration: o.Generation})
+	kovnv1.SetCondition(&o.Status.Conditions, o.Generation, t, ok, reason, msg)
 }

@@ -480,10 +480,5 @@ func (r *Reconciler) leave(ctx context.Context, ic *kovnv1.InterConnect) error {
 }
 
 func setCondition(ic *kovnv1.InterConnect, t string, ok bool, reason, msg string) {
-	status := metav1.ConditionFalse
-	if ok {
-		status = metav1.ConditionTrue
-	}
-	meta.SetStatusCondition(&ic.Status.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg,
-		ObservedGeneration: ic.Generation})
+	kovnv1.SetCondition(&ic.Status.Conditions, ic.Generation, t, ok, reason, msg)
 }
