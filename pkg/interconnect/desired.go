@@ -288,6 +288,19 @@ func For(in Input) Desired {
 	deny = sortedPrefixes(deny)
 	option, unenforced := ovnDenyOption(deny, in)
 	d.Unenforced = unenforced
+	for i := range d.Foreign {
+		// A refused IPv6 prefix the blacklist cannot carry is learned after all (onto the
+		// peering router, which nothing routes to): reported as such.
+		fd := &d.Foreign[i]
+		fd.Deny = slices.DeleteFunc(fd.Deny, func(p netip.Prefix) bool {
+			if slices.Contains(unenforced, p) {
+				fd.Unblocked = append(fd.Unblocked, p)
+				return true
+			}
+			return false
+		})
+		fd.Unblocked = sortedPrefixes(fd.Unblocked)
+	}
 	d.Options = map[string]string{
 		"ic-route-adv": "true", "ic-route-learn": "true", "ic-route-blacklist": strings.Join(prefixStrings(option), ","),
 		"bfd-min-rx": strconv.Itoa(in.BFD.MinRx), "bfd-min-tx": strconv.Itoa(in.BFD.MinTx), "bfd-mult": strconv.Itoa(in.BFD.Mult),

@@ -257,7 +257,7 @@ func (r *Reconciler) agreement(o *kovnv1.ForeignAZ, in ForeignIn, fd ForeignDesi
 	if len(fd.Refused) > 0 {
 		m := fmt.Sprintf("AZ %s advertises %v outside acceptCIDRs or inside this Vpc's subnets: not routed to", in.AZ, prefixStrings(fd.Refused))
 		if len(fd.Unblocked) > 0 {
-			m += fmt.Sprintf(" (ovn-ic still learns %v onto the peering router: blacklisting them would withdraw this cluster's or the clusterset's own prefixes)",
+			m += fmt.Sprintf(" (ovn-ic still learns %v onto the peering router: blacklisting them would withdraw this cluster's or the clusterset's own prefixes, or OVN 23.03 cannot blacklist that IPv6 prefix)",
 				prefixStrings(fd.Unblocked))
 		}
 		msgs = append(msgs, m)

@@ -138,3 +138,30 @@ func TestForeignLinkAddrs(t *testing.T) {
 		t.Errorf("link %d outside %s: %s", MaxForeignLinks, ForeignLinkCIDR4, vpc[0])
 	}
 }
+
+// A refused IPv6 prefix no longer than the local IPv6 subnets cannot be blacklisted (OVN 23.03
+// ignores an IPv6 entry's address): it is reported as learned onto the peering router, not
+// as denied, and the blacklist does not carry it.
+func TestForForeignIPv6Refused(t *testing.T) {
+	in := baseInput()
+	f := foreignInput()
+	f.TransitAddrs = pfx("169.254.60.1/24", "fd00:a9fe:3c::1/64")
+	f.Remote = pfx("10.250.1.0/24", "fd00:250:2::/64", "fd00:250:3::/120")
+	in.Foreign = []ForeignIn{f}
+	d := For(in)
+	fd := d.Foreign[0]
+	if got := prefixStrings(fd.Deny); !slices.Equal(got, []string{"fd00:250:3::/120"}) {
+		t.Errorf("Deny = %v, want the /120 only (longer than every local IPv6 subnet)", got)
+	}
+	if got := prefixStrings(fd.Unblocked); !slices.Equal(got, []string{"fd00:250:2::/64"}) {
+		t.Errorf("Unblocked = %v, want the /64", got)
+	}
+	bl := d.Options["ic-route-blacklist"]
+	if strings.Contains(bl, "fd00:250:2::/64") || !strings.Contains(bl, "fd00:250:3::/120") {
+		t.Errorf("blacklist %s", bl)
+	}
+	// The IPv6 link network: the Vpc's router reaches the peering router over it.
+	if got := prefixStrings(fd.Advertised); !slices.Equal(got, []string{"10.16.0.0/16", "fd00:10:16::/64"}) {
+		t.Errorf("Advertised = %v with an IPv6 transit address", got)
+	}
+}
