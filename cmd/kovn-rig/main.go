@@ -120,8 +120,9 @@ func up(args []string) error {
 		fmt.Printf("  %s: nodes %v  — eval \"$(kovn-rig env %s --dir %s)\"\n", c.Name, c.Nodes, c.Name, r.State.Config.Dir)
 	}
 	if r.State.Config.ForeignAZ {
-		fmt.Printf("  foreign AZ %s (not kovn's): vm1 %s, vm2 %s, router port %s on %s; ovn-nbctl --db=%s show\n", rig.ForeignAZName,
-			rig.ForeignVM1IP, rig.ForeignVM2IP, rig.ForeignRouterTransitIP, rig.ForeignTransitSwitch, r.State.Config.ForeignNBDB())
+		fmt.Printf("  foreign AZ %s (not kovn's): vm1 %s/%s, vm2 %s/%s, router port %s/%s on %s; ovn-nbctl --db=%s show\n", rig.ForeignAZName,
+			rig.ForeignVM1IP, rig.ForeignVM1IP6, rig.ForeignVM2IP, rig.ForeignVM2IP6, rig.ForeignRouterTransitIP, rig.ForeignRouterTransitIP6,
+			rig.ForeignTransitSwitch, r.State.Config.ForeignNBDB())
 	}
 	return nil
 }

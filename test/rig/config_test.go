@@ -59,11 +59,11 @@ func TestAddressPlanIsDisjoint(t *testing.T) {
 // The foreign AZ's networks are routed to and from the clusters' (over the transit switch), so
 // they must overlap nothing a cluster uses or reaches.
 func TestForeignAZPlanIsDisjoint(t *testing.T) {
-	others := []netip.Prefix{fabricPrefix, outsideNet, providerNet, underlayNet, JoinCIDR, SpeakerExternalIPCIDR}
+	others := []netip.Prefix{fabricPrefix, fabricPrefix6, outsideNet, providerNet, underlayNet, JoinCIDR, JoinCIDR6, SpeakerExternalIPCIDR}
 	for c := 1; c <= 9; c++ {
-		others = append(others, PodCIDR(c), ServiceCIDR(c))
+		others = append(others, PodCIDR(c), ServiceCIDR(c), PodCIDR6(c), ServiceCIDR6(c))
 	}
-	mine := []netip.Prefix{ForeignTransitCIDR, ForeignAgreedCIDR, ForeignPrivateCIDR}
+	mine := []netip.Prefix{ForeignTransitCIDR, ForeignAgreedCIDR, ForeignPrivateCIDR, ForeignTransitCIDR6, ForeignAgreedCIDR6, ForeignPrivateCIDR6}
 	for i, p := range mine {
 		for _, o := range append(others, mine[i+1:]...) {
 			if p.Overlaps(o) {
@@ -78,6 +78,9 @@ func TestForeignAZPlanIsDisjoint(t *testing.T) {
 	for i, n := range foreignNets {
 		if n.routerIP() == n.vmIP || n.routerIP().String() != fmt.Sprintf("10.250.%d.1", i+1) {
 			t.Errorf("%s: router %s, VM %s", n.sw, n.routerIP(), n.vmIP)
+		}
+		if !n.cidr6.Contains(n.vmIP6) || n.routerIP6().String() != fmt.Sprintf("fd00:250:%d::1", i+1) {
+			t.Errorf("%s: router %s, VM %s (IPv6)", n.sw, n.routerIP6(), n.vmIP6)
 		}
 	}
 	if got := ForeignAZIP6().String(); got != "fd00:30::200:1" {
@@ -271,8 +274,9 @@ func TestForeignAZIsNotKovn(t *testing.T) {
 		t.Fatalf("foreign AZ set-up runs a kovn binary:\n%s", cmds)
 	}
 	for _, want := range []string{"ovn-ic-nbctl --db=tcp:172.30.0.2:6645 --timeout=30 --may-exist ts-add ts-openstack",
-		"lrp-add neutron-router neutron-router-ts 0a:fa:3c:00:00:02 169.254.60.2/24",
-		"lrp-set-gateway-chassis neutron-router-ts openstack-gw 1", "lsp-set-addresses vm2 '0a:fa:02:00:00:0a 10.250.2.10'",
+		"lrp-add neutron-router neutron-router-ts 0a:fa:3c:00:00:02 169.254.60.2/24 fd00:a9fe:3c::2/64",
+		"lrp-set-gateway-chassis neutron-router-ts openstack-gw 1", "lsp-set-addresses vm2 '0a:fa:02:00:00:0a 10.250.2.10 fd00:250:2::a'",
+		"ip -n krtest-fazvm2 -6 route add default via fd00:250:2::1",
 		"lsp-add ts-openstack ts-openstack-openstack", "ip -n krtest-fazvm1 route add default via 10.250.1.1",
 		"external_ids:iface-id=vm2"} {
 		if !strings.Contains(cmds, want) {

@@ -34,35 +34,44 @@ const (
 	foreignSup         = "foreign" // the supervisor's name, for StopDaemon and friends
 )
 
-// The foreign AZ's address plan: IPv4 only inside (its VMs and transit port), whatever the rig's
-// family; its host's fabric addresses follow the rig's family (ForeignAZIPs).
+// The foreign AZ's address plan: dual stack inside (its VMs and transit port), whatever the
+// rig's family; its host's fabric addresses follow the rig's family (ForeignAZIPs).
 var (
-	ForeignTransitCIDR     = netip.MustParsePrefix("169.254.60.0/24")
-	ForeignRouterTransitIP = netip.MustParseAddr("169.254.60.2")
-	ForeignAgreedCIDR      = netip.MustParsePrefix("10.250.1.0/24") // vm1's network, on "vm-net"
-	ForeignPrivateCIDR     = netip.MustParsePrefix("10.250.2.0/24") // vm2's network, on "vm-private"
-	ForeignVM1IP           = netip.MustParseAddr("10.250.1.10")
-	ForeignVM2IP           = netip.MustParseAddr("10.250.2.10")
+	ForeignTransitCIDR      = netip.MustParsePrefix("169.254.60.0/24")
+	ForeignRouterTransitIP  = netip.MustParseAddr("169.254.60.2")
+	ForeignTransitCIDR6     = netip.MustParsePrefix("fd00:a9fe:3c::/64")
+	ForeignRouterTransitIP6 = netip.MustParseAddr("fd00:a9fe:3c::2")
+	ForeignAgreedCIDR       = netip.MustParsePrefix("10.250.1.0/24") // vm1's network, on "vm-net"
+	ForeignPrivateCIDR      = netip.MustParsePrefix("10.250.2.0/24") // vm2's network, on "vm-private"
+	ForeignAgreedCIDR6      = netip.MustParsePrefix("fd00:250:1::/64")
+	ForeignPrivateCIDR6     = netip.MustParsePrefix("fd00:250:2::/64")
+	ForeignVM1IP            = netip.MustParseAddr("10.250.1.10")
+	ForeignVM2IP            = netip.MustParseAddr("10.250.2.10")
+	ForeignVM1IP6           = netip.MustParseAddr("fd00:250:1::a")
+	ForeignVM2IP6           = netip.MustParseAddr("fd00:250:2::a")
 )
 
 // foreignNet is one VM network of the foreign AZ: a logical switch on the router, one VM on it.
 type foreignNet struct {
 	vm, sw           string
-	cidr             netip.Prefix
-	vmIP             netip.Addr
+	cidr, cidr6      netip.Prefix
+	vmIP, vmIP6      netip.Addr
 	vmMAC, routerMAC string
 }
 
 // Fixed MACs (locally administered) so captures and flows read the same on every run.
 var foreignNets = []foreignNet{
-	{"vm1", "vm-net", ForeignAgreedCIDR, ForeignVM1IP, "0a:fa:01:00:00:0a", "0a:fa:01:00:00:01"},
-	{"vm2", "vm-private", ForeignPrivateCIDR, ForeignVM2IP, "0a:fa:02:00:00:0a", "0a:fa:02:00:00:01"},
+	{"vm1", "vm-net", ForeignAgreedCIDR, ForeignAgreedCIDR6, ForeignVM1IP, ForeignVM1IP6, "0a:fa:01:00:00:0a", "0a:fa:01:00:00:01"},
+	{"vm2", "vm-private", ForeignPrivateCIDR, ForeignPrivateCIDR6, ForeignVM2IP, ForeignVM2IP6, "0a:fa:02:00:00:0a", "0a:fa:02:00:00:01"},
 }
 
 const foreignTransitMAC = "0a:fa:3c:00:00:02"
 
 // routerIP is the router's address on the network: its first host address (10.250.1.1).
 func (n foreignNet) routerIP() netip.Addr { return n.cidr.Addr().Next() }
+
+// routerIP6 is the router's IPv6 address on the network (fd00:250:1::1).
+func (n foreignNet) routerIP6() netip.Addr { return n.cidr6.Addr().Next() }
 
 // ForeignAZIP is the foreign AZ host on the fabric; 172.30.200.x is outside every cluster's
 // 172.30.c.x (c ≤ 9) and the rig's other hosts (172.30.0.x).
@@ -180,8 +189,8 @@ func (c Config) foreignAZSpec() (SupervisorSpec, error) {
 // runs it again.
 func (c Config) foreignTopologyCmds() []string {
 	nbctl := "ovn-nbctl --db=" + c.ForeignNBDB() + " --timeout=30"
-	routerPort := func(sw, lsp, lrp, mac, addr string) []string {
-		return []string{"-- --may-exist lrp-add", ForeignRouter, lrp, mac, addr,
+	routerPort := func(sw, lsp, lrp, mac, addr, addr6 string) []string {
+		return []string{"-- --may-exist lrp-add", ForeignRouter, lrp, mac, addr, addr6,
 			"-- --may-exist lsp-add", sw, lsp, "-- lsp-set-type", lsp, "router", "-- lsp-set-addresses", lsp, "router",
 			"-- lsp-set-options", lsp, "router-port=" + lrp}
 	}
@@ -189,12 +198,13 @@ func (c Config) foreignTopologyCmds() []string {
 	for _, n := range foreignNets {
 		net = append(net, "-- --may-exist ls-add", n.sw)
 		net = append(net, routerPort(n.sw, n.sw+"-router", ForeignRouter+"-"+n.sw, n.routerMAC,
-			netip.PrefixFrom(n.routerIP(), n.cidr.Bits()).String())...)
-		net = append(net, "-- --may-exist lsp-add", n.sw, n.vm, "-- lsp-set-addresses", n.vm, fmt.Sprintf("'%s %s'", n.vmMAC, n.vmIP))
+			netip.PrefixFrom(n.routerIP(), n.cidr.Bits()).String(), netip.PrefixFrom(n.routerIP6(), n.cidr6.Bits()).String())...)
+		net = append(net, "-- --may-exist lsp-add", n.sw, n.vm, "-- lsp-set-addresses", n.vm, fmt.Sprintf("'%s %s %s'", n.vmMAC, n.vmIP, n.vmIP6))
 	}
 	lrp := ForeignRouter + "-ts"
 	ts := append([]string{nbctl}, routerPort(ForeignTransitSwitch, ForeignTransitPort, lrp, foreignTransitMAC,
-		netip.PrefixFrom(ForeignRouterTransitIP, ForeignTransitCIDR.Bits()).String())...)
+		netip.PrefixFrom(ForeignRouterTransitIP, ForeignTransitCIDR.Bits()).String(),
+		netip.PrefixFrom(ForeignRouterTransitIP6, ForeignTransitCIDR6.Bits()).String())...)
 	ts = append(ts, "-- lrp-set-gateway-chassis", lrp, ForeignGatewayChassis, "1")
 	return []string{
 		strings.Join(net, " "),
@@ -225,9 +235,10 @@ func (c Config) foreignVMCmds(h ovsHost) []string {
 			vmNS+"link set eth0 address "+n.vmMAC,
 			vmNS+"addr add "+netip.PrefixFrom(n.vmIP, n.cidr.Bits()).String()+" dev eth0",
 			vmNS+"link set eth0 up",
+			vmNS+"addr add "+netip.PrefixFrom(n.vmIP6, n.cidr6.Bits()).String()+" dev eth0 nodad",
 			vmNS+"route add default via "+n.routerIP().String(),
+			vmNS+"-6 route add default via "+n.routerIP6().String(),
 			"ip netns exec "+c.ForeignVMNS(i+1)+" ethtool -K eth0 tx off >/dev/null",
-			"ip netns exec "+c.ForeignVMNS(i+1)+" sysctl -qw net.ipv6.conf.eth0.disable_ipv6=1",
 			"sysctl -qw net.ipv6.conf."+ns+".disable_ipv6=1",
 			"ethtool -K "+ns+" tx off >/dev/null",
 			"ip link set "+ns+" up",
