@@ -228,9 +228,9 @@ eval "$("$RIG" env c1 --dir "$DIR")"
 if [ -z "${KOVN_FOREIGN_NB:-}" ]; then
   echo "skipped: this rig was brought up without --foreign-az"
 else
-  echo "its router, written with plain ovn-nbctl: vm-net 10.250.1.0/24 (agreed) and vm-private 10.250.2.0/24 (not agreed)"
+  echo "its router, written with plain ovn-nbctl: vm-net 10.250.1.0/24 + fd00:250:1::/64 (agreed) and vm-private 10.250.2.0/24 + fd00:250:2::/64 (not agreed)"
   ovn-nbctl --db="$KOVN_FOREIGN_NB" show neutron-router
-  POD4=$(kubectl get subnet ovn-default -o jsonpath='{.spec.cidrBlock}' | cut -d, -f1)
+  PODS=$(kubectl get subnet ovn-default -o jsonpath='{.spec.cidrBlock}' | sed 's/,/", "/')
   kubectl apply -f - >/dev/null <<FAZ
 apiVersion: kovn.io/v1alpha1
 kind: ForeignAZ
@@ -238,17 +238,18 @@ metadata: {name: openstack}
 spec:
   az: openstack
   transitSwitch: ts-openstack
-  transitAddresses: ["169.254.60.1/24"]
-  advertiseCIDRs: ["$POD4"]
-  acceptCIDRs: ["10.250.1.0/24"]
+  transitAddresses: ["169.254.60.1/24", "fd00:a9fe:3c::1/64"]
+  advertiseCIDRs: ["$PODS"]
+  acceptCIDRs: ["10.250.1.0/24", "fd00:250:1::/64"]
 FAZ
   kubectl wait --for=condition=Ready foreignaz/openstack --timeout=60s >/dev/null
   kubectl get foreignaz openstack
   echo "RoutesAgreed: $(kubectl get foreignaz openstack -o jsonpath='{.status.conditions[?(@.type=="RoutesAgreed")].message}')"
   X1=$(kubectl get pod x-1 -o jsonpath='{.status.podIPs[0].ip}')
-  echo "x-1 ($X1) pings vm1 (10.250.1.10) and fetches its page: vm1 sees x-1's own address"
+  echo "x-1 ($X1) pings vm1 (10.250.1.10) and fetches its page (vm1 sees x-1's own address), then pings it over IPv6 (fd00:250:1::a)"
   kubectl exec x-1 -- /testbox ping -c 3 10.250.1.10 || kubectl exec x-1 -- /testbox ping -c 3 10.250.1.10
   kubectl exec x-1 -- /testbox get http://10.250.1.10:8080/
+  kubectl exec x-1 -- /testbox ping -c 3 fd00:250:1::a || kubectl exec x-1 -- /testbox ping -c 3 fd00:250:1::a
   echo "vm1 fetches x-1's page: x-1 sees vm1's own address"
   ip netns exec "$KOVN_FOREIGN_VM1_NS" "$BIN/kovn-testbox" get "http://$X1:8080/"
   echo "vm-private is not agreed: x-1 -> vm2 (10.250.2.10) gets no answer"
