@@ -294,12 +294,11 @@ func For(in Input) Desired {
 		fd := &d.Foreign[i]
 		fd.Deny = slices.DeleteFunc(fd.Deny, func(p netip.Prefix) bool {
 			if slices.Contains(unenforced, p) {
-				fd.Unblocked = append(fd.Unblocked, p)
+				fd.IPv6Unblocked = append(fd.IPv6Unblocked, p)
 				return true
 			}
 			return false
 		})
-		fd.Unblocked = sortedPrefixes(fd.Unblocked)
 	}
 	d.Options = map[string]string{
 		"ic-route-adv": "true", "ic-route-learn": "true", "ic-route-blacklist": strings.Join(prefixStrings(option), ","),

@@ -59,8 +59,12 @@ type ForeignDesired struct {
 	// Deny are the refused prefixes the blacklist can carry: none overlapping a local subnet
 	// or a prefix the clusterset advertises (the blacklist would withdraw or refuse those
 	// too). Unblocked are the others: ovn-ic learns them onto the peering router, but no
-	// route of the Vpc's router leads there.
-	Deny, Unblocked []netip.Prefix
+	// route of the Vpc's router leads there; IPv6Unblocked likewise, for refused IPv6
+	// prefixes OVN 23.03's blacklist cannot carry (see ovnDenyOption).
+	Deny, Unblocked, IPv6Unblocked []netip.Prefix
+	// Overlapping are the refused prefixes inside the Vpc's subnets (the others are refused
+	// for lying outside AcceptCIDRs).
+	Overlapping []netip.Prefix
 }
 
 // Names of a foreign AZ's peering router and its link to the Vpc's router.
@@ -133,6 +137,11 @@ func forForeign(in Input, f ForeignIn, deny []netip.Prefix) ForeignDesired {
 		sh.Routes = append(sh.Routes, topology.StaticRoute{Router: peer, Prefix: p.String(), Nexthop: via.String()})
 	}
 	d.Learned, d.Refused = splitForeign(f)
+	for _, p := range d.Refused {
+		if _, inside := overlapping(p, f.VpcCIDRs); inside {
+			d.Overlapping = append(d.Overlapping, p)
+		}
+	}
 	for _, p := range d.Learned {
 		via, ok := sameFamilyAddr(peerLink, p)
 		if !ok {

@@ -254,13 +254,20 @@ func (r *Reconciler) foreignStatus(ctx context.Context, in Input, p foreignPeeri
 // or an agreed local prefix cannot be advertised.
 func (r *Reconciler) agreement(o *kovnv1.ForeignAZ, in ForeignIn, fd ForeignDesired) {
 	var msgs []string
-	if len(fd.Refused) > 0 {
-		m := fmt.Sprintf("AZ %s advertises %v outside acceptCIDRs or inside this Vpc's subnets: not routed to", in.AZ, prefixStrings(fd.Refused))
-		if len(fd.Unblocked) > 0 {
-			m += fmt.Sprintf(" (ovn-ic still learns %v onto the peering router: blacklisting them would withdraw this cluster's or the clusterset's own prefixes, or OVN 23.03 cannot blacklist that IPv6 prefix)",
-				prefixStrings(fd.Unblocked))
-		}
-		msgs = append(msgs, m)
+	outside := slices.DeleteFunc(slices.Clone(fd.Refused), func(p netip.Prefix) bool { return slices.Contains(fd.Overlapping, p) })
+	if len(outside) > 0 {
+		msgs = append(msgs, fmt.Sprintf("AZ %s advertises %v outside acceptCIDRs: not routed to", in.AZ, prefixStrings(outside)))
+	}
+	if len(fd.Overlapping) > 0 {
+		msgs = append(msgs, fmt.Sprintf("AZ %s advertises %v inside this Vpc's subnets: not routed to", in.AZ, prefixStrings(fd.Overlapping)))
+	}
+	if len(fd.IPv6Unblocked) > 0 {
+		msgs = append(msgs, fmt.Sprintf("ovn-ic still learns %v onto the peering router, where nothing routes to it: OVN 23.03 cannot blacklist an IPv6 prefix no longer than this cluster's IPv6 subnets",
+			prefixStrings(fd.IPv6Unblocked)))
+	}
+	if len(fd.Unblocked) > 0 {
+		msgs = append(msgs, fmt.Sprintf("ovn-ic still learns %v onto the peering router, where nothing routes to it: blacklisting it would also withdraw or refuse this cluster's or the clusterset's own prefixes",
+			prefixStrings(fd.Unblocked)))
 	}
 	if len(fd.Unadvertised) > 0 {
 		msgs = append(msgs, fmt.Sprintf("accepted %v but AZ %s advertises nothing inside", prefixStrings(fd.Unadvertised), in.AZ))

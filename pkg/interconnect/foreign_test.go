@@ -6,6 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/cluster/topology"
 )
 
@@ -92,6 +96,7 @@ func TestForForeignAgreement(t *testing.T) {
 	check("Deny", fd.Deny, "10.250.2.0/24")
 	check("Unblocked", fd.Unblocked, "10.16.5.0/24", "10.17.0.0/16")
 	check("Unadvertised", fd.Unadvertised, "10.250.9.0/24")
+	check("Overlapping", fd.Overlapping, "10.16.5.0/24")
 
 	bl := strings.Split(d.Options["ic-route-blacklist"], ",")
 	for _, want := range []string{"10.250.2.0/24", "fd00:a9fe:63::/112"} {
@@ -153,8 +158,8 @@ func TestForForeignIPv6Refused(t *testing.T) {
 	if got := prefixStrings(fd.Deny); !slices.Equal(got, []string{"fd00:250:3::/120"}) {
 		t.Errorf("Deny = %v, want the /120 only (longer than every local IPv6 subnet)", got)
 	}
-	if got := prefixStrings(fd.Unblocked); !slices.Equal(got, []string{"fd00:250:2::/64"}) {
-		t.Errorf("Unblocked = %v, want the /64", got)
+	if got := prefixStrings(fd.IPv6Unblocked); !slices.Equal(got, []string{"fd00:250:2::/64"}) || len(fd.Unblocked) != 0 {
+		t.Errorf("IPv6Unblocked = %v, Unblocked %v: want the /64 as IPv6Unblocked only", got, fd.Unblocked)
 	}
 	bl := d.Options["ic-route-blacklist"]
 	if strings.Contains(bl, "fd00:250:2::/64") || !strings.Contains(bl, "fd00:250:3::/120") {
@@ -163,5 +168,39 @@ func TestForForeignIPv6Refused(t *testing.T) {
 	// The IPv6 link network: the Vpc's router reaches the peering router over it.
 	if got := prefixStrings(fd.Advertised); !slices.Equal(got, []string{"10.16.0.0/16", "fd00:10:16::/64"}) {
 		t.Errorf("Advertised = %v with an IPv6 transit address", got)
+	}
+}
+
+// The RoutesAgreed message names each prefix with its reason.
+func TestForeignAgreementMessage(t *testing.T) {
+	in := baseInput()
+	f := foreignInput()
+	f.TransitAddrs = pfx("169.254.60.1/24", "fd00:a9fe:3c::1/64")
+	f.Remote = append(f.Remote, pfx("fd00:250:2::/64")...)
+	in.Foreign = []ForeignIn{f}
+	fd := For(in).Foreign[0]
+	o := &kovnv1.ForeignAZ{}
+	(&Reconciler{}).agreement(o, f, fd)
+	c := meta.FindStatusCondition(o.Status.Conditions, kovnv1.ConditionRoutesAgreed)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != kovnv1.ReasonRouteMismatch {
+		t.Fatalf("condition %+v", c)
+	}
+	for _, want := range []string{
+		"advertises [10.17.0.0/16 10.250.2.0/24 fd00:250:2::/64] outside acceptCIDRs",
+		"advertises [10.16.5.0/24] inside this Vpc's subnets",
+		"ovn-ic still learns [fd00:250:2::/64] onto the peering router, where nothing routes to it: OVN 23.03 cannot blacklist",
+		"ovn-ic still learns [10.16.5.0/24 10.17.0.0/16] onto the peering router, where nothing routes to it: blacklisting it would also withdraw",
+		"accepted [10.250.9.0/24] but AZ openstack advertises nothing inside",
+	} {
+		if !strings.Contains(c.Message, want) {
+			t.Errorf("message %q lacks %q", c.Message, want)
+		}
+	}
+	// Exactly the agreement: True.
+	f.Remote, f.Accept, f.Advertise = pfx("10.250.1.0/24"), pfx("10.250.1.0/24"), pfx("10.16.0.0/16")
+	in.Foreign = []ForeignIn{f}
+	(&Reconciler{}).agreement(o, f, For(in).Foreign[0])
+	if c := meta.FindStatusCondition(o.Status.Conditions, kovnv1.ConditionRoutesAgreed); c.Status != metav1.ConditionTrue {
+		t.Errorf("agreed routes: %+v", c)
 	}
 }
