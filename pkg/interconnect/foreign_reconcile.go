@@ -10,6 +10,7 @@ import (
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -195,7 +196,7 @@ func (r *Reconciler) removeForeign(ctx context.Context) error {
 		before := o.DeepCopy()
 		o.Status = kovnv1.ForeignAZStatus{ObservedGeneration: o.Generation, Conditions: o.Status.Conditions}
 		setForeignCondition(o, kovnv1.ConditionReady, false, kovnv1.ReasonNotInterconnected, "this cluster has no InterConnect: nothing is peered")
-		if err := r.Status().Patch(ctx, o, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+		if err := r.patchForeignStatus(ctx, o, before); err != nil {
 			return err
 		}
 	}
@@ -243,10 +244,19 @@ func (r *Reconciler) foreignStatus(ctx context.Context, in Input, p foreignPeeri
 				cs.portGateway[lsp], len(fd.Advertised), len(fd.Learned)))
 		}
 	}
-	if err := r.Status().Patch(ctx, o, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
-		return waiting, err
+	return waiting, r.patchForeignStatus(ctx, o, before)
+}
+
+// patchForeignStatus writes o's status when it differs from before's: the interconnect
+// reconciles on every IC-SB change, and most leave a ForeignAZ's status as it was.
+func (r *Reconciler) patchForeignStatus(ctx context.Context, o, before *kovnv1.ForeignAZ) error {
+	if equality.Semantic.DeepEqual(o.Status, before.Status) {
+		return nil
 	}
-	return waiting, nil
+	if err := r.Status().Patch(ctx, o, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
 }
 
 // agreement sets RoutesAgreed: False, with an event when the message changes, while the

@@ -1,6 +1,7 @@
 package interconnect
 
 import (
+	"context"
 	"net/netip"
 	"slices"
 	"strings"
@@ -8,6 +9,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/cluster/topology"
@@ -202,5 +207,45 @@ func TestForeignAgreementMessage(t *testing.T) {
 	(&Reconciler{}).agreement(o, f, For(in).Foreign[0])
 	if c := meta.FindStatusCondition(o.Status.Conditions, kovnv1.ConditionRoutesAgreed); c.Status != metav1.ConditionTrue {
 		t.Errorf("agreed routes: %+v", c)
+	}
+}
+
+// A reconcile that changes nothing of a ForeignAZ's status writes nothing: the interconnect
+// reconciles on every IC-SB change.
+func TestForeignStatusPatchedOnlyOnChange(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := kovnv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	obj := &kovnv1.ForeignAZ{ObjectMeta: metav1.ObjectMeta{Name: "openstack"}, Spec: kovnv1.ForeignAZSpec{AZ: "openstack"}}
+	patches := 0
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(obj).WithStatusSubresource(obj).
+		WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, o client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			patches++
+			return c.SubResource(sub).Patch(ctx, o, p, opts...)
+		}}).Build()
+	r := &Reconciler{Client: c}
+	in := baseInput()
+	f := foreignInput()
+	in.Foreign = []ForeignIn{f}
+	fd := For(in).Foreign[0]
+	cs := clusterset{portGateway: map[string]string{SwitchPortName("az1", "ts-openstack"): "n1"}}
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		var cur kovnv1.ForeignAZ
+		if err := c.Get(ctx, client.ObjectKey{Name: "openstack"}, &cur); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.foreignStatus(ctx, in, foreignPeering{obj: &cur, in: f, good: true}, fd, cs, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if patches != 1 {
+		t.Errorf("%d status patches over 3 identical reconciles, want 1", patches)
+	}
+	var got kovnv1.ForeignAZ
+	_ = c.Get(ctx, client.ObjectKey{Name: "openstack"}, &got)
+	if !slices.Equal(got.Status.Learned, []string{"10.250.1.0/24"}) || meta.FindStatusCondition(got.Status.Conditions, kovnv1.ConditionReady).Status != metav1.ConditionTrue {
+		t.Errorf("status %+v", got.Status)
 	}
 }
