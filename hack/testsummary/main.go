@@ -1,4 +1,5 @@
-// Command testsummary passes `go test -json` output through as the plain -v text and, when
+// Command testsummary passes `go test -json` output through as the plain -v text, then prints
+// a table of each top-level test's wall time (slowest first: where CI's minutes go) and, when
 // tests failed, ends with a short summary: each failing test's last messages. CI keeps only
 // the tail of a run's output, and a failed e2e test's rig diagnostics (printed at its cleanup)
 // would otherwise push the failure message itself out of it.
@@ -13,6 +14,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"sort"
 	"strings"
 )
 
@@ -22,6 +24,7 @@ type event struct {
 	Package string
 	Test    string
 	Output  string
+	Elapsed float64 // seconds, on pass/fail/skip
 }
 
 // Summary limits: messages per failing test and lines per message.
@@ -31,10 +34,43 @@ const (
 )
 
 func main() {
-	failed := passThrough(os.Stdin, os.Stdout)
+	var times []timing
+	failed := passThrough(os.Stdin, os.Stdout, &times)
+	fmt.Print(timeTable(times))
 	if len(failed) > 0 {
 		fmt.Print(summary(failed))
 	}
+}
+
+// timing is one top-level test's result and wall time.
+type timing struct {
+	name    string
+	result  string
+	seconds float64
+}
+
+// timeTable lists the tests slowest first with their share of the sum, which is the run's
+// length when tests run one after another.
+func timeTable(times []timing) string {
+	if len(times) == 0 {
+		return ""
+	}
+	sorted := append([]timing(nil), times...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].seconds > sorted[j].seconds })
+	var sum float64
+	for _, t := range sorted {
+		sum += t.seconds
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n=== WALL TIME (%d tests, %.0f s in all)\n", len(sorted), sum)
+	for _, t := range sorted {
+		share := 0.0
+		if sum > 0 {
+			share = 100 * t.seconds / sum
+		}
+		fmt.Fprintf(&b, "%-44s %-4s %8.1f s %5.1f%%\n", t.name, t.result, t.seconds, share)
+	}
+	return b.String()
 }
 
 // failure is one failing test and its output lines.
@@ -45,7 +81,7 @@ type failure struct {
 
 // passThrough copies the events' output to w and returns the failing tests whose failure is
 // not only that of a failing subtest, in the order they ended.
-func passThrough(r io.Reader, w io.Writer) []failure {
+func passThrough(r io.Reader, w io.Writer, times *[]timing) []failure {
 	output := map[string][]string{}
 	failedChild := map[string]bool{}
 	var failed []failure
@@ -72,6 +108,9 @@ func passThrough(r io.Reader, w io.Writer) []failure {
 		}
 		if ev.Action == "pass" || ev.Action == "fail" || ev.Action == "skip" {
 			delete(output, key)
+			if times != nil && ev.Test != "" && !strings.Contains(ev.Test, "/") {
+				*times = append(*times, timing{ev.Test, ev.Action, ev.Elapsed})
+			}
 		}
 	}
 	return failed

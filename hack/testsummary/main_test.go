@@ -27,7 +27,7 @@ not json: build failed
 
 func TestSummaryNamesFailingLeavesWithTheirLastMessages(t *testing.T) {
 	var out strings.Builder
-	failed := passThrough(strings.NewReader(sample), &out)
+	failed := passThrough(strings.NewReader(sample), &out, nil)
 	if !strings.Contains(out.String(), "pings: 300 sent, 1 lost\n        continuation\n") || !strings.Contains(out.String(), "not json: build failed") {
 		t.Fatalf("output not passed through:\n%s", out.String())
 	}
@@ -57,5 +57,25 @@ func TestSummaryCutsLongMessages(t *testing.T) {
 	s := summary([]failure{{"TestX", lines}})
 	if got := strings.Count(s, "        line"); got != linesPerMessage-1 || !strings.Contains(s, "… 29 more lines") {
 		t.Fatalf("cut to %d lines:\n%s", got, s)
+	}
+}
+
+func TestTimeTableListsTopLevelTestsSlowestFirst(t *testing.T) {
+	in := `{"Action":"pass","Package":"p","Test":"TestFast/sub","Elapsed":0.5}
+{"Action":"pass","Package":"p","Test":"TestFast","Elapsed":1.5}
+{"Action":"fail","Package":"p","Test":"TestSlow","Elapsed":30}
+{"Action":"pass","Package":"p","Elapsed":32}
+`
+	var times []timing
+	passThrough(strings.NewReader(in), &strings.Builder{}, &times)
+	got := timeTable(times)
+	slow, fast := strings.Index(got, "TestSlow"), strings.Index(got, "TestFast")
+	if slow < 0 || fast < 0 || slow > fast || strings.Contains(got, "TestFast/sub") {
+		t.Fatalf("want TestSlow then TestFast, no subtests:\n%s", got)
+	}
+	for _, want := range []string{"2 tests, 32 s in all", "fail     30.0 s  95.2%", "pass      1.5 s   4.8%"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
 	}
 }
