@@ -7,7 +7,32 @@ cd "$(dirname "$0")/.."
 BIN=$PWD/_output/bin
 DIR=${KOVN_RIG_DIR:-$PWD/_output/rig}
 RIG="$BIN/kovn-rig"
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# step NAME: a heading; each step's wall time is kept for the table the demo ends with.
+now() { date +%s.%N; }
+STEP_NAMES=() STEP_SECS=() STEP_NAME="" STEP_START=$(now) DEMO_START=$(now)
+step_end() {
+  [ -n "$STEP_NAME" ] || return 0
+  STEP_NAMES+=("$STEP_NAME") STEP_SECS+=("$(awk -v a="$STEP_START" -v b="$(now)" 'BEGIN {printf "%.1f", b-a}')")
+}
+step() { step_end; STEP_NAME="$*" STEP_START=$(now); printf '\n\033[1m== %s\033[0m\n' "$*"; }
+step_table() {
+  step_end; STEP_NAME=""
+  printf '\n\033[1m== how long each step took\033[0m\n'
+  for i in "${!STEP_NAMES[@]}"; do printf '%6ss  %.70s\n' "${STEP_SECS[$i]}" "${STEP_NAMES[$i]}"; done
+  awk -v a="$DEMO_START" -v b="$(now)" 'BEGIN {printf "%6.1fs  in all (make demo adds building kovn before this)\n", b-a}'
+}
+# await WANT LACK TRIES CMD...: runs CMD until its output holds WANT and lacks LACK (extended
+# regexps; "" matches anything / nothing), at most TRIES times 0.5 s apart, then prints the
+# last output. The demo waits on what it shows, never on a fixed sleep.
+await() {
+  local want=$1 lack=$2 tries=$3 out=""; shift 3
+  for _ in $(seq "$tries"); do
+    out=$("$@" 2>&1) || true
+    if grep -qE -- "$want" <<<"$out" && { [ -z "$lack" ] || ! grep -qE -- "$lack" <<<"$out"; }; then break; fi
+    sleep 0.5
+  done
+  printf '%s\n' "$out"
+}
 # testbox_pod NAME NODE [NAMESPACE]: a pod running the lab's test server (HTTP :8080, TCP echo
 # :9000) on NODE, in the cluster the current KUBECONFIG names.
 testbox_pod() {
@@ -25,6 +50,7 @@ POD
 if [ -f "$DIR/state.json" ]; then
   echo "demo: a rig is already up in $DIR — using it (make demo-down removes it)"
 else
+  step "kovn-rig up: 2 clusters x 2 nodes, a ToR, an underlay and a foreign OVN AZ"
   "$RIG" up --dir "$DIR" --clusters 2 --nodes 2 --foreign-az
 fi
 "$RIG" status --dir "$DIR"
@@ -88,9 +114,8 @@ for i in $(seq 10); do kubectl exec demo-1 -- /testbox get http://172.30.1.12:80
 kubectl exec demo-1 -- /testbox get http://172.30.1.12:8081/
 step "internalTrafficPolicy=Local: each node's clients reach only that node's endpoints (OVN template load balancer)"
 kubectl patch service demo -p '{"spec":{"internalTrafficPolicy":"Local"}}' >/dev/null
-sleep 2
 echo "demo-hp (on c1-n2) asks the Service 6 times; only demo-2, the backend on c1-n2, answers:"
-kubectl exec demo-hp -- /testbox get -n 6 http://demo/ | cut -d' ' -f1 | sort | uniq -c
+await "^demo-2 " "^demo-1 |error" 20 kubectl exec demo-hp -- /testbox get -n 6 http://demo/ | cut -d' ' -f1 | sort | uniq -c
 kubectl patch service demo -p '{"spec":{"internalTrafficPolicy":"Cluster"}}' >/dev/null
 kubectl delete pod demo-hp --wait=false >/dev/null
 step "a NetworkPolicy: only pods labelled role=client may reach demo-2"
@@ -105,13 +130,10 @@ NP
 kubectl label pod demo-2 run=demo-2 --overwrite >/dev/null
 # ACL logging of the namespace's policies: denied packets at alert, allowed ones at notice.
 kubectl annotate namespace default --overwrite 'ovn.kovn.io/acl-logging={"deny": "alert", "allow": "notice"}' >/dev/null
-sleep 2
-kubectl exec demo-1 -- /testbox probe "$IP2:8080" "[$IP2v6]:8080"
+await "fail" " ok" 20 kubectl exec demo-1 -- /testbox probe "$IP2:8080" "[$IP2v6]:8080"
 kubectl label pod demo-1 role=client --overwrite >/dev/null
-sleep 2
 echo "demo-1 labelled role=client:"
-kubectl exec demo-1 -- /testbox probe "$IP2:8080" "[$IP2v6]:8080"
-sleep 1
+await " ok" "fail" 20 kubectl exec demo-1 -- /testbox probe "$IP2:8080" "[$IP2v6]:8080"
 echo "kubectl kovn acl-log (the lab runs ovn-controller as a process: its log files; on the chart, the containers'):"
 PATH="$BIN:$PATH" kubectl kovn acl-log -n default --since 1m \
   --log-file "c1-n1=$DIR/c1/nodes/c1-n1/logs/ovn-controller.log" --log-file "c1-n2=$DIR/c1/nodes/c1-n2/logs/ovn-controller.log" | tail -12
@@ -130,19 +152,16 @@ spec:
   terminationGracePeriodSeconds: 1
   containers: [{name: testbox, image: kovn.io/testbox:latest, imagePullPolicy: Never, args: [serve]}]
 POD
-sleep 3
-kubectl get events --field-selector involvedObject.name=forger -o custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message | grep -v Scheduled || true
+await "Warning" "" 20 kubectl get events --field-selector involvedObject.name=forger -o custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message | grep -v Scheduled || true
 kubectl get pod forger -o wide
 kubectl delete pod forger --wait=false >/dev/null
 
 step "a Subnet ACL (admin's, above every NetworkPolicy): ovn-default drops TCP 8080 from demo-1"
 kubectl patch subnet ovn-default --type=merge -p "{\"spec\":{\"acls\":[{\"direction\":\"to-lport\",\"priority\":100,\"action\":\"drop\",\"match\":\"ip4.src == $IP1 && tcp.dst == 8080\"}]}}" >/dev/null
-sleep 2
-kubectl exec demo-1 -- /testbox probe "$IP2:8080" "$IP2:9000" "[$IP2v6]:8080"
+await "$IP2:8080 fail" "" 20 kubectl exec demo-1 -- /testbox probe "$IP2:8080" "$IP2:9000" "[$IP2v6]:8080"
 echo "a match OVN would refuse (host bits set) is reported, and the rule above stays:"
 kubectl patch subnet ovn-default --type=merge -p '{"spec":{"acls":[{"direction":"to-lport","priority":100,"action":"drop","match":"ip4.src == 10.16.0.1/16"}]}}' >/dev/null
-sleep 2
-kubectl get subnet ovn-default -o jsonpath='{range .status.conditions[?(@.type=="Validated")]}{.type}={.status} {.reason}: {.message}{"\n"}{end}'
+await "=False" "" 20 kubectl get subnet ovn-default -o jsonpath='{range .status.conditions[?(@.type=="Validated")]}{.type}={.status} {.reason}: {.message}{"\n"}{end}'
 kubectl exec demo-1 -- /testbox probe "$IP2:8080"
 kubectl patch subnet ovn-default --type=json -p '[{"op":"remove","path":"/spec/acls"}]' >/dev/null
 
@@ -158,8 +177,7 @@ kubectl annotate pod demo-1 kubernetes.io/egress-bandwidth=20M --overwrite >/dev
 sleep 1
 echo -n "with egress-bandwidth=20M:        "; mbps demo-1 demo-2 "$IP2:5201"
 kubectl annotate pod demo-1 kubernetes.io/egress-bandwidth=fast --overwrite >/dev/null
-sleep 1
-kubectl get events --field-selector involvedObject.name=demo-1,reason=InvalidBandwidth -o custom-columns=REASON:.reason,MESSAGE:.message | tail -1
+await "InvalidBandwidth" "" 20 kubectl get events --field-selector involvedObject.name=demo-1,reason=InvalidBandwidth -o custom-columns=REASON:.reason,MESSAGE:.message | tail -1
 kubectl annotate pod demo-1 kubernetes.io/egress-bandwidth- >/dev/null
 step "the clusters join one network: an InterConnect in each makes it an OVN-IC availability zone"
 for c in 1 2; do
@@ -304,7 +322,7 @@ spec:
   natOutgoing: true
   namespaces: [central]
 SUBNET
-sleep 2
+kubectl wait --for=condition=Ready subnet/central --timeout=60s >/dev/null
 testbox_pod c c1-n2 central
 kubectl -n central wait --for=condition=Ready pod/c --timeout=120s >/dev/null
 echo "OVN bound the subnet's health port to chassis:"
@@ -336,7 +354,7 @@ kind: Subnet
 metadata: {name: mv}
 spec: {cidrBlock: "10.216.0.0/24,fd00:216::/64", provider: attach/mv}
 ATTACH
-sleep 2
+kubectl wait --for=condition=Ready subnet/blue subnet/mv --timeout=60s >/dev/null
 for n in 1 2; do
   ips='"10.215.0.1'$n'", "fd00:215::1'$n'"'
   kubectl apply -f - >/dev/null <<POD
@@ -429,8 +447,7 @@ kind: FloatingIP
 metadata: {name: thief}
 spec: {subnet: ul100, addresses: [172.28.100.200], pod: {namespace: default, name: demo-1}}
 FIP
-sleep 2
-kubectl get floatingip thief -o jsonpath='{.status.conditions[0].reason}: {.status.conditions[0].message}{"\n"}'
+await "[A-Za-z]+: " "" 20 kubectl get floatingip thief -o jsonpath='{.status.conditions[0].reason}: {.status.conditions[0].message}{"\n"}'
 kubectl delete floatingip thief >/dev/null
 
 step "an egress IP: pods of namespaces labelled egress=yes leave through the external network as 172.28.100.210 / fd00:28:100::d2"
@@ -473,11 +490,14 @@ eval "$("$RIG" env c2 --dir "$DIR")"
 C2_KUBECONFIG=$KUBECONFIG
 eval "$("$RIG" env c1 --dir "$DIR")"
 step "kubectl kovn status: kovn-controller, every node's network, subnets, interconnect, MCS and BGP on one screen"
-PATH="$BIN:$PATH" kubectl kovn status --wait --timeout 2m || true
+# No --wait: the ForeignAZ's RoutesAgreed is False on purpose (vm-private is refused), so the
+# status never turns healthy; it is shown as it is, that problem included.
+PATH="$BIN:$PATH" kubectl kovn status || true
 step "kubectl kovn connectivity-test: pods on both nodes of c1 and c2 check every path, a pass/fail table"
 PATH="$BIN:$PATH" kubectl kovn connectivity-test --kubeconfigs "$C1_KUBECONFIG,$C2_KUBECONFIG" \
   --image kovn.io/kovn-probe:latest || true
 
+step_table
 cat <<MSG
 
 The rig is up (2 clusters joined by OVN-IC, dual stack).
