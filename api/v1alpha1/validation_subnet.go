@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/kovn/kovn/pkg/ovn/match"
+	"github.com/kovn/kovn/api/v1alpha1/match"
 )
 
 // CIDRs parses cidrBlock: one or two canonical CIDRs, at most one per family, each large enough

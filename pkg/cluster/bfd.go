@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
@@ -32,28 +31,14 @@ var GatewayBFDOptions = map[string]string{
 // EnsureGatewayBFD writes the GatewayBFDOptions missing from NB_Global; values present (an
 // InterConnect's, or an operator's) stay.
 func EnsureGatewayBFD(ctx context.Context, c libovsdb.Client) error {
-	var rows []nb.NBGlobal
-	if err := c.List(ctx, &rows); err != nil {
-		return err
-	}
-	if len(rows) != 1 {
-		return fmt.Errorf("NB_Global has %d rows, want 1", len(rows))
-	}
-	missing := map[string]string{}
-	for k, v := range GatewayBFDOptions {
-		if _, ok := rows[0].Options[k]; !ok {
-			missing[k] = v
+	_, err := ovn.UpdateGlobal(ctx, c, func(m *nb.NBGlobal) ovn.GlobalChange {
+		missing := map[string]string{}
+		for k, v := range GatewayBFDOptions {
+			if _, ok := m.Options[k]; !ok {
+				missing[k] = v
+			}
 		}
-	}
-	m := nb.NBGlobal{UUID: rows[0].UUID}
-	muts := ovn.MapMutations(&m.Options, rows[0].Options, missing, nil)
-	if len(muts) == 0 {
-		return nil
-	}
-	ops, err := c.Where(&m).Mutate(&m, muts...)
-	if err != nil {
-		return err
-	}
-	_, err = ovn.Transact(ctx, c, ops)
+		return ovn.GlobalChange{Mutations: ovn.MapMutations(&m.Options, m.Options, missing, nil)}
+	})
 	return err
 }

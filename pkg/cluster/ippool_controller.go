@@ -42,7 +42,7 @@ func (r *IPPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	rs, err := p.Spec.Ranges()
 	if err == nil {
-		err = r.State.IPAM.AddOrUpdatePool(p.Spec.Subnet, p.Name, rs)
+		err = r.State.IPAM.AddOrUpdatePool(p.Spec.Subnet, p.Name, ipamRanges(rs))
 	}
 	if err != nil {
 		set(false, kovnv1.ReasonOf(err), err.Error())

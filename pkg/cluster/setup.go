@@ -133,7 +133,7 @@ func Restore(ctx context.Context, c client.Client, st *State) error {
 	}
 	for _, p := range pools.Items {
 		if rs, err := p.Spec.Ranges(); err == nil {
-			_ = st.IPAM.AddOrUpdatePool(p.Spec.Subnet, p.Name, rs)
+			_ = st.IPAM.AddOrUpdatePool(p.Spec.Subnet, p.Name, ipamRanges(rs))
 		}
 	}
 	var ips kovnv1.IPList

@@ -15,8 +15,9 @@ import (
 	"github.com/ovn-org/libovsdb/model"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/api/v1alpha1/match"
 	"github.com/kovn/kovn/pkg/cluster/topology"
-	"github.com/kovn/kovn/pkg/ovn/match"
+	"github.com/kovn/kovn/pkg/ipam"
 	"github.com/kovn/kovn/pkg/ovn/model/nb"
 )
 
@@ -176,12 +177,24 @@ func older(a, b *kovnv1.Subnet) bool {
 	return a.Name < b.Name
 }
 
-func mustExcludes(sn *kovnv1.Subnet) []kovnv1.IPRange {
+func mustExcludes(sn *kovnv1.Subnet) []ipam.Range {
 	rs, _ := sn.Spec.ExcludeRanges() // validated before
 	for _, a := range sn.Spec.ExternalGatewayAddrs() {
 		rs = append(rs, kovnv1.IPRange{First: a, Last: a}) // the router's own, never a pod's
 	}
-	return rs
+	return ipamRanges(rs)
+}
+
+// ipamRanges converts the API's ranges to the IPAM's (which imports no kovn package).
+func ipamRanges(rs []kovnv1.IPRange) []ipam.Range {
+	if rs == nil {
+		return nil
+	}
+	out := make([]ipam.Range, len(rs))
+	for i, r := range rs {
+		out[i] = ipam.Range(r)
+	}
+	return out
 }
 
 // underlay resolves an underlay subnet's Vlan to its physical network; nil for overlay subnets.

@@ -127,23 +127,18 @@ func forForeign(in Input, f ForeignIn, deny []netip.Prefix) ForeignDesired {
 
 	// Advertised: a static route per agreed prefix on the peering router, towards the Vpc.
 	for _, p := range sortedPrefixes(f.Advertise) {
-		via, ok := sameFamilyAddr(vpcLink, p)
+		via, ok := topology.SameFamily(vpcLink, p.Addr())
 		switch {
 		case !ok || coveredBy(p, deny):
 			d.NotAdvertised = append(d.NotAdvertised, p)
 			continue
 		}
 		d.Advertised = append(d.Advertised, p)
-		sh.Routes = append(sh.Routes, topology.StaticRoute{Router: peer, Prefix: p.String(), Nexthop: via.String()})
+		sh.Routes = append(sh.Routes, topology.StaticRoute{Router: peer, Prefix: p.String(), Nexthop: via.Addr().String()})
 	}
 	d.Learned, d.Refused = splitForeign(f)
-	for _, p := range d.Refused {
-		if _, inside := overlapping(p, f.VpcCIDRs); inside {
-			d.Overlapping = append(d.Overlapping, p)
-		}
-	}
 	for _, p := range d.Learned {
-		via, ok := sameFamilyAddr(peerLink, p)
+		via, ok := topology.SameFamily(peerLink, p.Addr())
 		if !ok {
 			continue
 		}
@@ -151,7 +146,7 @@ func forForeign(in Input, f ForeignIn, deny []netip.Prefix) ForeignDesired {
 		// router to the clusterset on kovn-ts, leaking the foreign prefix to AZs the foreign
 		// AZ never agreed to answer.
 		sh.Policies = append(sh.Policies, topology.Policy{Router: f.VpcRouter, Priority: topology.PriorityForeignAZ,
-			Action: "reroute", Match: fmt.Sprintf("%s.dst == %s", family(p), p), Nexthops: []string{via.String()}})
+			Action: "reroute", Match: fmt.Sprintf("%s.dst == %s", family(p), p), Nexthops: []string{via.Addr().String()}})
 	}
 	for _, a := range f.Accept {
 		if !slices.ContainsFunc(d.Learned, func(p netip.Prefix) bool { return coveredBy(p, []netip.Prefix{a}) }) {
@@ -159,21 +154,33 @@ func forForeign(in Input, f ForeignIn, deny []netip.Prefix) ForeignDesired {
 		}
 	}
 	d.Unadvertised = sortedPrefixes(d.Unadvertised)
+	sortRefused(in, f, &d)
+	d.Shard = sh
+	return d
+}
+
+// sortRefused files each of d.Refused, in one pass: Overlapping when inside the Vpc's subnets
+// (else it lies outside AcceptCIDRs), and Deny when the blacklist may carry it, Unblocked when
+// it overlaps a local subnet or a prefix the clusterset advertises (the blacklist would
+// withdraw or refuse those too).
+func sortRefused(in Input, f ForeignIn, d *ForeignDesired) {
 	var clusterset []netip.Prefix
 	for _, ps := range in.Remote {
 		clusterset = append(clusterset, ps...)
 	}
+	local := append(slices.Clone(in.LocalCIDRs), f.VpcCIDRs...)
 	for _, p := range d.Refused {
-		if _, local := overlapping(p, append(slices.Clone(in.LocalCIDRs), f.VpcCIDRs...)); local {
-			d.Unblocked = append(d.Unblocked, p)
-		} else if _, theirs := overlapping(p, clusterset); theirs {
+		if _, inside := overlapping(p, f.VpcCIDRs); inside {
+			d.Overlapping = append(d.Overlapping, p)
+		}
+		_, isLocal := overlapping(p, local)
+		_, theirs := overlapping(p, clusterset)
+		if isLocal || theirs {
 			d.Unblocked = append(d.Unblocked, p)
 		} else {
 			d.Deny = append(d.Deny, p)
 		}
 	}
-	d.Shard = sh
-	return d
 }
 
 // splitForeign sorts the foreign AZ's prefixes into learned (inside an accepted CIDR and
@@ -187,15 +194,6 @@ func splitForeign(f ForeignIn) (learned, refused []netip.Prefix) {
 		}
 	}
 	return learned, refused
-}
-
-func sameFamilyAddr(nets []netip.Prefix, like netip.Prefix) (netip.Addr, bool) {
-	for _, n := range nets {
-		if n.Addr().Is4() == like.Addr().Is4() {
-			return n.Addr(), true
-		}
-	}
-	return netip.Addr{}, false
 }
 
 func family(p netip.Prefix) string {

@@ -42,9 +42,9 @@ func (r *Reconciler) foreignPeerings(ctx context.Context, icnbc libovsdb.Client,
 		return nil, err
 	}
 	slices.SortFunc(list.Items, func(a, b kovnv1.ForeignAZ) int { return strings.Compare(a.Name, b.Name) })
-	used := map[int]bool{}
+	links := linkAllocation{used: map[int]bool{}, taken: map[int]bool{}}
 	for _, o := range list.Items {
-		used[int(o.Status.LinkIndex)] = true
+		links.used[int(o.Status.LinkIndex)] = true
 	}
 	if r.foreignGood == nil {
 		r.foreignGood = map[string]ForeignIn{}
@@ -52,40 +52,61 @@ func (r *Reconciler) foreignPeerings(ctx context.Context, icnbc libovsdb.Client,
 	var out []foreignPeering
 	switches := map[string]string{} // transit switch -> the ForeignAZ using it
 	for i := range list.Items {
-		o := &list.Items[i]
-		p := foreignPeering{obj: o}
-		in, err := r.parseForeign(ctx, o, localAZ, switches)
-		if err == nil {
-			err = ensureTransitSwitch(ctx, icnbc, in.TransitSwitch)
-		}
-		if err != nil {
-			p.invalid = err
-			p.in, p.good = r.foreignGood[o.Name]
-			p.in.Remote = cs.tsRoutes[p.in.TransitSwitch][p.in.AZ]
-			out = append(out, p)
-			continue
-		}
-		switches[in.TransitSwitch] = o.Name
-		in.LinkIndex = int(o.Status.LinkIndex)
-		if in.LinkIndex < 1 || in.LinkIndex > MaxForeignLinks || slices.ContainsFunc(out, func(q foreignPeering) bool { return q.in.LinkIndex == in.LinkIndex }) {
-			in.LinkIndex = 0
-			for j := 1; j <= MaxForeignLinks && in.LinkIndex == 0; j++ {
-				if !used[j] {
-					in.LinkIndex, used[j] = j, true
-				}
-			}
-			if in.LinkIndex == 0 {
-				p.invalid = fmt.Errorf("no free link network: %d ForeignAZs use them", MaxForeignLinks)
-				out = append(out, p)
-				continue
-			}
-		}
-		in.Remote = cs.tsRoutes[in.TransitSwitch][in.AZ]
-		p.in, p.good = in, true
-		r.foreignGood[o.Name] = in
+		p := r.resolvePeering(ctx, icnbc, &list.Items[i], localAZ, cs, switches, links)
+		links.taken[p.in.LinkIndex] = true
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// linkAllocation is what the link indexes of a reconcile's peerings are chosen from: used are
+// those any ForeignAZ's status names, taken those given to the peerings resolved so far.
+type linkAllocation struct {
+	used, taken map[int]bool
+}
+
+// resolvePeering resolves one ForeignAZ (see foreignPeerings); a spec that is invalid, or
+// whose transit switch cannot be created, keeps the last good one. switches are the transit
+// switches taken by the ForeignAZs resolved so far.
+func (r *Reconciler) resolvePeering(ctx context.Context, icnbc libovsdb.Client, o *kovnv1.ForeignAZ, localAZ string, cs clusterset,
+	switches map[string]string, links linkAllocation) foreignPeering {
+	p := foreignPeering{obj: o}
+	in, err := r.parseForeign(ctx, o, localAZ, switches)
+	if err == nil {
+		err = ensureTransitSwitch(ctx, icnbc, in.TransitSwitch)
+	}
+	if err != nil {
+		p.invalid = err
+		p.in, p.good = r.foreignGood[o.Name]
+		p.in.Remote = cs.tsRoutes[p.in.TransitSwitch][p.in.AZ]
+		return p
+	}
+	switches[in.TransitSwitch] = o.Name
+	if in.LinkIndex = allocLinkIndex(links.used, links.taken, int(o.Status.LinkIndex)); in.LinkIndex == 0 {
+		p.invalid = fmt.Errorf("no free link network: %d ForeignAZs use them", MaxForeignLinks)
+		return p
+	}
+	in.Remote = cs.tsRoutes[in.TransitSwitch][in.AZ]
+	p.in, p.good = in, true
+	r.foreignGood[o.Name] = in
+	return p
+}
+
+// allocLinkIndex keeps a ForeignAZ's current link index while it is in range and no peering
+// resolved before it in this reconcile took it (two statuses can name one index, e.g. restored
+// from a backup); else it takes the lowest index no ForeignAZ's status names and marks it
+// used, so the next new ForeignAZ of the same reconcile gets another. 0: none is free.
+func allocLinkIndex(used, taken map[int]bool, current int) int {
+	if current >= 1 && current <= MaxForeignLinks && !taken[current] {
+		return current
+	}
+	for j := 1; j <= MaxForeignLinks; j++ {
+		if !used[j] {
+			used[j] = true
+			return j
+		}
+	}
+	return 0
 }
 
 // parseForeign checks a ForeignAZ's spec against what CEL cannot see; switches are the transit

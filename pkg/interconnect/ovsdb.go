@@ -3,7 +3,6 @@ package interconnect
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -29,41 +28,20 @@ var ownedOptions = []string{"ic-route-adv", "ic-route-learn", "ic-route-blacklis
 // az "" and nil options take the cluster out: name cleared, options removed. No transaction
 // when nothing changes.
 func applyNBGlobal(ctx context.Context, c libovsdb.Client, az string, options map[string]string) error {
-	var rows []nb.NBGlobal
-	if err := c.List(ctx, &rows); err != nil {
-		return err
-	}
-	if len(rows) != 1 {
-		return fmt.Errorf("NB_Global has %d rows, want 1", len(rows))
-	}
-	row := rows[0]
 	want := map[string]string{}
 	for _, k := range ownedOptions {
 		if v, ok := options[k]; ok {
 			want[k] = v
 		}
 	}
-	var ops []ovsdb.Operation
-	m := nb.NBGlobal{UUID: row.UUID}
-	if muts := ovn.MapMutations(&m.Options, row.Options, want, ownedOptions); len(muts) > 0 {
-		o, err := c.Where(&m).Mutate(&m, muts...)
-		if err != nil {
-			return err
+	_, err := ovn.UpdateGlobal(ctx, c, func(m *nb.NBGlobal) ovn.GlobalChange {
+		ch := ovn.GlobalChange{Mutations: ovn.MapMutations(&m.Options, m.Options, want, ownedOptions)}
+		if m.Name != az {
+			m.Name = az
+			ch.Updates = []interface{}{&m.Name}
 		}
-		ops = append(ops, o...)
-	}
-	if row.Name != az {
-		m.Name = az
-		o, err := c.Where(&m).Update(&m, &m.Name)
-		if err != nil {
-			return err
-		}
-		ops = append(ops, o...)
-	}
-	if len(ops) == 0 {
-		return nil
-	}
-	_, err := ovn.Transact(ctx, c, ops)
+		return ch
+	})
 	return err
 }
 
@@ -302,20 +280,16 @@ const joinedKeyPrefix = "kovn.io/joined/"
 // recordJoin records (once: an insert mutation keeps an existing key) when az joined, creating
 // IC_NB_Global if no tool has yet, and returns every AZ's join time.
 func recordJoin(ctx context.Context, c libovsdb.Client, az string, now time.Time) (map[string]time.Time, error) {
-	var rows []icnb.ICNBGlobal
-	if err := c.List(ctx, &rows); err != nil {
-		return nil, err
-	}
 	key := joinedKeyPrefix + az
-	var ops []ovsdb.Operation
-	var err error
-	switch {
-	case len(rows) == 0:
-		ops, err = c.Create(&icnb.ICNBGlobal{ExternalIDs: map[string]string{key: now.UTC().Format(time.RFC3339Nano)}})
-	case rows[0].ExternalIDs[key] == "":
-		m := icnb.ICNBGlobal{UUID: rows[0].UUID}
-		ops, err = c.Where(&m).Mutate(&m, ovn.MapMutations(&m.ExternalIDs, rows[0].ExternalIDs,
-			map[string]string{key: now.UTC().Format(time.RFC3339Nano)}, nil)...)
+	stamp := map[string]string{key: now.UTC().Format(time.RFC3339Nano)}
+	ops, row, err := ovn.UpdateGlobalOps(ctx, c, nil, func(m *icnb.ICNBGlobal) ovn.GlobalChange {
+		if m.ExternalIDs[key] != "" {
+			return ovn.GlobalChange{}
+		}
+		return ovn.GlobalChange{Mutations: ovn.MapMutations(&m.ExternalIDs, m.ExternalIDs, stamp, nil)}
+	})
+	if errors.Is(err, ovn.ErrNoGlobalRow) {
+		ops, err = c.Create(&icnb.ICNBGlobal{ExternalIDs: stamp})
 	}
 	if err != nil {
 		return nil, err
@@ -327,7 +301,7 @@ func recordJoin(ctx context.Context, c libovsdb.Client, az string, now time.Time
 		return map[string]time.Time{az: now}, nil // the others' are read next time
 	}
 	out := map[string]time.Time{}
-	for k, v := range rows[0].ExternalIDs {
+	for k, v := range row.ExternalIDs {
 		if name, ok := strings.CutPrefix(k, joinedKeyPrefix); ok {
 			if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
 				out[name] = t
@@ -337,18 +311,27 @@ func recordJoin(ctx context.Context, c libovsdb.Client, az string, now time.Time
 	return out, nil
 }
 
+// updateICNBGlobal commits change of IC_NB_Global; nothing happens while the row does not
+// exist yet (recordJoin creates it).
+func updateICNBGlobal(ctx context.Context, c libovsdb.Client, change func(m *icnb.ICNBGlobal) ovn.GlobalChange) error {
+	if _, err := ovn.UpdateGlobal(ctx, c, change); err != nil && !errors.Is(err, ovn.ErrNoGlobalRow) {
+		return err
+	}
+	return nil
+}
+
 // withdrawnKeyPrefix starts the IC_NB_Global external_ids key under which an AZ declares the
 // subnets it withdrew for a conflict ("kovn.io/withdrawn/<az>" = comma-separated CIDRs).
 const withdrawnKeyPrefix = "kovn.io/withdrawn/"
 
 // withdrawnBy reads every AZ's declaration but az's.
 func withdrawnBy(ctx context.Context, c libovsdb.Client, az string) map[string][]netip.Prefix {
-	var rows []icnb.ICNBGlobal
-	if err := c.List(ctx, &rows); err != nil || len(rows) == 0 {
+	row, err := ovn.GlobalRow[*icnb.ICNBGlobal](ctx, c)
+	if err != nil {
 		return nil
 	}
 	out := map[string][]netip.Prefix{}
-	for k, v := range rows[0].ExternalIDs {
+	for k, v := range row.ExternalIDs {
 		if name, ok := strings.CutPrefix(k, withdrawnKeyPrefix); ok && name != az {
 			for _, f := range strings.Split(v, ",") {
 				if p, err := netip.ParsePrefix(f); err == nil {
@@ -363,69 +346,37 @@ func withdrawnBy(ctx context.Context, c libovsdb.Client, az string) map[string][
 // declareWithdrawn sets az's declaration to prefixes (none: the key goes); no transaction when
 // it already says so.
 func declareWithdrawn(ctx context.Context, c libovsdb.Client, az string, prefixes []netip.Prefix) error {
-	var rows []icnb.ICNBGlobal
-	if err := c.List(ctx, &rows); err != nil || len(rows) == 0 {
-		return err
-	}
 	key, want := withdrawnKeyPrefix+az, strings.Join(prefixStrings(prefixes), ",")
 	wantIDs := map[string]string{}
 	if want != "" {
 		wantIDs[key] = want
 	}
-	m := icnb.ICNBGlobal{UUID: rows[0].UUID}
-	muts := ovn.MapMutations(&m.ExternalIDs, rows[0].ExternalIDs, wantIDs, []string{key})
-	if len(muts) == 0 {
-		return nil
-	}
-	ops, err := c.Where(&m).Mutate(&m, muts...)
-	if err != nil {
-		return err
-	}
-	_, err = ovn.Transact(ctx, c, ops)
-	return err
+	return updateICNBGlobal(ctx, c, func(m *icnb.ICNBGlobal) ovn.GlobalChange {
+		return ovn.GlobalChange{Mutations: ovn.MapMutations(&m.ExternalIDs, m.ExternalIDs, wantIDs, []string{key})}
+	})
 }
 
 // renameJoin moves AZ from's join record to to (unless to has one), so a renamed AZ keeps its
 // place in conflict precedence, and drops from's withdrawal declaration (the reconcile declares
 // again under the new name). Nothing happens when from has no record.
 func renameJoin(ctx context.Context, c libovsdb.Client, from, to string) error {
-	var rows []icnb.ICNBGlobal
-	if err := c.List(ctx, &rows); err != nil || len(rows) == 0 {
-		return err
-	}
-	ids := rows[0].ExternalIDs
-	joined, ok := ids[joinedKeyPrefix+from]
-	if !ok {
-		return nil
-	}
-	want := map[string]string{}
-	if ids[joinedKeyPrefix+to] == "" {
-		want[joinedKeyPrefix+to] = joined
-	}
-	m := icnb.ICNBGlobal{UUID: rows[0].UUID}
-	ops, err := c.Where(&m).Mutate(&m, ovn.MapMutations(&m.ExternalIDs, ids, want, []string{joinedKeyPrefix + from, withdrawnKeyPrefix + from})...)
-	if err != nil {
-		return err
-	}
-	_, err = ovn.Transact(ctx, c, ops)
-	return err
+	return updateICNBGlobal(ctx, c, func(m *icnb.ICNBGlobal) ovn.GlobalChange {
+		ids := m.ExternalIDs
+		joined, ok := ids[joinedKeyPrefix+from]
+		if !ok {
+			return ovn.GlobalChange{}
+		}
+		want := map[string]string{}
+		if ids[joinedKeyPrefix+to] == "" {
+			want[joinedKeyPrefix+to] = joined
+		}
+		return ovn.GlobalChange{Mutations: ovn.MapMutations(&m.ExternalIDs, ids, want, []string{joinedKeyPrefix + from, withdrawnKeyPrefix + from})}
+	})
 }
 
 // forgetJoin removes az's join record and withdrawal declaration (it left the set).
 func forgetJoin(ctx context.Context, c libovsdb.Client, az string) error {
-	var rows []icnb.ICNBGlobal
-	if err := c.List(ctx, &rows); err != nil || len(rows) == 0 {
-		return err
-	}
-	m := icnb.ICNBGlobal{UUID: rows[0].UUID}
-	muts := ovn.MapMutations(&m.ExternalIDs, rows[0].ExternalIDs, nil, []string{joinedKeyPrefix + az, withdrawnKeyPrefix + az})
-	if len(muts) == 0 {
-		return nil
-	}
-	ops, err := c.Where(&m).Mutate(&m, muts...)
-	if err != nil {
-		return err
-	}
-	_, err = ovn.Transact(ctx, c, ops)
-	return err
+	return updateICNBGlobal(ctx, c, func(m *icnb.ICNBGlobal) ovn.GlobalChange {
+		return ovn.GlobalChange{Mutations: ovn.MapMutations(&m.ExternalIDs, m.ExternalIDs, nil, []string{joinedKeyPrefix + az, withdrawnKeyPrefix + az})}
+	})
 }

@@ -5,8 +5,6 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"testing"
-
-	"github.com/kovn/kovn/api/v1alpha1"
 )
 
 // Benchmarks print figures only (go test -run '^$' -bench . ./pkg/ipam/); no time limits are
@@ -85,7 +83,7 @@ func BenchmarkUpdateSubnet50k(b *testing.B) {
 	}
 	cidrs := []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16")}
 	gws := []netip.Addr{netip.MustParseAddr("10.16.0.1")}
-	ex := []v1alpha1.IPRange{{First: netip.MustParseAddr("10.16.200.0"), Last: netip.MustParseAddr("10.16.200.255")}}
+	ex := []Range{{First: netip.MustParseAddr("10.16.200.0"), Last: netip.MustParseAddr("10.16.200.255")}}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -29,7 +29,11 @@ func addSpec(t testing.TB, m *IPAM, name string, spec v1alpha1.SubnetSpec) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.AddOrUpdateSubnet(name, cidrs, gws, ex); err != nil {
+	var exclude []Range
+	for _, r := range ex {
+		exclude = append(exclude, Range(r))
+	}
+	if err := m.AddOrUpdateSubnet(name, cidrs, gws, exclude); err != nil {
 		t.Fatalf("AddOrUpdateSubnet(%s): %v", name, err)
 	}
 }
@@ -60,15 +64,15 @@ func addrs(t testing.TB, ss ...string) []netip.Addr {
 	return out
 }
 
-func ranges(t testing.TB, ss ...string) []v1alpha1.IPRange {
+func ranges(t testing.TB, ss ...string) []Range {
 	t.Helper()
-	out := make([]v1alpha1.IPRange, len(ss))
+	out := make([]Range, len(ss))
 	for i, s := range ss {
 		r, err := v1alpha1.ParsePoolEntry(s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[i] = r
+		out[i] = Range(r)
 	}
 	return out
 }

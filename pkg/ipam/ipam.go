@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
-
-	"github.com/kovn/kovn/api/v1alpha1"
 )
 
 // Sentinel errors. Every error returned wraps exactly one of them with context, so callers pick
@@ -111,7 +109,7 @@ func (f *family) broadcast() netip.Addr {
 	if !f.prefix.Addr().Is4() {
 		return netip.Addr{}
 	}
-	return v1alpha1.PrefixRange(f.prefix).Last
+	return prefixRange(f.prefix).Last
 }
 
 // AddOrUpdateSubnet registers a subnet or replaces its configuration. cidrs holds one or two
@@ -120,7 +118,7 @@ func (f *family) broadcast() netip.Addr {
 // they no longer fit (see Misplaced): dropping them would hand a running pod's address to
 // another pod. A new gateway already held by a pod is refused with ErrConflict, since the
 // router port and the pod would then answer for the same address; the subnet is left unchanged.
-func (m *IPAM) AddOrUpdateSubnet(name string, cidrs []netip.Prefix, gateways []netip.Addr, exclude []v1alpha1.IPRange) error {
+func (m *IPAM) AddOrUpdateSubnet(name string, cidrs []netip.Prefix, gateways []netip.Addr, exclude []Range) error {
 	if name == "" {
 		return errorf(ErrInvalid, "subnet name is empty")
 	}
@@ -152,7 +150,7 @@ func (m *IPAM) AddOrUpdateSubnet(name string, cidrs []netip.Prefix, gateways []n
 }
 
 // buildFamilies validates a subnet's configuration and derives the per-family sets.
-func buildFamilies(cidrs []netip.Prefix, gateways []netip.Addr, exclude []ipRange) ([2]*family, error) {
+func buildFamilies(cidrs []netip.Prefix, gateways []netip.Addr, exclude []Range) ([2]*family, error) {
 	var fams [2]*family
 	if len(cidrs) == 0 || len(cidrs) > 2 {
 		return fams, errorf(ErrInvalid, "need one or two CIDRs, got %d", len(cidrs))
@@ -185,7 +183,7 @@ func buildFamilies(cidrs []netip.Prefix, gateways []netip.Addr, exclude []ipRang
 		}
 		f.gateway = g
 	}
-	var ex [2][]ipRange
+	var ex [2][]Range
 	for _, r := range exclude {
 		if !r.First.IsValid() || r.First.BitLen() != r.Last.BitLen() || r.First.Compare(r.Last) > 0 {
 			return fams, errorf(ErrInvalid, "exclude range %s is malformed", r)
@@ -196,12 +194,12 @@ func buildFamilies(cidrs []netip.Prefix, gateways []netip.Addr, exclude []ipRang
 		if f == nil {
 			continue
 		}
-		whole := rangeSet{v1alpha1.PrefixRange(f.prefix)}
+		whole := rangeSet{prefixRange(f.prefix)}
 		f.excluded = intersect(normalize(ex[i]), whole)
 		reserved := append(rangeSet{{First: f.prefix.Addr(), Last: f.prefix.Addr()}}, f.excluded...)
 		for _, a := range []netip.Addr{f.broadcast(), f.gateway} {
 			if a.IsValid() {
-				reserved = append(reserved, ipRange{First: a, Last: a})
+				reserved = append(reserved, Range{First: a, Last: a})
 			}
 		}
 		f.usable = subtract(whole, normalize(reserved))
@@ -218,7 +216,7 @@ func (s *subnet) rebuild() {
 	}
 	for i, f := range s.fams {
 		heldSet := addrSet(held[i])
-		var pooled []ipRange
+		var pooled []Range
 		for _, p := range s.pools {
 			if f == nil {
 				p.usable[i], p.free[i], p.used[i] = nil, nil, 0
@@ -256,11 +254,11 @@ func (m *IPAM) DeleteSubnet(name string) error {
 // subnet's CIDRs (ErrOutOfRange) and must not overlap another pool of the subnet (ErrConflict):
 // an address must belong to at most one pool. Gateway and excluded addresses inside a pool are
 // simply never handed out. Addresses already held by non-members are kept (see Misplaced).
-func (m *IPAM) AddOrUpdatePool(subnetName, name string, ranges []v1alpha1.IPRange) error {
+func (m *IPAM) AddOrUpdatePool(subnetName, name string, ranges []Range) error {
 	if name == "" || len(ranges) == 0 {
 		return errorf(ErrInvalid, "pool %q of subnet %s: a name and at least one range are required", name, subnetName)
 	}
-	var byFam [2][]ipRange
+	var byFam [2][]Range
 	for _, r := range ranges {
 		if !r.First.IsValid() || r.First.BitLen() != r.Last.BitLen() || r.First.Compare(r.Last) > 0 {
 			return errorf(ErrInvalid, "pool %s: range %s is malformed", name, r)
@@ -275,7 +273,7 @@ func (m *IPAM) AddOrUpdatePool(subnetName, name string, ranges []v1alpha1.IPRang
 	}
 	for _, r := range ranges {
 		f := s.fams[famIndex(r.First)]
-		if f == nil || !r.InPrefix(f.prefix) {
+		if f == nil || !r.inPrefix(f.prefix) {
 			return errorf(ErrOutOfRange, "pool %s: range %s is outside subnet %s", name, r, subnetName)
 		}
 	}

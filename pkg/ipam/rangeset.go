@@ -7,24 +7,20 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
-
-	"github.com/kovn/kovn/api/v1alpha1"
 )
-
-type ipRange = v1alpha1.IPRange
 
 // rangeSet is a set of addresses of one family kept as sorted, disjoint, non-adjacent inclusive
 // ranges. Free space is stored this way so that a v6 /64 costs a handful of ranges instead of 2^64
 // entries, and so that "lowest free address after the cursor" is one binary search.
-type rangeSet []ipRange
+type rangeSet []Range
 
 // normalize sorts rs and merges overlapping or adjacent ranges. The input is not modified.
-func normalize(rs []ipRange) rangeSet {
+func normalize(rs []Range) rangeSet {
 	if len(rs) == 0 {
 		return nil
 	}
 	in := slices.Clone(rs)
-	slices.SortFunc(in, func(a, b ipRange) int { return a.First.Compare(b.First) })
+	slices.SortFunc(in, func(a, b Range) int { return a.First.Compare(b.First) })
 	out := rangeSet{in[0]}
 	for _, r := range in[1:] {
 		last := &out[len(out)-1]
@@ -40,7 +36,7 @@ func normalize(rs []ipRange) rangeSet {
 }
 
 // touches reports whether b (which starts at or after a) overlaps a or starts right after it.
-func touches(a, b ipRange) bool {
+func touches(a, b Range) bool {
 	if a.First.BitLen() != b.First.BitLen() {
 		return false
 	}
@@ -75,7 +71,7 @@ func (s *rangeSet) remove(a netip.Addr) bool {
 		(*s)[i].Last = a.Prev()
 	default:
 		(*s)[i].Last = a.Prev()
-		*s = slices.Insert(*s, i+1, ipRange{First: a.Next(), Last: r.Last})
+		*s = slices.Insert(*s, i+1, Range{First: a.Next(), Last: r.Last})
 	}
 	return true
 }
@@ -97,7 +93,7 @@ func (s *rangeSet) insert(a netip.Addr) bool {
 	case right:
 		(*s)[i].First = a
 	default:
-		*s = slices.Insert(*s, i, ipRange{First: a, Last: a})
+		*s = slices.Insert(*s, i, Range{First: a, Last: a})
 	}
 	return true
 }
@@ -133,7 +129,7 @@ func subtract(a, b rangeSet) rangeSet {
 		cur, keep := r, true
 		for k := j; k < len(b) && b[k].First.Compare(cur.Last) <= 0; k++ {
 			if b[k].First.Compare(cur.First) > 0 {
-				out = append(out, ipRange{First: cur.First, Last: b[k].First.Prev()})
+				out = append(out, Range{First: cur.First, Last: b[k].First.Prev()})
 			}
 			if b[k].Last.Compare(cur.Last) >= 0 {
 				keep = false
@@ -154,7 +150,7 @@ func intersect(a, b rangeSet) rangeSet {
 	for i, j := 0, 0; i < len(a) && j < len(b); {
 		first, last := maxAddr(a[i].First, b[j].First), minAddr(a[i].Last, b[j].Last)
 		if first.Compare(last) <= 0 {
-			out = append(out, ipRange{First: first, Last: last})
+			out = append(out, Range{First: first, Last: last})
 		}
 		if a[i].Last.Compare(b[j].Last) < 0 {
 			i++
@@ -175,7 +171,7 @@ func (s rangeSet) size() uint64 {
 }
 
 // rangeLen is Last-First+1 in 128-bit arithmetic, saturated to a uint64.
-func rangeLen(r ipRange) uint64 {
+func rangeLen(r Range) uint64 {
 	if r.First.Is4() {
 		a, b := r.First.As4(), r.Last.As4()
 		return uint64(binary.BigEndian.Uint32(b[:])-binary.BigEndian.Uint32(a[:])) + 1
@@ -214,7 +210,7 @@ func addrSet(addrs []netip.Addr) rangeSet {
 			out[n-1].Last = a
 			continue
 		}
-		out = append(out, ipRange{First: a, Last: a})
+		out = append(out, Range{First: a, Last: a})
 	}
 	return out
 }

@@ -78,12 +78,12 @@ func TestSubtractIntersectAgainstModel(t *testing.T) {
 	const space = 48
 	rng := rand.New(rand.NewPCG(3, 4))
 	randomSet := func() (rangeSet, map[int]bool) {
-		var rs []ipRange
+		var rs []Range
 		m := map[int]bool{}
 		for k := rng.IntN(6); k > 0; k-- {
 			a := rng.IntN(space)
 			b := a + rng.IntN(space-a)
-			rs = append(rs, ipRange{First: v4(a), Last: v4(b)})
+			rs = append(rs, Range{First: v4(a), Last: v4(b)})
 			for x := a; x <= b; x++ {
 				m[x] = true
 			}
@@ -122,7 +122,7 @@ func TestRangeLenAndSize(t *testing.T) {
 		{"::/0", math.MaxUint64},
 	} {
 		p := netip.MustParsePrefix(tc.prefix)
-		r := ipRange{First: p.Addr(), Last: lastOf(p)}
+		r := Range{First: p.Addr(), Last: lastOf(p)}
 		if got := rangeLen(r); got != tc.want {
 			t.Errorf("rangeLen(%s)=%d, want %d", tc.prefix, got, tc.want)
 		}
@@ -148,7 +148,7 @@ func lastOf(p netip.Prefix) netip.Addr {
 
 func TestRangeSetEdges(t *testing.T) {
 	max4 := netip.MustParseAddr("255.255.255.255")
-	s := normalize([]ipRange{{First: netip.MustParseAddr("255.255.255.250"), Last: max4},
+	s := normalize([]Range{{First: netip.MustParseAddr("255.255.255.250"), Last: max4},
 		{First: netip.MustParseAddr("255.255.255.240"), Last: netip.MustParseAddr("255.255.255.249")}})
 	if len(s) != 1 || s[0].Last != max4 {
 		t.Fatalf("normalize at the top of the space: %v", s)
@@ -163,7 +163,7 @@ func TestRangeSetEdges(t *testing.T) {
 		t.Fatal("next on an empty set")
 	}
 	got := addrSet([]netip.Addr{v4(5), v4(3), v4(4), v4(9), v4(9)})
-	if len(got) != 2 || got[0] != (ipRange{First: v4(3), Last: v4(5)}) || got[1] != (ipRange{First: v4(9), Last: v4(9)}) {
+	if len(got) != 2 || got[0] != (Range{First: v4(3), Last: v4(5)}) || got[1] != (Range{First: v4(9), Last: v4(9)}) {
 		t.Fatalf("addrSet: %v", got)
 	}
 }

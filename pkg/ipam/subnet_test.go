@@ -13,7 +13,7 @@ func TestAddOrUpdateSubnetInvalid(t *testing.T) {
 		subnet  string
 		cidrs   []string
 		gws     []string
-		exclude []v1alpha1.IPRange
+		exclude []Range
 		frag    string
 	}{
 		{"no name", "", []string{"10.0.0.0/24"}, nil, nil, "name is empty"},
@@ -27,9 +27,9 @@ func TestAddOrUpdateSubnetInvalid(t *testing.T) {
 		{"gateway is network", "sn", []string{"10.0.0.0/24"}, []string{"10.0.0.0"}, nil, "network or broadcast"},
 		{"gateway is broadcast", "sn", []string{"10.0.0.0/24"}, []string{"10.0.0.255"}, nil, "network or broadcast"},
 		{"reversed exclude", "sn", []string{"10.0.0.0/24"}, nil,
-			[]v1alpha1.IPRange{{First: netip.MustParseAddr("10.0.0.9"), Last: netip.MustParseAddr("10.0.0.2")}}, "malformed"},
+			[]Range{{First: netip.MustParseAddr("10.0.0.9"), Last: netip.MustParseAddr("10.0.0.2")}}, "malformed"},
 		{"mixed exclude", "sn", []string{"10.0.0.0/24"}, nil,
-			[]v1alpha1.IPRange{{First: netip.MustParseAddr("10.0.0.9"), Last: netip.MustParseAddr("fd00::1")}}, "malformed"},
+			[]Range{{First: netip.MustParseAddr("10.0.0.9"), Last: netip.MustParseAddr("fd00::1")}}, "malformed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var gws []netip.Addr
@@ -220,7 +220,7 @@ func TestPoolConfig(t *testing.T) {
 	wantErr(t, m.AddOrUpdatePool("sn", "p", ranges(t, "10.0.0.250..10.0.1.2")), ErrOutOfRange, "outside subnet sn")
 	wantErr(t, m.AddOrUpdatePool("sn", "p", nil), ErrInvalid, "at least one range")
 	wantErr(t, m.AddOrUpdatePool("sn", "", ranges(t, "10.0.0.10")), ErrInvalid, "a name")
-	wantErr(t, m.AddOrUpdatePool("sn", "p", []v1alpha1.IPRange{{}}), ErrInvalid, "malformed")
+	wantErr(t, m.AddOrUpdatePool("sn", "p", []Range{{}}), ErrInvalid, "malformed")
 	wantErr(t, m.AddOrUpdatePool("sn", "p", ranges(t, "10.0.0.10..10.0.0.20")), nil, "")
 	wantErr(t, m.AddOrUpdatePool("sn", "q", ranges(t, "10.0.0.20..10.0.0.30")), ErrConflict, "overlaps pool p")
 	// Updating a pool with its own ranges is not an overlap.

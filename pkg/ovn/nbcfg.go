@@ -14,21 +14,15 @@ import (
 // BumpNbCfg increments NB_Global.nb_cfg and returns the new value. Each ovn-controller writes
 // the value to its Chassis_Private row once it has installed the flows of that configuration.
 func BumpNbCfg(ctx context.Context, c client.Client) (int64, error) {
-	var rows []nb.NBGlobal
-	if err := c.List(ctx, &rows); err != nil {
-		return 0, err
-	}
-	if len(rows) != 1 {
-		return 0, fmt.Errorf("NB_Global has %d rows, want 1", len(rows))
-	}
-	m := nb.NBGlobal{UUID: rows[0].UUID}
-	ops, err := c.Where(&m).Mutate(&m, model.Mutation{Field: &m.NbCfg, Mutator: ovsdb.MutateOperationAdd, Value: 1})
+	ops, row, err := UpdateGlobalOps(ctx, c, nil, func(m *nb.NBGlobal) GlobalChange {
+		return GlobalChange{Mutations: []model.Mutation{{Field: &m.NbCfg, Mutator: ovsdb.MutateOperationAdd, Value: 1}}}
+	})
 	if err != nil {
 		return 0, err
 	}
 	// Read the value back in the same transaction: the cache may lag another writer's bump.
 	ops = append(ops, ovsdb.Operation{Op: ovsdb.OperationSelect, Table: nb.NBGlobalTable,
-		Where: []ovsdb.Condition{ovsdb.NewCondition("_uuid", ovsdb.ConditionEqual, ovsdb.UUID{GoUUID: m.UUID})}, Columns: []string{"nb_cfg"}})
+		Where: []ovsdb.Condition{ovsdb.NewCondition("_uuid", ovsdb.ConditionEqual, ovsdb.UUID{GoUUID: row.UUID})}, Columns: []string{"nb_cfg"}})
 	res, err := Transact(ctx, c, ops)
 	if err != nil {
 		return 0, err

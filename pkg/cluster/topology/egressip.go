@@ -37,7 +37,7 @@ type EgressIPIn struct {
 func ForEgressIP(in EgressIPIn) Shard {
 	sh := Shard{OwnerType: OwnerEgressIP, Owner: in.Name}
 	for _, ext := range in.Addresses {
-		hop, ok := sameFamily(in.Nexthops, ext)
+		hop, ok := SameFamily(in.Nexthops, ext)
 		if !ok {
 			continue
 		}

@@ -42,7 +42,7 @@ type FloatingPair struct {
 func ForFloatingIP(in FloatingIPIn) Shard {
 	sh := Shard{OwnerType: OwnerFloatingIP, Owner: in.Name}
 	for _, p := range in.Pairs {
-		hop, ok := sameFamily(in.Nexthops, p.Logical)
+		hop, ok := SameFamily(in.Nexthops, p.Logical)
 		if !ok || p.External.Is4() != p.Logical.Is4() {
 			continue
 		}
@@ -56,13 +56,4 @@ func ForFloatingIP(in FloatingIPIn) Shard {
 	}
 	sortPolicies(sh.Policies)
 	return sh
-}
-
-func sameFamily(as []netip.Addr, like netip.Addr) (netip.Addr, bool) {
-	for _, a := range as {
-		if a.Is4() == like.Is4() {
-			return a, true
-		}
-	}
-	return netip.Addr{}, false
 }
