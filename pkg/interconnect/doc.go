@@ -1,8 +1,9 @@
-// Package interconnect will make each cluster an OVN-IC availability zone: transit switches,
-// the cluster router's transit port bound to gateway chassis with priorities (BFD failover),
-// ic-route-adv/learn with filters for what must not leak (join subnet, node addresses) and
-// conflict detection reported on the InterConnect object, plus the OVN_ClusterSet store that
-// MCS builds on. Not implemented yet: it arrives with the interconnect issue. The rig already
-// runs the IC-NB/IC-SB databases for rigs of two or more clusters, and pkg/ovn has their
-// generated models (model/icnb, model/icsb).
+// Package interconnect makes each cluster an OVN-IC availability zone of a clusterset: the
+// InterConnect reconciler joins the AZ (IC-NB join record, transit switches, the cluster
+// router's transit port bound to gateway chassis with priorities and BFD failover), turns on
+// ic-route-adv/learn with filters for what must not leak (join subnet, node addresses), reports
+// conflicts (overlapping CIDRs) on the InterConnect, and leaves again on delete. The desired
+// model is computed by the pure For from what the reconcile read; join.go writes it per
+// database in a fixed order. ForeignAZ peers a Vpc with an OVN AZ kovn does not run (foreign*.go).
+// The clusterset store MCS builds on lives in the mcs subpackage.
 package interconnect
