@@ -49,9 +49,17 @@ images:
 generate:
 	hack/update-codegen.sh
 
-vet:
-	$(GO) vet ./...
-	@unformatted=$$(gofmt -l api cmd pkg test); [ -z "$$unformatted" ] || { echo "gofmt needed: $$unformatted"; exit 1; }
+## golangci-lint, built from its Go module pinned in hack/tools/golangci (its own go.mod, as helm's)
+GOLANGCI := $(BIN)/golangci-lint
+$(GOLANGCI): hack/tools/golangci/go.mod hack/tools/golangci/go.sum
+	@mkdir -p $(BIN)
+	cd hack/tools/golangci && $(GO) build -o $(GOLANGCI) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+## vet: golangci-lint with the linters .golangci.yml keeps (govet among them), and gofmt
+vet: $(GOLANGCI)
+	@unformatted=$$(gofmt -l api cmd pkg test hack docs deploy); [ -z "$$unformatted" ] || { echo "gofmt needed: $$unformatted"; exit 1; }
+	$(GOLANGCI) run ./...
+
 
 ## unit: unit tests (no rig); deploy/'s render the chart with the real helm
 unit: $(HELM)

@@ -66,9 +66,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("--selector: %w", err)
 	}
-	for _, n := range splitList(*dns) {
-		cfg.DNSNames = append(cfg.DNSNames, n)
-	}
+	cfg.DNSNames = append(cfg.DNSNames, splitList(*dns)...)
 	for _, a := range splitList(*external) {
 		ip, err := netip.ParseAddr(a)
 		if err != nil {
@@ -167,7 +165,7 @@ func exportService(ctx context.Context, cfg *rest.Config, namespace, name string
 
 func ensureExport(ctx context.Context, cfg *rest.Config, namespace, name string) error {
 	scheme := runtime.NewScheme()
-	if err := mcsv1.AddToScheme(scheme); err != nil {
+	if err := mcsv1.Install(scheme); err != nil {
 		return err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})

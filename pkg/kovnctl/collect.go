@@ -21,7 +21,7 @@ import (
 // NewClient is a client for the kinds kubectl-kovn reads.
 func NewClient(cfg *rest.Config) (client.Client, error) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kovnv1.AddToScheme, mcsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kovnv1.AddToScheme, mcsv1.Install} {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}

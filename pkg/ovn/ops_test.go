@@ -148,12 +148,12 @@ func TestDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, err := ovn.MutateOps(c, nil, sw, model.Mutation{Field: &sw.Ports, Mutator: ovsdb.MutateOperationDelete, Value: []string{p1.UUID}})
+	_, err = ovn.MutateOps(c, nil, sw, model.Mutation{Field: &sw.Ports, Mutator: ovsdb.MutateOperationDelete, Value: []string{p1.UUID}})
 	if err == nil || !strings.Contains(err.Error(), "re-read it from the cache") {
 		t.Fatalf("MutateOps with a stale named UUID = %v, want an error", err)
 	}
 	sw = allSwitches(t, c)[0]
-	ops, err = ovn.DeleteOps(ctx, c, nil, &nb.LogicalSwitchPort{Name: "p1"})
+	ops, err := ovn.DeleteOps(ctx, c, nil, &nb.LogicalSwitchPort{Name: "p1"})
 	if err != nil {
 		t.Fatal(err)
 	}

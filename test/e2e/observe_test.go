@@ -732,15 +732,6 @@ func (c *cluster) lossyFromNodes(t *testing.T, kinds ...string) []string {
 	return out
 }
 
-func containsAll(have, want []string) bool {
-	for _, w := range want {
-		if !slices.Contains(have, w) {
-			return false
-		}
-	}
-	return true
-}
-
 // nodeAppctl runs ovs-appctl against node n's ovs-vswitchd (diagnostics).
 func nodeAppctl(cfg rig.Config, n int, args ...string) string {
 	ctl := filepath.Join(filepath.Dir(cfg.OVSDBSocket(1, n)), "ovs-vswitchd.ctl")

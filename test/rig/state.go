@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -126,5 +125,3 @@ func writePids(file string, ps []Proc) error {
 	}
 	return os.Rename(tmp, file)
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }

@@ -139,7 +139,7 @@ func (t *tx) aclModel(a topology.ACL) *nb.ACL {
 		m.Name = &name
 	}
 	if a.LogSeverity != "" {
-		m.Log, m.Severity, m.Meter = true, ptr.To(nb.ACLSeverity(a.LogSeverity)), ptr.To(topology.ACLLogMeter)
+		m.Log, m.Severity, m.Meter = true, ptr.To(a.LogSeverity), ptr.To(topology.ACLLogMeter)
 	}
 	return m
 }
@@ -265,7 +265,7 @@ func ProgrammedACLLogging(ctx context.Context, c client.Client, namespace, name 
 		if !r.Log {
 			continue
 		}
-		sev := string(ptr.Deref(r.Severity, ""))
+		sev := ptr.Deref(r.Severity, "")
 		switch _, rule, _ := strings.Cut(r.ExternalIDs[topology.PolicyRuleKey], "/"); rule {
 		case "deny":
 			out.Deny = sev

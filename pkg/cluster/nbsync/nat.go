@@ -23,7 +23,7 @@ func (t *tx) syncNATs() {
 	}
 	done := map[string]bool{}
 	for _, cur := range findOwned(t, &nb.NAT{ExternalIDs: ownerProbe(t.sh)}) {
-		k := natKey(cur.ExternalIDs[ovn.ParentKey], string(cur.Type), cur.ExternalIP, cur.LogicalIP)
+		k := natKey(cur.ExternalIDs[ovn.ParentKey], cur.Type, cur.ExternalIP, cur.LogicalIP)
 		i, ok := want[k]
 		if !ok || done[k] {
 			detach(t, t.parentRouter(cur.ExternalIDs, routerNATs, cur.UUID), routerNATs, cur.UUID)
@@ -63,7 +63,7 @@ func (t *tx) syncNATs() {
 
 // natRow is n as a NAT row, gw its gateway port's UUID ("" for none).
 func natRow(n topology.NAT, gw string, ids map[string]string) nb.NAT {
-	m := nb.NAT{Type: nb.NATType(n.Type), ExternalIP: n.ExternalIP.String(), LogicalIP: n.LogicalIP.String(), ExternalIDs: ids}
+	m := nb.NAT{Type: n.Type, ExternalIP: n.ExternalIP.String(), LogicalIP: n.LogicalIP.String(), ExternalIDs: ids}
 	if gw != "" {
 		m.GatewayPort = &gw
 	}

@@ -117,7 +117,7 @@ func (r *ImportReconciler) ensureDerived(ctx context.Context, im Import, si *mcs
 	case err != nil:
 		return nil, err
 	case !metav1.IsControlledBy(&cur, si):
-		return nil, fmt.Errorf("Service %s/%s exists and is not kovn's derived Service of this import: not touched", cur.Namespace, cur.Name)
+		return nil, fmt.Errorf("Service %s/%s exists and is not kovn's derived Service of this import: not touched", cur.Namespace, cur.Name) //nolint:staticcheck // ST1005: "Service" is the kind's name
 	case (cur.Spec.ClusterIP == corev1.ClusterIPNone) != (want.Spec.ClusterIP == corev1.ClusterIPNone) ||
 		!slices.Equal(cur.Spec.IPFamilies, want.Spec.IPFamilies):
 		if err := r.Delete(ctx, &cur); err != nil {

@@ -37,7 +37,7 @@ func TestMCSMetrics(t *testing.T) {
 			Spec: mcsv1.ServiceImportSpec{Type: mcsv1.Headless}},
 	}
 	scheme := runtime.NewScheme()
-	if err := mcsv1.AddToScheme(scheme); err != nil {
+	if err := mcsv1.Install(scheme); err != nil {
 		t.Fatal(err)
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithRuntimeObjects(objs...).Build()
