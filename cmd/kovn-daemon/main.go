@@ -35,8 +35,8 @@ import (
 	nadv1 "github.com/kovn/kovn/api/nad/v1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
-	"github.com/kovn/kovn/pkg/cluster"
 	"github.com/kovn/kovn/pkg/cni"
+	"github.com/kovn/kovn/pkg/contract"
 	"github.com/kovn/kovn/pkg/node"
 	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/underlay"
@@ -181,7 +181,7 @@ func run(cfg node.Config, ovsDB string) error {
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:  {Field: fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName)},
 			&corev1.Node{}: {Field: fields.OneTermEqualSelector("metadata.name", cfg.NodeName)},
-			&kovnv1.IP{}:   {Label: labels.SelectorFromSet(labels.Set{cluster.LabelNode: cfg.NodeName})},
+			&kovnv1.IP{}:   {Label: labels.SelectorFromSet(labels.Set{contract.LabelNode: cfg.NodeName})},
 		}}})
 	if err != nil {
 		return err

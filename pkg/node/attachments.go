@@ -15,8 +15,8 @@ import (
 
 	nadv1 "github.com/kovn/kovn/api/nad/v1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
-	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/cni"
+	"github.com/kovn/kovn/pkg/contract"
 	"github.com/kovn/kovn/pkg/netattach"
 )
 
@@ -120,7 +120,7 @@ func (p *PodNetworks) definition(ctx context.Context, podNS string, sel netattac
 // this pod, interface and network, on this node) and the Subnet providing that network.
 // Gateways are only those the pod named in default-route.
 func (p *PodNetworks) attachmentNetwork(ctx context.Context, pod *corev1.Pod, sel netattach.Selection) (*cni.PodNetwork, error) {
-	name := topology.AttachmentPortName(pod.Namespace, pod.Name, sel.Interface)
+	name := contract.AttachmentPortName(pod.Namespace, pod.Name, sel.Interface)
 	var ip kovnv1.IP
 	if err := p.Client.Get(ctx, types.NamespacedName{Name: name}, &ip); err != nil {
 		return nil, fmt.Errorf("network %s (%s): kovn-controller has not recorded its addresses yet (IP %s: %v; see the pod's events)",

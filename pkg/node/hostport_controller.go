@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
-	"github.com/kovn/kovn/pkg/cluster/topology"
+	"github.com/kovn/kovn/pkg/contract"
 )
 
 // HostPortReconciler keeps the node's hostPort translation (hostports.go) equal to the
@@ -73,7 +73,7 @@ func (r *HostPortReconciler) mappings(ctx context.Context) ([]HostPortMapping, e
 			continue
 		}
 		var ip kovnv1.IP
-		err := r.Get(ctx, types.NamespacedName{Name: topology.PodPortName(pod.Namespace, pod.Name)}, &ip)
+		err := r.Get(ctx, types.NamespacedName{Name: contract.PodPortName(pod.Namespace, pod.Name)}, &ip)
 		if apierrors.IsNotFound(err) {
 			continue // not allocated yet: the IP object's creation brings another pass
 		} else if err != nil {

@@ -24,8 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kovn/kovn/pkg/annotation"
-	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/cni"
+	"github.com/kovn/kovn/pkg/contract"
 	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/ovn/model/vswitch"
 )
@@ -188,7 +188,7 @@ func (r *MirrorReconciler) selectedPorts(ctx context.Context) ([]string, bool, e
 			continue
 		}
 		if r.Mode == MirrorAll || p.Annotations[MirrorAnnotation] == "true" {
-			want[topology.PodPortName(p.Namespace, p.Name)] = true
+			want[contract.PodPortName(p.Namespace, p.Name)] = true
 		}
 	}
 	if len(want) == 0 { // the usual case in annotated mode: no scan of the node's interfaces

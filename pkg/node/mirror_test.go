@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/cni"
+	"github.com/kovn/kovn/pkg/contract"
 	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/ovn/model/vswitch"
 	"github.com/kovn/kovn/pkg/ovn/ovntest"
@@ -106,7 +106,7 @@ func TestMirrors(t *testing.T) {
 	}
 	pods := []*corev1.Pod{pod("a", true, false), pod("b", false, false), pod("h", true, true)}
 	for _, p := range pods[:2] {
-		if err := attach.Attach(context.Background(), "veth-"+p.Name, topology.PodPortName("ns", p.Name), nil); err != nil {
+		if err := attach.Attach(context.Background(), "veth-"+p.Name, contract.PodPortName("ns", p.Name), nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
-	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/cni"
+	"github.com/kovn/kovn/pkg/contract"
 )
 
 // +kubebuilder:rbac:groups=kovn.io,resources=ips,verbs=get;list;watch
@@ -78,7 +78,7 @@ func (p *PodNetworks) podNetwork(ctx context.Context, namespace, name, uid strin
 		return nil, fmt.Errorf("pod %s/%s has uid %s, not %s: %w", namespace, name, pod.UID, uid, cni.ErrPodNotFound)
 	}
 	var ip kovnv1.IP
-	port := topology.PodPortName(namespace, name)
+	port := contract.PodPortName(namespace, name)
 	if err := p.Client.Get(ctx, types.NamespacedName{Name: port}, &ip); err != nil {
 		return nil, fmt.Errorf("pod %s/%s: kovn-controller has not recorded its addresses yet (IP %s: %v; see the pod's events)", namespace, name, port, err)
 	}

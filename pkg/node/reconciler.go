@@ -20,7 +20,7 @@ import (
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
-	"github.com/kovn/kovn/pkg/cluster/topology"
+	"github.com/kovn/kovn/pkg/contract"
 	"github.com/kovn/kovn/pkg/nodecond"
 )
 
@@ -105,7 +105,7 @@ func joinConfig(n *corev1.Node, mtu int) (JoinConfig, bool, error) {
 	if err != nil {
 		return JoinConfig{}, false, fmt.Errorf("node annotation %s: %w", annotation.JoinMAC, err)
 	}
-	jc := JoinConfig{Gateways: gws, MAC: mac, IfaceID: topology.NodePortName(n.Name), MTU: mtu}
+	jc := JoinConfig{Gateways: gws, MAC: mac, IfaceID: contract.NodePortName(n.Name), MTU: mtu}
 	for i, ip := range ips {
 		if cidrs[i].Addr().Is4() != ip.Is4() || gws[i].Is4() != ip.Is4() {
 			return JoinConfig{}, false, fmt.Errorf("node join annotations mix address families: ip %s, cidr %s, gateway %s", ip, cidrs[i], gws[i])
