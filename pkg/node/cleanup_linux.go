@@ -8,6 +8,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/kovn/kovn/pkg/hostnet"
 )
 
 // removeRoutes deletes the routes kovn-daemon installed (RouteProtocol, main table: SyncRoutes'
@@ -19,7 +21,7 @@ func (c *cleanup) removeRoutes() {
 		name   string
 		family int
 	}{{"IPv4", netlink.FAMILY_V4}, {"IPv6", netlink.FAMILY_V6}} {
-		routes, err := netlink.RouteListFiltered(fam.family, &netlink.Route{Protocol: RouteProtocol}, netlink.RT_FILTER_PROTOCOL)
+		routes, err := hostnet.RouteListFiltered(fam.family, &netlink.Route{Protocol: RouteProtocol}, netlink.RT_FILTER_PROTOCOL)
 		if errors.Is(err, unix.EAFNOSUPPORT) {
 			continue // a kernel without IPv6 has no IPv6 routes to hold
 		}

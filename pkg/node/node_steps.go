@@ -12,6 +12,7 @@ import (
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
+	"github.com/kovn/kovn/pkg/hostnet"
 )
 
 // Names of the node steps, as they appear in events and logs.
@@ -43,7 +44,7 @@ func (r *Reconciler) realOps() *nodeOps {
 		},
 		routes:     SyncRoutes,
 		nat:        SyncNAT,
-		forwarding: EnableForwarding,
+		forwarding: hostnet.EnableForwarding,
 		cniConfig:  func() error { return WriteCNIConfig(r.Cfg.CNIConfDir, r.Cfg.CNISocket, r.Cfg.MTU) },
 	}
 }

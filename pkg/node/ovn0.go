@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"slices"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kovn/kovn/pkg/cni"
+	"github.com/kovn/kovn/pkg/hostnet"
 )
 
 // Ovn0 is the node's port on the join subnet.
@@ -39,7 +39,7 @@ func EnsureOvn0(ctx context.Context, ovs libovsdb.Client, bridge string, jc Join
 	if err := cni.NewOVSAttacher(ovs, bridge).AttachInternal(ctx, Ovn0, jc.IfaceID, jc.MAC); err != nil {
 		return nil, err
 	}
-	link, err := cni.WaitLink(ctx, Ovn0, 30*time.Second)
+	link, err := hostnet.WaitLink(ctx, Ovn0, 30*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +64,7 @@ func EnsureOvn0(ctx context.Context, ovs libovsdb.Client, bridge string, jc Join
 		return nil, err
 	}
 	// Packets ovn0 sends enter the userspace datapath, which does not fill offloaded checksums.
-	if err := cni.SetTxChecksum(Ovn0, false); err != nil {
+	if err := hostnet.SetTxChecksum(Ovn0, false); err != nil {
 		return nil, fmt.Errorf("disable tx checksum offload on %s: %w", Ovn0, err)
 	}
 	return link, nil
@@ -82,7 +82,7 @@ func setAddrs(link netlink.Link, ips []netip.Prefix) error {
 		}
 	}
 	for _, p := range ips {
-		if err := netlink.AddrReplace(link, cni.AddrNoDAD(p)); err != nil {
+		if err := netlink.AddrReplace(link, hostnet.AddrNoDAD(p)); err != nil {
 			return fmt.Errorf("address %s on %s: %w", p, link.Attrs().Name, err)
 		}
 	}
@@ -94,7 +94,7 @@ func setAddrs(link netlink.Link, ips []netip.Prefix) error {
 // address does not reset its DAD state, so a "dadfailed" address would stay unusable for good.
 // Added again afterwards, without DAD, it is usable at once.
 func dropDADStuck(link netlink.Link, ips []netip.Prefix) error {
-	cur, err := netlink.AddrList(link, netlink.FAMILY_V6)
+	cur, err := hostnet.AddrList(link, netlink.FAMILY_V6)
 	if err != nil {
 		return fmt.Errorf("list addresses of %s: %w", link.Attrs().Name, err)
 	}
@@ -117,12 +117,8 @@ func dropDADStuck(link netlink.Link, ips []netip.Prefix) error {
 // second IPv6 default route, into the cluster, for as long as forwarding is not on yet (with
 // forwarding on the kernel ignores RAs anyway).
 func ipv6Sysctls(ifName string) error {
-	if err := cni.EnableIPv6(ifName); err != nil {
+	if err := hostnet.EnableIPv6(ifName); err != nil {
 		return err
 	}
-	path := "/proc/sys/net/ipv6/conf/" + ifName + "/accept_ra"
-	if err := os.WriteFile(path, []byte("0"), 0o644); err != nil {
-		return fmt.Errorf("ignore router advertisements on %s: %w", ifName, err)
-	}
-	return nil
+	return hostnet.IgnoreRouterAdvertisements(ifName)
 }

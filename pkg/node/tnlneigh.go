@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/kovn/kovn/pkg/hostnet"
 	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/ovn/model/vswitch"
 )
@@ -232,7 +233,7 @@ type kernelNeighbourKey struct {
 // kernelNeighbours is the kernel's neighbour table (both families, every link) in one dump, the
 // entries without a MAC left out.
 func kernelNeighbours() (map[kernelNeighbourKey]kernelNeighbour, error) {
-	neighs, err := netlink.NeighList(0, netlink.FAMILY_ALL)
+	neighs, err := hostnet.NeighList(0, netlink.FAMILY_ALL)
 	if err != nil {
 		return nil, fmt.Errorf("kernel neighbour table: %w", err)
 	}

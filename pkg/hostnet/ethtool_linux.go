@@ -1,4 +1,4 @@
-package cni
+package hostnet
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package cni
+package hostnet
 
 import (
 	"encoding/binary"
@@ -43,7 +43,7 @@ type announcement struct {
 	close func() error
 }
 
-// announceAddrs announces ips with mac on ifName inside ns. The sockets are opened inside
+// AnnounceIn announces ips with mac on ifName inside ns. The sockets are opened inside
 // ns and keep sending there after the thread has left it (a socket belongs to the netns
 // it was created in), so only opening them needs inNetNS. The first round is sent before
 // returning, which is all an ADD waits for (a few hundred microseconds); the repeats go
@@ -51,9 +51,9 @@ type announcement struct {
 // for the repeats. Later failures (the pod deleted meanwhile) go to log only.
 // The returned error covers opening and the first round; announcing is an optimisation,
 // so the caller only logs it.
-func announceAddrs(log logr.Logger, ns netns.NsHandle, ifName string, mac net.HardwareAddr, ips []netip.Prefix) error {
+func AnnounceIn(log logr.Logger, ns netns.NsHandle, ifName string, mac net.HardwareAddr, ips []netip.Prefix) error {
 	var annErr error
-	if err := inNetNS(ns, func() error {
+	if err := InNetNS(ns, func() error {
 		annErr = AnnounceHere(log, ifName, mac, ips) // the sockets stay in ns after the thread leaves it
 		return nil
 	}); err != nil {
@@ -63,7 +63,7 @@ func announceAddrs(log logr.Logger, ns netns.NsHandle, ifName string, mac net.Ha
 }
 
 // AnnounceHere announces ips with mac on ifName in the calling thread's netns, as
-// announceAddrs does for a pod: the first round before returning, the repeats from a
+// AnnounceIn does for a pod: the first round before returning, the repeats from a
 // goroutine. kovn-daemon uses it when a node's addresses move to another interface.
 func AnnounceHere(log logr.Logger, ifName string, mac net.HardwareAddr, ips []netip.Prefix) error {
 	anns, openErr := openAnnouncements(ifName, mac, ips)

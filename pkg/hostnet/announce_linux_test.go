@@ -1,10 +1,7 @@
-package cni
+package hostnet
 
 import (
-	"bytes"
-	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -15,6 +12,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/kovn/kovn/pkg/hostnet/netnstest"
 )
 
 var (
@@ -63,7 +62,7 @@ func newAnnPair(t *testing.T) *annPair {
 		t.Fatal(err)
 	}
 	defer bNS.Close()
-	err = withNetNS(p.a, func() error {
+	err = WithNetNS(p.a, func() error {
 		la := netlink.NewLinkAttrs()
 		la.Name, la.HardwareAddr = "a0", annMAC
 		veth := &netlink.Veth{LinkAttrs: la, PeerName: "b0", PeerNamespace: netlink.NsFd(bNS)}
@@ -73,7 +72,7 @@ func newAnnPair(t *testing.T) *annPair {
 		return upWithAddrs("a0", "10.99.0.1/24", "fd00:99::1/64")
 	})
 	if err == nil {
-		err = withNetNS(p.b, func() error {
+		err = WithNetNS(p.b, func() error {
 			if err := upWithAddrs("b0", "10.99.0.2/24", "fd00:99::2/64"); err != nil {
 				return err
 			}
@@ -103,7 +102,7 @@ func newAnnPair(t *testing.T) *annPair {
 func waitMulticastRoute(path, ifName string) error {
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		err := withNetNS(path, func() error {
+		err := WithNetNS(path, func() error {
 			_, err := netlink.RouteGetWithOptions(net.ParseIP("ff02::1"), &netlink.RouteGetOptions{Oif: ifName})
 			return err
 		})
@@ -134,7 +133,7 @@ func upWithAddrs(ifName string, addrs ...string) error {
 // poisonB makes B map A's addresses to wrongMAC, as a neighbour of A's predecessor would.
 func (p *annPair) poisonB(t *testing.T, state int) {
 	t.Helper()
-	err := withNetNS(p.b, func() error {
+	err := WithNetNS(p.b, func() error {
 		for _, ip := range []netip.Addr{annV4, annV6} {
 			family := netlink.FAMILY_V4
 			if ip.Is6() {
@@ -156,7 +155,7 @@ func (p *annPair) poisonB(t *testing.T, state int) {
 func (p *annPair) bNeighbour(t *testing.T, ip netip.Addr) string {
 	t.Helper()
 	var mac string
-	err := withNetNS(p.b, func() error {
+	err := WithNetNS(p.b, func() error {
 		neighs, err := netlink.NeighList(p.bIndex, netlink.FAMILY_ALL)
 		for _, n := range neighs {
 			if n.IP.Equal(ip.AsSlice()) {
@@ -192,7 +191,7 @@ func (p *annPair) announce(t *testing.T) time.Duration {
 	ips := []netip.Prefix{netip.MustParsePrefix("10.99.0.1/24"), netip.MustParsePrefix("fd00:99::1/64")}
 	start := time.Now()
 	// Discard: the repeats may log after the test has ended, which testr does not allow.
-	err := announceAddrs(logr.Discard(), p.aNS, "a0", p.aMAC, ips)
+	err := AnnounceIn(logr.Discard(), p.aNS, "a0", p.aMAC, ips)
 	took := time.Since(start)
 	if err != nil {
 		t.Fatalf("announcing: %v", err)
@@ -211,103 +210,27 @@ func TestAnnounceUpdatesNeighbours(t *testing.T) {
 			t.Fatalf("B's entry for %s is %q before announcing, want %s", annV4, got, wrongMAC)
 		}
 		took := p.announce(t)
-		t.Logf("state %#x: announceAddrs returned after %s", state, took)
+		t.Logf("state %#x: AnnounceIn returned after %s", state, took)
 		p.waitLearned(t, fmt.Sprintf("after announcing (state %#x)", state))
 	}
 }
 
 // TestAnnounceRepeats: the announcement goes out announceCount times, announceInterval
-// apart, after announceAddrs has returned; each copy is what the RFCs ask for (NA from the
+// apart, after AnnounceIn has returned; each copy is what the RFCs ask for (NA from the
 // announced address to all-nodes with hop limit 255, ARP as built).
 func TestAnnounceRepeats(t *testing.T) {
 	p := newAnnPair(t)
 	var fd int
-	if err := withNetNS(p.b, func() (err error) { fd, err = capture(p.bIndex); return err }); err != nil {
+	if err := WithNetNS(p.b, func() (err error) { fd, err = netnstest.Capture(p.bIndex); return err }); err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
 	p.announce(t)
-	arps, nas := collectAnnouncements(t, fd, annV4, annV6, p.aMAC, announceInterval*announceCount+time.Second, announceCount)
+	arps, nas := netnstest.CollectAnnouncements(t, fd, annV4, annV6, p.aMAC, announceInterval*announceCount+time.Second, announceCount)
 	if len(arps) != announceCount || len(nas) != announceCount {
 		t.Fatalf("B saw %d gratuitous ARPs and %d neighbour advertisements, want %d each", len(arps), len(nas), announceCount)
 	}
 	if gap := arps[len(arps)-1].Sub(arps[0]); gap < announceInterval {
 		t.Errorf("the announcements came within %s, want them spread over %s", gap, announceInterval*(announceCount-1))
 	}
-}
-
-// collectAnnouncements reads frames from fd for up to wait (less once it has want of each)
-// and returns when it saw the gratuitous ARPs for v4 and the advertisements for v6 from mac.
-func collectAnnouncements(t *testing.T, fd int, v4, v6 netip.Addr, mac net.HardwareAddr, wait time.Duration, want int) (arps, nas []time.Time) {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for (len(arps) < want || len(nas) < want) && time.Now().Before(deadline) {
-		frame, err := readFrame(fd)
-		if err != nil || !bytes.Equal(frame[6:12], mac) {
-			continue // timeout, or someone else's traffic
-		}
-		switch {
-		case bytes.Equal(frame, gratuitousARP(v4, mac)):
-			arps = append(arps, time.Now())
-		case isNA(t, frame, v6, mac):
-			nas = append(nas, time.Now())
-		}
-	}
-	return arps, nas
-}
-
-// isNA reports whether frame is the advertisement of target at mac, and checks its IPv6
-// header: from target (the socket is bound to it), to ff02::1, hop limit 255.
-func isNA(t *testing.T, frame []byte, target netip.Addr, mac net.HardwareAddr) bool {
-	t.Helper()
-	if len(frame) < 14+40+4 || binary.BigEndian.Uint16(frame[12:14]) != unix.ETH_P_IPV6 {
-		return false
-	}
-	ip6, icmp := frame[14:54], frame[54:]
-	if ip6[6] != 58 || icmp[0] != 136 {
-		return false
-	}
-	want := neighborAdvert(target, mac)
-	if !bytes.Equal(icmp[4:], want[4:]) {
-		t.Errorf("NA body %x, want %x", icmp[4:], want[4:])
-	}
-	src, dst := netip.AddrFrom16([16]byte(ip6[8:24])), netip.AddrFrom16([16]byte(ip6[24:40]))
-	if src != target || dst != netip.MustParseAddr("ff02::1") || ip6[7] != 255 {
-		t.Errorf("NA from %s to %s with hop limit %d, want from %s to ff02::1 with 255", src, dst, ip6[7], target)
-	}
-	if !bytes.Equal(frame[0:6], []byte{0x33, 0x33, 0, 0, 0, 1}) {
-		t.Errorf("NA sent to MAC %s, want 33:33:00:00:00:01", net.HardwareAddr(frame[0:6]))
-	}
-	return true
-}
-
-// capture opens a packet socket receiving every frame on the interface ifIndex (calling
-// thread's netns), with a short receive timeout.
-func capture(ifIndex int) (int, error) {
-	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
-	if err != nil {
-		return -1, err
-	}
-	err = unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifIndex})
-	if err == nil {
-		tv := unix.NsecToTimeval((50 * time.Millisecond).Nanoseconds())
-		err = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-	}
-	if err != nil {
-		unix.Close(fd)
-		return -1, err
-	}
-	return fd, nil
-}
-
-func readFrame(fd int) ([]byte, error) {
-	buf := make([]byte, 2048)
-	n, _, err := unix.Recvfrom(fd, buf, 0)
-	if err != nil {
-		return nil, err
-	}
-	if n < 14 {
-		return nil, errors.New("runt frame")
-	}
-	return buf[:n], nil
 }
