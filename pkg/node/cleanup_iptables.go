@@ -1,14 +1,14 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"strings"
+
+	"github.com/kovn/kovn/pkg/hostnet"
 )
 
 // kovnChainPrefix starts the name of every iptables chain kovn makes (nat.go, nodeports.go,
@@ -48,7 +48,7 @@ func parseKovnTables(save string) []kovnTable {
 				out[cur].chains = append(out[cur].chains, f[0])
 			}
 		case strings.HasPrefix(line, "-A "):
-			f := saveFields(line)
+			f := hostnet.RuleFields(line)
 			// Rules inside kovn chains go with their chain; only the other chains' jumps need a -D.
 			if len(f) < 2 || strings.HasPrefix(f[1], kovnChainPrefix) {
 				continue
@@ -78,43 +78,11 @@ func ruleTarget(fields []string) string {
 	return ""
 }
 
-// saveFields splits an iptables-save line into words as iptables-restore does: a double-quoted
-// string (a comment) is one word, with \" and \\ inside it unescaped. A comment mentioning
-// "-j KOVN-..." is then no jump.
-func saveFields(line string) []string {
-	var fields []string
-	var word strings.Builder
-	inWord, quoted := false, false
-	for i := 0; i < len(line); i++ {
-		ch := line[i]
-		switch {
-		case ch == '\\' && quoted && i+1 < len(line):
-			i++
-			word.WriteByte(line[i])
-		case ch == '"':
-			quoted, inWord = !quoted, true
-		case (ch == ' ' || ch == '\t') && !quoted:
-			if inWord {
-				fields = append(fields, word.String())
-				word.Reset()
-				inWord = false
-			}
-		default:
-			word.WriteByte(ch)
-			inWord = true
-		}
-	}
-	if inWord {
-		fields = append(fields, word.String())
-	}
-	return fields
-}
-
-// kovnRemovalRules is the iptables-restore --noflush input that removes every kovn chain of
-// tables, in one transaction per table: each chain is declared (which, with --noflush, empties
-// it, and with it the jumps between kovn chains), then the other chains' jumps to them are
-// deleted rule by rule, then the chains. Chains kovn does not own are not touched. "" when
-// there is nothing to remove.
+// kovnRemovalRules is the removal of every kovn chain of tables, written as iptables-restore
+// --noflush input would say it (removeKovnTables does exactly these steps, and a failure
+// reports them): per table each chain is emptied (and with it the jumps between kovn
+// chains), then the other chains' jumps to them are deleted rule by rule, then the chains.
+// Chains kovn does not own are not touched. "" when there is nothing to remove.
 func kovnRemovalRules(tables []kovnTable) string {
 	var b strings.Builder
 	for _, t := range tables {
@@ -153,39 +121,34 @@ func describeChains(t kovnTable) []string {
 	return out
 }
 
+// kovnTableNames are the tables the clean-up looks at: every table iptables-save shows.
+var kovnTableNames = []string{"raw", "mangle", "nat", "filter", "security"}
+
 // removeChains removes every kovn chain of one family, with the jumps to it, in all tables.
-// A family whose tools are not installed, or IPv6 on a kernel without it, is not looked at:
+// A family whose tool is not installed, or IPv6 on a kernel without it, is not looked at:
 // kovn-daemon could not have written chains there either.
-func (c *cleanup) removeChains(ctx context.Context, fam natFamily) {
-	save := fam.iptables + "-save"
-	for _, tool := range []string{save, fam.restore} {
-		if _, err := exec.LookPath(tool); err != nil {
-			c.left("%s iptables chains: not looked at, %s is not installed", fam.name, tool)
-			return
-		}
+func (c *cleanup) removeChains(_ context.Context, fam natFamily) {
+	fw, err := hostFirewall.Family(fam.is4)
+	if err != nil {
+		c.left("%s iptables chains: not looked at, %s is not installed", fam.name, hostFirewall.Tool(fam.is4))
+		return
 	}
 	if _, err := os.Stat("/proc/sys/net/ipv6"); !fam.is4 && errors.Is(err, fs.ErrNotExist) {
 		c.left("%s iptables chains: not looked at, the kernel has no IPv6", fam.name)
 		return
 	}
 	item := fmt.Sprintf("%s iptables chains %s*", fam.name, kovnChainPrefix)
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, save)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	save, err := savedTables(fw)
 	if err != nil {
-		c.failed(item, fmt.Errorf("%s: %w: %s", save, err, strings.TrimSpace(stderr.String())))
+		c.failed(item, err)
 		return
 	}
-	tables := parseKovnTables(string(out))
-	rules := kovnRemovalRules(tables)
-	if rules == "" {
+	tables := parseKovnTables(save)
+	if len(tables) == 0 {
 		return
 	}
-	cmd = exec.CommandContext(ctx, fam.restore, "--noflush")
-	cmd.Stdin = strings.NewReader(rules)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		c.failed(item, fmt.Errorf("%s: %w: %s (input:\n%s)", fam.restore, err, strings.TrimSpace(string(out)), rules))
+	if err := removeKovnTables(fw, tables); err != nil {
+		c.failed(item, fmt.Errorf("%w (removal:\n%s)", err, kovnRemovalRules(tables)))
 		return
 	}
 	for _, t := range tables {
@@ -193,4 +156,58 @@ func (c *cleanup) removeChains(ctx context.Context, fam natFamily) {
 			c.removed("%s iptables %s", fam.name, line)
 		}
 	}
+}
+
+// savedTables lists one family's tables chain by chain in iptables-save's layout, which
+// parseKovnTables reads. A table the kernel does not have is left out.
+func savedTables(fw *hostnet.FirewallFamily) (string, error) {
+	var b strings.Builder
+	for _, table := range kovnTableNames {
+		chains, err := fw.Chains(table)
+		if hostnet.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("listing %s chains of %s: %w", fw.Name(), table, err)
+		}
+		var rules []string
+		for _, ch := range chains {
+			r, err := fw.Rules(table, ch)
+			if err != nil {
+				return "", fmt.Errorf("listing %s chain %s of %s: %w", fw.Name(), ch, table, err)
+			}
+			rules = append(rules, r...)
+		}
+		fmt.Fprintf(&b, "*%s\n", table)
+		for _, ch := range chains {
+			fmt.Fprintf(&b, ":%s - [0:0]\n", ch)
+		}
+		for _, r := range rules {
+			fmt.Fprintf(&b, "%s\n", r)
+		}
+		b.WriteString("COMMIT\n")
+	}
+	return b.String(), nil
+}
+
+// removeKovnTables takes the steps kovnRemovalRules writes down, table by table.
+func removeKovnTables(fw *hostnet.FirewallFamily, tables []kovnTable) error {
+	for _, t := range tables {
+		for _, ch := range t.chains {
+			if err := fw.FlushChain(t.name, ch); err != nil {
+				return fmt.Errorf("emptying %s chain %s: %w", t.name, ch, err)
+			}
+		}
+		for _, j := range t.jumps {
+			if err := fw.DeleteRule(t.name, j.from, hostnet.RuleFields(j.rule)[2:]...); err != nil {
+				return fmt.Errorf("deleting %s jump %q: %w", t.name, j.rule, err)
+			}
+		}
+		for _, ch := range t.chains {
+			if err := fw.DeleteChain(t.name, ch); err != nil {
+				return fmt.Errorf("deleting %s chain %s: %w", t.name, ch, err)
+			}
+		}
+	}
+	return nil
 }

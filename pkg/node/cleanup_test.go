@@ -91,15 +91,6 @@ COMMIT
 	}
 }
 
-// A quoted comment is one word, its escaped quotes unescaped, as iptables-restore reads it.
-func TestSaveFields(t *testing.T) {
-	got := saveFields(`-A PREROUTING -m comment --comment "say \"-j KOVN-X\" here" -j ACCEPT`)
-	want := []string{"-A", "PREROUTING", "-m", "comment", "--comment", `say "-j KOVN-X" here`, "-j", "ACCEPT"}
-	if !slices.Equal(got, want) {
-		t.Errorf("fields %q, want %q", got, want)
-	}
-}
-
 // Only mappings kovn wrote go: provider to br-<provider> that kovn owns or that no longer
 // exists. An admin's mapping to a bridge of their own stays, even one named like kovn's.
 func TestKovnMappings(t *testing.T) {

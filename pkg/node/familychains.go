@@ -7,7 +7,7 @@ import (
 
 // familyChains writes a reconciler's iptables chains for both families, each only when its
 // rendered text differs from what was last written successfully: an unchanged cluster costs
-// no iptables-restore, and a family that failed is written again on the next pass.
+// no iptables call, and a family that failed is written again on the next pass.
 type familyChains struct {
 	mu   sync.Mutex
 	last map[bool]string

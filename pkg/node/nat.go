@@ -1,38 +1,31 @@
 package node
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net/netip"
-	"os/exec"
 	"slices"
 	"strings"
 )
 
-// natChain is kovn's own nat chain, jumped to from POSTROUTING; it is rewritten whole on every
-// sync, so it never accumulates stale rules.
+// natChain is kovn's own nat chain, jumped to from POSTROUTING; every sync makes it hold exactly
+// the wanted rules, so it never accumulates stale ones.
 const natChain = "KOVN-POSTROUTING"
 
-// natFamily is one IP family's packet filter tools: iptables and ip6tables keep separate
-// tables, so each family's chain is written with its own pair.
+// natFamily is one IP family: iptables and ip6tables keep separate tables, so each family's
+// chain is written on its own.
 type natFamily struct {
-	name     string // for errors: "IPv4"
-	is4      bool
-	iptables string
-	restore  string
+	name string // for errors: "IPv4"
+	is4  bool
 }
 
-var natFamilies = []natFamily{
-	{name: "IPv4", is4: true, iptables: "iptables", restore: "iptables-restore"},
-	{name: "IPv6", is4: false, iptables: "ip6tables", restore: "ip6tables-restore"},
-}
+var natFamilies = []natFamily{{name: "IPv4", is4: true}, {name: "IPv6", is4: false}}
 
 // SyncNAT masquerades traffic of natOutgoing subnets that leaves the cluster's own CIDRs, in
 // both IP families: IPv4 through iptables, IPv6 through ip6tables, each into its own
 // KOVN-POSTROUTING chain. A family with no natOutgoing CIDR still has its chain rewritten
 // (emptied), so a subnet that stops NATing loses its rules. iptables is the node's packet
-// filter here (an exec, not an OVSDB CLI). Both families are attempted even if one fails.
+// filter here, driven through hostnet's Firewall. Both families are attempted even if one fails.
 func SyncNAT(natCIDRs, clusterCIDRs []netip.Prefix) error {
 	var errs []error
 	for _, fam := range natFamilies {
@@ -78,30 +71,16 @@ func hasFamily(ps []netip.Prefix, is4 bool) bool {
 	return slices.ContainsFunc(ps, func(p netip.Prefix) bool { return p.IsValid() && p.Addr().Is4() == is4 })
 }
 
-// sync makes sure natChain exists and POSTROUTING jumps to it, then replaces the chain's rules
-// with rules. A node without the family's tools is only an error if there is something to NAT
-// in that family: an IPv4-only node need not have ip6tables.
+// sync makes sure natChain exists and POSTROUTING jumps to it, then makes the chain hold
+// rules. A node without the family's tool is only an error if there is something to NAT in
+// that family: an IPv4-only node need not have ip6tables.
 func (f natFamily) sync(rules string, needed bool) error {
-	for _, tool := range []string{f.iptables, f.restore} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if !needed {
-				return nil
-			}
-			return fmt.Errorf("%s is needed to masquerade %s traffic of natOutgoing subnets: %w", tool, f.name, err)
+	fw, err := hostFirewall.Family(f.is4)
+	if err != nil {
+		if !needed {
+			return nil
 		}
+		return fmt.Errorf("%s is needed to masquerade %s traffic of natOutgoing subnets: %w", hostFirewall.Tool(f.is4), f.name, err)
 	}
-	if out, err := exec.Command(f.iptables, "-t", "nat", "-N", natChain).CombinedOutput(); err != nil && !strings.Contains(string(out), "exists") {
-		return fmt.Errorf("%s -N %s: %v: %s", f.iptables, natChain, err, out)
-	}
-	if exec.Command(f.iptables, "-t", "nat", "-C", "POSTROUTING", "-j", natChain).Run() != nil {
-		if out, err := exec.Command(f.iptables, "-t", "nat", "-I", "POSTROUTING", "-j", natChain).CombinedOutput(); err != nil {
-			return fmt.Errorf("%s jump to %s: %v: %s", f.iptables, natChain, err, out)
-		}
-	}
-	cmd := exec.Command(f.restore, "--noflush")
-	cmd.Stdin = bytes.NewBufferString(rules)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("%s: %v: %s", f.restore, err, out)
-	}
-	return nil
+	return applyChainsTo(fw, []chainJump{{"nat", "POSTROUTING", natChain}}, rules)
 }

@@ -1,13 +1,9 @@
 package node
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"net/netip"
-	"os/exec"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -190,35 +186,6 @@ func localEndpoints(slices []discoveryv1.EndpointSlice, node string) []LocalEndp
 func applyNodePortRules(is4 bool, rules string) error {
 	return applyChains(is4, []chainJump{{"nat", "PREROUTING", nodePortChain}, {"nat", "OUTPUT", nodePortChain},
 		{"nat", "POSTROUTING", nodePortMasqChain}, {"filter", "INPUT", nodePortRejectChain}, {"filter", "FORWARD", nodePortRejectChain}}, rules)
-}
-
-// chainJump is a kovn chain in table and the built-in chain that jumps to it.
-type chainJump struct{ table, from, chain string }
-
-// applyChains makes sure each chain exists and is jumped to (first, so nothing earlier in the
-// built-in chain decides before kovn does), then loads rules with --noflush: the chains that
-// rules declares are replaced whole, every other chain is left alone.
-func applyChains(is4 bool, jumps []chainJump, rules string) error {
-	ipt, restore := "iptables", "iptables-restore"
-	if !is4 {
-		ipt, restore = "ip6tables", "ip6tables-restore"
-	}
-	for _, j := range jumps {
-		if out, err := exec.Command(ipt, "-t", j.table, "-N", j.chain).CombinedOutput(); err != nil && !strings.Contains(string(out), "exists") {
-			return fmt.Errorf("%s -t %s -N %s: %v: %s", ipt, j.table, j.chain, err, out)
-		}
-		if exec.Command(ipt, "-t", j.table, "-C", j.from, "-j", j.chain).Run() != nil {
-			if out, err := exec.Command(ipt, "-t", j.table, "-I", j.from, "-j", j.chain).CombinedOutput(); err != nil {
-				return fmt.Errorf("%s jump from %s to %s: %v: %s", ipt, j.from, j.chain, err, out)
-			}
-		}
-	}
-	cmd := exec.Command(restore, "--noflush")
-	cmd.Stdin = bytes.NewBufferString(rules)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("%s: %v: %s", restore, err, out)
-	}
-	return nil
 }
 
 // SetupWithManager: every Service or EndpointSlice event enqueues the one key.
