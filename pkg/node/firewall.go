@@ -39,10 +39,12 @@ func applyChainsTo(fw *hostnet.FirewallFamily, jumps []chainJump, rules string) 
 			return err
 		}
 	}
-	for _, c := range chains {
+	for _, c := range chains { // all first: a rule may jump to a chain declared after its own
 		if err := fw.EnsureChain(c.Table, c.Chain); err != nil {
 			return err
 		}
+	}
+	for _, c := range chains {
 		if err := fw.SyncChain(c.Table, c.Chain, c.Rules); err != nil {
 			return err
 		}
