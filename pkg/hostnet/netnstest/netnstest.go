@@ -5,6 +5,7 @@ package netnstest
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"testing"
 
@@ -54,4 +55,41 @@ func New(t testing.TB) string {
 	}
 	t.Cleanup(func() { _ = c.ns.Close() })
 	return fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), int(c.ns))
+}
+
+// Do runs fn on the calling goroutine's thread moved into a new network namespace (root
+// only), so the links, routes and packet filter rules fn makes never touch the test host's;
+// the thread goes back to its namespace afterwards and the new one disappears.
+func Do(t testing.TB, fn func()) {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orig.Close()
+	ns, err := netns.New() // also switches this thread into it
+	if err != nil {
+		t.Fatalf("new netns (tests run as root): %v", err)
+	}
+	defer func() {
+		if err := netns.Set(orig); err != nil {
+			t.Fatalf("back to the original netns: %v", err)
+		}
+		ns.Close()
+	}()
+	fn()
+}
+
+// IPCmd returns an iproute2 runner (in the calling thread's netns) that fails the test on error.
+func IPCmd(t testing.TB) func(args ...string) string {
+	return func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ip %v: %v %s", args, err, out)
+		}
+		return string(out)
+	}
 }
