@@ -7,12 +7,8 @@ import (
 	"github.com/kovn/kovn/pkg/node/servicenat"
 )
 
-// The node side's shared test fixtures, by the names the tests here use.
-var (
-	subnet   = nodetest.Subnet
-	cond     = nodetest.Cond
-	prefixes = nodetest.Prefixes
-)
+// prefixes is the node side's shared test fixture.
+var prefixes = nodetest.Prefixes
 
 // Services and a hostPort the way kovn-daemon programs them, for a node to clean up.
 var (

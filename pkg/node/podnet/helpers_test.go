@@ -2,9 +2,5 @@ package podnet
 
 import "github.com/kovn/kovn/pkg/node/nodetest"
 
-// The node side's shared test fixtures, by the names the tests here use.
-var (
-	subnet   = nodetest.Subnet
-	cond     = nodetest.Cond
-	prefixes = nodetest.Prefixes
-)
+// subnet is the node side's shared test fixture.
+var subnet = nodetest.Subnet
