@@ -6,8 +6,9 @@ import (
 	"github.com/kovn/kovn/pkg/hostnet"
 )
 
-// hostFirewall is the node's packet filter: every chain kovn owns is written through it, and
-// the clean-up removes them through it, so all of kovn waits for the xtables lock alike.
+// hostFirewall is the node's packet filter: every chain kovn-daemon owns is written through it
+// (the clean-up removes them through a hostnet.Firewall of its own), so all of kovn waits for
+// the xtables lock alike.
 var hostFirewall = hostnet.NewFirewall()
 
 // chainJump is a kovn chain in table and the built-in chain that jumps to it.
