@@ -14,17 +14,17 @@ import (
 func (ff *FirewallFamily) SyncChain(table, chain string, rules [][]string) error {
 	ff.st.mu.Lock()
 	defer ff.st.mu.Unlock()
-	want, err := ff.normalize(table, rules)
+	cur, err := ff.listRules(table, chain)
 	if err != nil {
 		return err
 	}
-	listed, err := ff.Rules(table, chain)
-	if err != nil {
-		return fmt.Errorf("listing %s chain %s in %s: %w", ff.name, chain, table, err)
+	if len(cur) == 0 {
+		// Nothing to compare with (a fresh node): append, and learn the listings from it.
+		return ff.appendAndLearn(table, chain, rules)
 	}
-	cur := make([]string, len(listed))
-	for i, l := range listed {
-		cur[i] = strings.TrimPrefix(l, "-A "+chain+" ")
+	want, err := ff.normalize(table, rules)
+	if err != nil {
+		return err
 	}
 	for _, e := range chainEdits(cur, want) {
 		if e.insert {
@@ -39,34 +39,45 @@ func (ff *FirewallFamily) SyncChain(table, chain string, rules [][]string) error
 	return nil
 }
 
+// listRules is chain's rules as iptables lists them, without the leading "-A CHAIN ".
+func (ff *FirewallFamily) listRules(table, chain string) ([]string, error) {
+	listed, err := ff.Rules(table, chain)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s chain %s in %s: %w", ff.name, chain, table, err)
+	}
+	for i, l := range listed {
+		listed[i] = strings.TrimPrefix(l, "-A "+chain+" ")
+	}
+	return listed, nil
+}
+
+// ruleKey is a wanted rule's key in the learned listings.
+func ruleKey(table string, rule []string) string { return table + "\x00" + strings.Join(rule, "\x00") }
+
 // normalize returns each rule as iptables lists it. Listings not learned yet are learned by
-// appending those rules to the scratch chain once and listing it; the caller holds st.mu.
+// appending those rules to the scratch chain once; the caller holds st.mu.
 func (ff *FirewallFamily) normalize(table string, rules [][]string) ([]string, error) {
-	key := func(r []string) string { return table + "\x00" + strings.Join(r, "\x00") }
 	var unknown [][]string
 	for _, r := range rules {
-		if _, ok := ff.st.normalized[key(r)]; !ok {
+		if _, ok := ff.st.normalized[ruleKey(table, r)]; !ok {
 			unknown = append(unknown, r)
 		}
 	}
 	if len(unknown) > 0 {
-		if len(ff.st.normalized)+len(unknown) > normalizedCacheMax {
-			ff.st.normalized = map[string]string{}
-		}
-		if err := ff.learnListings(table, unknown, key); err != nil {
+		if err := ff.learnInScratchChain(table, unknown); err != nil {
 			return nil, err
 		}
 	}
 	out := make([]string, len(rules))
 	for i, r := range rules {
-		out[i] = ff.st.normalized[key(r)]
+		out[i] = ff.st.normalized[ruleKey(table, r)]
 	}
 	return out, nil
 }
 
-// learnListings appends rules to the scratch chain, reads back how iptables lists each and
-// removes the chain again. A rule iptables refuses fails here, before the real chain changes.
-func (ff *FirewallFamily) learnListings(table string, rules [][]string, key func([]string) string) (err error) {
+// learnInScratchChain learns the listings of rules in the scratch chain and removes it again.
+// A rule iptables refuses fails here, before the real chain changes.
+func (ff *FirewallFamily) learnInScratchChain(table string, rules [][]string) (err error) {
 	if err := ff.ipt.ClearChain(table, normalizeChain); err != nil {
 		return fmt.Errorf("%s scratch chain in %s: %w", ff.name, table, err)
 	}
@@ -75,20 +86,29 @@ func (ff *FirewallFamily) learnListings(table string, rules [][]string, key func
 			err = fmt.Errorf("removing the %s scratch chain in %s: %w", ff.name, table, derr)
 		}
 	}()
+	return ff.appendAndLearn(table, normalizeChain, rules)
+}
+
+// appendAndLearn appends rules to chain, which holds none, and learns from its listing how
+// iptables lists each (it adds "-m tcp", reorders matches, writes /32).
+func (ff *FirewallFamily) appendAndLearn(table, chain string, rules [][]string) error {
 	for _, r := range rules {
-		if err := ff.ipt.Append(table, normalizeChain, r...); err != nil {
-			return fmt.Errorf("%s rule %q in %s: %w", ff.name, strings.Join(r, " "), table, err)
+		if err := ff.ipt.Append(table, chain, r...); err != nil {
+			return fmt.Errorf("%s rule %q in %s chain %s: %w", ff.name, strings.Join(r, " "), table, chain, err)
 		}
 	}
-	listed, err := ff.Rules(table, normalizeChain)
+	listed, err := ff.listRules(table, chain)
 	if err != nil {
-		return fmt.Errorf("listing the %s scratch chain in %s: %w", ff.name, table, err)
+		return err
 	}
 	if len(listed) != len(rules) {
-		return fmt.Errorf("%s scratch chain in %s lists %d rules, %d were added", ff.name, table, len(listed), len(rules))
+		return fmt.Errorf("%s chain %s in %s lists %d rules after %d were added to it empty", ff.name, chain, table, len(listed), len(rules))
+	}
+	if len(ff.st.normalized)+len(rules) > normalizedCacheMax {
+		ff.st.normalized = map[string]string{}
 	}
 	for i, r := range rules {
-		ff.st.normalized[key(r)] = strings.TrimPrefix(listed[i], "-A "+normalizeChain+" ")
+		ff.st.normalized[ruleKey(table, r)] = listed[i]
 	}
 	return nil
 }
