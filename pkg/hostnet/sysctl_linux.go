@@ -9,6 +9,12 @@ import (
 	"strings"
 )
 
+// KernelHasIPv6 reports whether this kernel has IPv6 at all (not booted with ipv6.disable=1).
+func KernelHasIPv6() bool {
+	_, err := os.Stat("/proc/sys/net/ipv6")
+	return !errors.Is(err, fs.ErrNotExist)
+}
+
 // EnableForwarding turns on IPv4/IPv6 forwarding in this network namespace: kovn-daemon's ovn0
 // routes pod traffic out of the node.
 func EnableForwarding() error { return enableForwarding("/proc/sys/net") }

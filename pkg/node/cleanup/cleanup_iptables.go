@@ -2,10 +2,7 @@ package cleanup
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"strings"
 
 	"github.com/kovn/kovn/pkg/hostnet"
@@ -141,7 +138,7 @@ func (c *cleanup) removeChains(_ context.Context, fam firewallFamily) {
 		c.left("%s iptables chains: not looked at, %s is not installed", fam.name, c.firewall.Tool(fam.is4))
 		return
 	}
-	if _, err := os.Stat("/proc/sys/net/ipv6"); !fam.is4 && errors.Is(err, fs.ErrNotExist) {
+	if !fam.is4 && !hostnet.KernelHasIPv6() {
 		c.left("%s iptables chains: not looked at, the kernel has no IPv6", fam.name)
 		return
 	}
