@@ -5,6 +5,7 @@ go 1.24.0
 require (
 	github.com/containernetworking/cni v1.3.0
 	github.com/coredns/coredns v1.12.3
+	github.com/coreos/go-iptables v0.8.0
 	github.com/go-logr/logr v1.4.3
 	github.com/go-logr/stdr v1.2.2
 	github.com/google/go-containerregistry v0.20.6

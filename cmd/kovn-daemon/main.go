@@ -10,65 +10,34 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	nadv1 "github.com/kovn/kovn/api/nad/v1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
-	"github.com/kovn/kovn/pkg/cluster"
-	"github.com/kovn/kovn/pkg/cni"
 	"github.com/kovn/kovn/pkg/node"
+	"github.com/kovn/kovn/pkg/node/bootstrap"
+	"github.com/kovn/kovn/pkg/node/cleanup"
+	"github.com/kovn/kovn/pkg/node/mirror"
 	"github.com/kovn/kovn/pkg/ovn"
-	"github.com/kovn/kovn/pkg/underlay"
-)
-
-// ovnControllerPidfile is where the gateway guard finds ovn-controller.
-var ovnControllerPidfile string
-
-// ovsRun and vswitchdCtl are where the tunnel neighbour keeper finds ovs-vswitchd.
-var ovsRun, vswitchdCtl string
-
-// cniBinDir and stateDir are where attachment delegates are found and where the records
-// DEL needs to remove a container's attachments are kept.
-var cniBinDir, stateDir string
-
-// attachmentNetworks: kovn-daemon plumbs the pods' attachment networks (--attachment-networks).
-var attachmentNetworks = true
-
-// metricsAddr and probeAddr are the metrics and health probe listen addresses.
-var metricsAddr, probeAddr string
-
-// mirrorMode and mirrorRemote are the node's traffic mirroring (--mirror, --mirror-remote).
-var (
-	mirrorMode   node.MirrorMode
-	mirrorRemote *node.MirrorRemote
 )
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "cleanup-node" {
 		os.Exit(cleanupNode(os.Args[2:]))
 	}
-	cfg := node.Config{Bridge: "br-int", JoinSubnet: "join"}
+	cfg := node.Config{Config: bootstrap.Config{Bridge: "br-int", JoinSubnet: "join"}, AttachmentNetworks: true}
 	flag.StringVar(&cfg.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (env NODE_NAME)")
 	ovsDB := flag.String("ovs-db", "unix:/var/run/openvswitch/db.sock", "the node's Open_vSwitch database")
 	flag.StringVar(&cfg.CNISocket, "cni-socket", "/run/kovn/cni.sock", "unix socket the kovn-cni shim talks to")
@@ -80,31 +49,31 @@ func main() {
 	if ovnRun == "" {
 		ovnRun = "/var/run/ovn"
 	}
-	flag.StringVar(&ovnControllerPidfile, "ovn-controller-pidfile", filepath.Join(ovnRun, "ovn-controller.pid"),
+	flag.StringVar(&cfg.OVNControllerPidfile, "ovn-controller-pidfile", filepath.Join(ovnRun, "ovn-controller.pid"),
 		"ovn-controller's pidfile: on an interconnect gateway, its death turns BFD off so the peers fail over")
-	if ovsRun = os.Getenv("OVS_RUNDIR"); ovsRun == "" {
-		ovsRun = "/var/run/openvswitch"
+	if cfg.OVSRunDir = os.Getenv("OVS_RUNDIR"); cfg.OVSRunDir == "" {
+		cfg.OVSRunDir = "/var/run/openvswitch"
 	}
-	flag.StringVar(&vswitchdCtl, "ovs-vswitchd-ctl", "", "ovs-vswitchd's control socket (default: ovs-vswitchd.<pid>.ctl in $OVS_RUNDIR or /var/run/openvswitch); with --netdev, kovn-daemon keeps its tunnel neighbour cache")
-	flag.StringVar(&cniBinDir, "cni-bin-dir", "/opt/cni/bin", "where the delegate plugins of attachment networks are (macvlan, ipvlan, bridge, host-device, static)")
-	flag.StringVar(&stateDir, "state-dir", "/run/kovn", "kovn-daemon's state: the records a CNI DEL needs to remove a pod's attachments")
-	flag.BoolVar(&attachmentNetworks, "attachment-networks", true,
+	flag.StringVar(&cfg.VswitchdCtl, "ovs-vswitchd-ctl", "", "ovs-vswitchd's control socket (default: ovs-vswitchd.<pid>.ctl in $OVS_RUNDIR or /var/run/openvswitch); with --netdev, kovn-daemon keeps its tunnel neighbour cache")
+	flag.StringVar(&cfg.CNIBinDir, "cni-bin-dir", "/opt/cni/bin", "where the delegate plugins of attachment networks are (macvlan, ipvlan, bridge, host-device, static)")
+	flag.StringVar(&cfg.StateDir, "state-dir", "/run/kovn", "kovn-daemon's state: the records a CNI DEL needs to remove a pod's attachments")
+	flag.BoolVar(&cfg.AttachmentNetworks, "attachment-networks", true,
 		"plumb the pods' k8s.v1.cni.cncf.io/networks (NPWG attachment networks); false when a meta-plugin such as Multus does and calls kovn-cni for eth0 only (kovn-controller's flag must agree)")
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":9474", "Prometheus metrics address (0 turns them off)")
-	flag.StringVar(&probeAddr, "health-probe-bind-address", ":9475", "/livez and /readyz address, independent of metrics (0 turns them off)")
+	metricsAddr := flag.String("metrics-bind-address", ":9474", "Prometheus metrics address (0 turns them off)")
+	probeAddr := flag.String("health-probe-bind-address", ":9475", "/livez and /readyz address, independent of metrics (0 turns them off)")
 	serviceCIDRs := flag.String("service-cidrs", "", "the cluster's Service ranges, comma-separated (kube-apiserver --service-cluster-ip-range): routed through ovn0 so the node reaches ClusterIPs")
-	mirror := flag.String("mirror", string(node.MirrorAnnotated), "traffic mirroring to the node's mirror0: off, annotated (pods annotated ovn.kovn.io/mirror=true) or all (every pod of the node)")
+	mirrorFlag := flag.String("mirror", string(mirror.Annotated), "traffic mirroring to the node's mirror0: off, annotated (pods annotated ovn.kovn.io/mirror=true) or all (every pod of the node)")
 	remote := flag.String("mirror-remote", "", "also send mirrored traffic to a collector: gre:IP[:KEY] or erspan:IP[:INDEX]")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	var err error
-	if mirrorMode, err = node.ParseMirrorMode(*mirror); err != nil {
+	if cfg.Mirror, err = mirror.ParseMode(*mirrorFlag); err != nil {
 		fmt.Fprintln(os.Stderr, "kovn-daemon: --mirror:", err)
 		os.Exit(2)
 	}
-	if mirrorRemote, err = node.ParseMirrorRemote(*remote); err != nil {
+	if cfg.MirrorRemote, err = mirror.ParseRemote(*remote); err != nil {
 		fmt.Fprintln(os.Stderr, "kovn-daemon: --mirror-remote:", err)
 		os.Exit(2)
 	}
@@ -114,7 +83,7 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	if err := run(cfg, *ovsDB); err != nil {
+	if err := run(cfg, *ovsDB, *metricsAddr, *probeAddr); err != nil {
 		fmt.Fprintln(os.Stderr, "kovn-daemon:", err)
 		os.Exit(1)
 	}
@@ -124,7 +93,7 @@ func main() {
 // one line per item, and returns the exit code (1 if any item failed, 2 on bad flags).
 func cleanupNode(args []string) int {
 	fs := flag.NewFlagSet("kovn-daemon cleanup-node", flag.ContinueOnError)
-	opts := node.CleanupOptions{Out: os.Stdout}
+	opts := cleanup.Options{Out: os.Stdout}
 	fs.StringVar(&opts.OVSDB, "ovs-db", "unix:/var/run/openvswitch/db.sock", "the node's Open_vSwitch database")
 	fs.StringVar(&opts.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", "where kovn-daemon wrote the CNI network config")
 	fs.StringVar(&opts.CNIBinDir, "cni-bin-dir", "/opt/cni/bin", "where install-cni put the kovn-cni plugin")
@@ -140,7 +109,7 @@ func cleanupNode(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rep, err := node.CleanupNode(ctx, opts)
+	rep, err := cleanup.Node(ctx, opts)
 	fmt.Printf("kovn-daemon cleanup-node: %d removed, %d left, %d failed\n", len(rep.Removed), len(rep.Left), len(rep.Failed))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kovn-daemon cleanup-node:", err)
@@ -149,18 +118,14 @@ func cleanupNode(args []string) int {
 	return 0
 }
 
-func run(cfg node.Config, ovsDB string) error {
+// run connects to the node's Open_vSwitch database, builds the manager (caching only this
+// node's objects) and lets node.Setup add every node runnable to it.
+func run(cfg node.Config, ovsDB, metricsAddr, probeAddr string) error {
 	if cfg.NodeName == "" {
 		return errors.New("no node name: set --node-name or NODE_NAME")
 	}
 	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := kovnv1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := nadv1.AddToScheme(scheme); err != nil {
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), kovnv1.AddToScheme(scheme), nadv1.AddToScheme(scheme)); err != nil {
 		return err
 	}
 	restCfg, err := ctrl.GetConfig()
@@ -174,87 +139,13 @@ func run(cfg node.Config, ovsDB string) error {
 	if err != nil {
 		return err
 	}
-	// Only this node's pods, IP objects and Node object are cached: memory stays flat as the
-	// cluster grows.
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: probeAddr, LivenessEndpointName: "/livez", ReadinessEndpointName: "/readyz",
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:  {Field: fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName)},
-			&corev1.Node{}: {Field: fields.OneTermEqualSelector("metadata.name", cfg.NodeName)},
-			&kovnv1.IP{}:   {Label: labels.SelectorFromSet(labels.Set{cluster.LabelNode: cfg.NodeName})},
-		}}})
+		Cache: node.CacheOptions(cfg.NodeName)})
 	if err != nil {
 		return err
 	}
-	nr := &node.Reconciler{Client: mgr.GetClient(), OVS: ovs, Cfg: cfg, Recorder: mgr.GetEventRecorderFor("kovn-daemon"),
-		Ovn0Events: make(chan event.GenericEvent, 1)}
-	if err := nr.SetupWithManager(mgr); err != nil {
-		return err
-	}
-	// Live while the process serves; ready once the node accepts pods (the CNI config is written).
-	if err := errors.Join(mgr.AddHealthzCheck("livez", healthz.Ping), mgr.AddReadyzCheck("readyz", func(*http.Request) error {
-		if !nr.Ready() {
-			return errors.New("the node is not plumbed yet: no CNI config written")
-		}
-		return nil
-	})); err != nil {
-		return err
-	}
-	health := &node.NodeHealth{OVS: ovn.WatchLiveness(ctx, ovs, 0), VswitchdCtl: vswitchdCtl, OVNControllerPidfile: ovnControllerPidfile,
-		OVSClient: ovs, OVSRunDir: ovsRun, IntegrationBridge: cfg.Bridge}
-	if err := health.Register(metrics.Registry); err != nil {
-		return err
-	}
-	if err := mgr.Add(&node.NodeConditionReporter{Client: mgr.GetClient(), NodeName: cfg.NodeName, Health: health, Plumbed: nr.Ready}); err != nil {
-		return err
-	}
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return node.WatchOvn0(ctx, nr.Ovn0Events) })); err != nil {
-		return err
-	}
-	if err := mgr.Add(&node.GatewayGuard{OVS: ovs, PidFile: ovnControllerPidfile, Subnets: mgr.GetClient(), NodeName: cfg.NodeName}); err != nil {
-		return err
-	}
-	if cfg.Netdev {
-		if err := mgr.Add(&node.ZeroSNATGuard{OVS: ovs}); err != nil {
-			return err
-		}
-		vswitchd := node.VswitchdSocket{Ctl: vswitchdCtl, RunDir: ovsRun}
-		if err := mgr.Add(&node.TunnelNeighbours{OVS: ovs, Socket: vswitchd}); err != nil {
-			return err
-		}
-		sweeper := &node.StaleUDPSweeper{Client: mgr.GetClient(), Socket: vswitchd}
-		if err := sweeper.SetupWithManager(mgr); err != nil {
-			return err
-		}
-	}
-	ul := &underlay.Reconciler{Client: mgr.GetClient(), OVS: ovs, NodeName: cfg.NodeName, Integration: cfg.Bridge,
-		Recorder: mgr.GetEventRecorderFor("kovn-daemon")}
-	if err := ul.SetupWithManager(mgr); err != nil {
-		return err
-	}
-	if err := (&node.NodePortReconciler{Client: mgr.GetClient(), NodeName: cfg.NodeName}).SetupWithManager(mgr); err != nil {
-		return err
-	}
-	mirrors := &node.MirrorReconciler{Client: mgr.GetClient(), OVS: ovs, Bridge: cfg.Bridge, Mode: mirrorMode, Remote: mirrorRemote}
-	if err := mirrors.SetupWithManager(mgr); err != nil {
-		return err
-	}
-	if err := (&node.HostPortReconciler{Client: mgr.GetClient(), NodeName: cfg.NodeName, JoinSubnet: cfg.JoinSubnet}).SetupWithManager(mgr); err != nil {
-		return err
-	}
-	ports := cni.NewOVSAttacher(ovs, cfg.Bridge)
-	handler := cni.NewPodHandler(&node.PodNetworks{Client: mgr.GetClient(), NodeName: cfg.NodeName, MTU: cfg.MTU, Underlay: ul,
-		Live: mgr.GetAPIReader(), IgnoreAttachments: !attachmentNetworks}, ports)
-	handler.Log = ctrl.Log.WithName("cni")
-	handler.CNIBinDir, handler.StateDir = cniBinDir, stateDir
-	handler.Status = &node.NetworkStatusPublisher{Client: mgr.GetClient()}
-	srv := cni.NewServer(cfg.CNISocket, handler)
-	srv.Log = ctrl.Log.WithName("cni-server")
-	srv.Observe = (&node.CNIObserver{Pods: mgr.GetClient()}).Observe
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return srv.Serve(ctx) })); err != nil {
-		return err
-	}
-	if err := mgr.Add(&node.PortGC{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), OVS: ovs, Ports: ports}); err != nil {
+	if err := node.Setup(ctx, mgr, cfg, node.Deps{OVS: ovs, Metrics: metrics.Registry}); err != nil {
 		return err
 	}
 	return mgr.Start(ctx)

@@ -28,7 +28,7 @@ import (
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/bgp"
-	"github.com/kovn/kovn/pkg/cluster"
+	"github.com/kovn/kovn/pkg/contract"
 )
 
 // restartWindow: a marker younger than this means the previous speaker did not leave cleanly
@@ -142,7 +142,7 @@ func newManager(cfg config) (ctrl.Manager, error) {
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:    {Field: fields.OneTermEqualSelector("spec.nodeName", cfg.node)},
 			&corev1.Node{}:   {Field: fields.OneTermEqualSelector("metadata.name", cfg.node)},
-			&kovnv1.IP{}:     {Label: labels.SelectorFromSet(labels.Set{cluster.LabelNode: cfg.node})},
+			&kovnv1.IP{}:     {Label: labels.SelectorFromSet(labels.Set{contract.LabelNode: cfg.node})},
 			&corev1.Secret{}: {Namespaces: map[string]cache.Config{cfg.namespace: {}}},
 		}}})
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/vishvananda/netlink"
+
+	"github.com/kovn/kovn/pkg/hostnet"
 )
 
 // WatchAddresses resets the sessions that run from an address the node just lost, so they
@@ -40,7 +42,7 @@ func WatchAddresses(ctx context.Context, sp Speaker, log logr.Logger) error {
 
 // nodeHasAddress says whether a is still one of the node's addresses.
 func nodeHasAddress(a netip.Addr) bool {
-	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+	addrs, err := hostnet.AddrList(nil, netlink.FAMILY_ALL)
 	if err != nil {
 		return true // unknown: do not tear a session down on a failed lookup
 	}

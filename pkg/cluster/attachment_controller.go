@@ -20,6 +20,7 @@ import (
 	nadv1 "github.com/kovn/kovn/api/nad/v1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/cluster/topology"
+	"github.com/kovn/kovn/pkg/contract"
 	"github.com/kovn/kovn/pkg/ipam"
 	"github.com/kovn/kovn/pkg/netattach"
 )
@@ -52,7 +53,7 @@ func attachmentOwner(ns, pod, iface string) string { return podOwner(ns, pod) + 
 
 // AttachmentIPName is the IP object of a pod's attachment interface.
 func AttachmentIPName(ns, pod, iface string) string {
-	return topology.AttachmentPortName(ns, pod, iface)
+	return contract.AttachmentPortName(ns, pod, iface)
 }
 
 // AttachmentReconciler allocates the addresses of a pod's attachment networks that take them
@@ -145,7 +146,7 @@ func (r *AttachmentReconciler) follow(ctx context.Context, ip *kovnv1.IP, node s
 	if ip.Labels == nil {
 		ip.Labels = map[string]string{}
 	}
-	ip.Labels[LabelNode] = node
+	ip.Labels[contract.LabelNode] = node
 	return r.Update(ctx, ip)
 }
 
@@ -238,9 +239,9 @@ func (r *AttachmentReconciler) record(ctx context.Context, pod *corev1.Pod, t re
 	case !apierrors.IsNotFound(err):
 		return err
 	}
-	labels := map[string]string{LabelSubnet: sn.Name, LabelNode: pod.Spec.NodeName}
+	labels := map[string]string{contract.LabelSubnet: sn.Name, contract.LabelNode: pod.Spec.NodeName}
 	if sts, _, ok := statefulSetOf(pod); ok {
-		labels[LabelStatefulSet] = sts // kept while the StatefulSet wants the pod back, as eth0's
+		labels[contract.LabelStatefulSet] = sts // kept while the StatefulSet wants the pod back, as eth0's
 	}
 	ip := kovnv1.IP{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: spec}
 	if err = r.Create(ctx, &ip); apierrors.IsAlreadyExists(err) {

@@ -16,6 +16,7 @@ import (
 
 	nadv1 "github.com/kovn/kovn/api/nad/v1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/contract"
 	"github.com/kovn/kovn/pkg/netattach"
 	"github.com/kovn/kovn/pkg/ovn/model/nb"
 )
@@ -83,7 +84,7 @@ func attachmentIPsOf(t *testing.T, e *reconcilerEnv, name string) []string {
 		if ip.Spec.PodName != name || ip.Spec.Interface == "" {
 			continue
 		}
-		if ip.Name != AttachmentIPName("ns1", name, ip.Spec.Interface) || ip.Spec.NodeName == "" || ip.Labels[LabelNode] != ip.Spec.NodeName {
+		if ip.Name != AttachmentIPName("ns1", name, ip.Spec.Interface) || ip.Spec.NodeName == "" || ip.Labels[contract.LabelNode] != ip.Spec.NodeName {
 			t.Errorf("IP object %s: %+v %v", ip.Name, ip.Spec, ip.Labels)
 		}
 		addrs := strings.TrimSuffix(ip.Spec.V4IP+","+ip.Spec.V6IP, ",")
@@ -301,8 +302,8 @@ func TestAttachmentStatefulSet(t *testing.T) {
 	if err := e.c.Get(ctx, types.NamespacedName{Name: AttachmentIPName("ns1", "web-1", "net1")}, &ip); err != nil {
 		t.Fatal(err)
 	}
-	if got := attachmentIPsOf(t, e, "web-1"); !slices.Equal(got, before) || ip.Spec.NodeName != "n2" || ip.Labels[LabelNode] != "n2" {
-		t.Errorf("recreated on n2: %q on node %s (label %s), want %q on n2", got, ip.Spec.NodeName, ip.Labels[LabelNode], before)
+	if got := attachmentIPsOf(t, e, "web-1"); !slices.Equal(got, before) || ip.Spec.NodeName != "n2" || ip.Labels[contract.LabelNode] != "n2" {
+		t.Errorf("recreated on n2: %q on node %s (label %s), want %q on n2", got, ip.Spec.NodeName, ip.Labels[contract.LabelNode], before)
 	}
 	// Scaled to 1 and the pod gone: the StatefulSet reconciler frees web-1's attachment.
 	if err := e.c.Delete(ctx, pod("n2")); err != nil {

@@ -21,6 +21,7 @@ import (
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/cluster/topology"
+	"github.com/kovn/kovn/pkg/contract"
 	"github.com/kovn/kovn/pkg/ipam"
 )
 
@@ -112,7 +113,7 @@ func (r *FloatingIPReconciler) sync(ctx context.Context, fip *kovnv1.FloatingIP,
 		return ctrl.Result{}, err
 	}
 	if distributed && len(pairs) > 0 {
-		in.PodPort = topology.PodPortName(fip.Spec.Pod.Namespace, fip.Spec.Pod.Name)
+		in.PodPort = contract.PodPortName(fip.Spec.Pod.Namespace, fip.Spec.Pod.Name)
 	}
 	res, err := applyShard(ctx, r.NB, topology.ForFloatingIP(in))
 	fip.Status.Node, fip.Status.Distributed = node, in.PodPort != ""

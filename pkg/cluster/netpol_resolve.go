@@ -17,6 +17,7 @@ import (
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/cluster/topology"
+	"github.com/kovn/kovn/pkg/contract"
 )
 
 // podsIn returns the pods of the namespaces (nil: all) that sel matches and that kovn has
@@ -53,7 +54,7 @@ func (r *NetworkPolicyReconciler) podsIn(ctx context.Context, namespaces []strin
 		}
 		in := topology.PolicyPodIn{IPs: addrs, NamedPorts: namedPorts(p)}
 		if withPort {
-			in.Port = topology.PodPortName(p.Namespace, p.Name)
+			in.Port = contract.PodPortName(p.Namespace, p.Name)
 		}
 		out = append(out, in)
 	}

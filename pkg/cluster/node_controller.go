@@ -18,6 +18,7 @@ import (
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/cluster/topology"
+	"github.com/kovn/kovn/pkg/contract"
 	"github.com/kovn/kovn/pkg/ipam"
 	"github.com/kovn/kovn/pkg/nodecond"
 )
@@ -84,7 +85,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 }
 
 // NodeIPObjectName is the IP object recording a node's join address (its ovn0 port's name).
-func NodeIPObjectName(node string) string { return topology.NodePortName(node) }
+func NodeIPObjectName(node string) string { return contract.NodePortName(node) }
 
 // request asks for the join address the node already has: the one its IP object records (the
 // controller's own record), else, for nodes addressed before IP objects recorded nodes, the
@@ -124,7 +125,7 @@ func (r *NodeReconciler) recordIP(ctx context.Context, node, join string, alloc 
 		if ip.Labels == nil {
 			ip.Labels = map[string]string{}
 		}
-		ip.Labels[LabelSubnet], ip.Labels[LabelNode] = join, node
+		ip.Labels[contract.LabelSubnet], ip.Labels[contract.LabelNode] = join, node
 		return nil
 	})
 	return err

@@ -20,15 +20,8 @@ import (
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/cluster/topology"
+	"github.com/kovn/kovn/pkg/contract"
 	"github.com/kovn/kovn/pkg/ipam"
-)
-
-// Labels on IP objects.
-const (
-	LabelSubnet      = "kovn.io/subnet"
-	LabelStatefulSet = "kovn.io/statefulset"
-	// LabelNode lets each kovn-daemon cache only the IP objects of its own node.
-	LabelNode = "kovn.io/node"
 )
 
 // ReasonUntrustedAnnotations: a pod carries result annotations (allocated, cidr, gateway,
@@ -49,7 +42,7 @@ type PodReconciler struct {
 func podOwner(ns, name string) string { return ns + "/" + name }
 
 // IPObjectName is the name of a pod's IP object.
-func IPObjectName(ns, name string) string { return topology.PodPortName(ns, name) }
+func IPObjectName(ns, name string) string { return contract.PodPortName(ns, name) }
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
@@ -129,7 +122,7 @@ func podAnnotations(pod *corev1.Pod, sn topology.SubnetIn, alloc ipam.Allocation
 	return map[string]string{
 		annotation.IPAddress: annotation.JoinAddrs(alloc.IPs), annotation.MACAddress: alloc.MAC,
 		annotation.CIDR: cidrs, annotation.Gateway: gws,
-		annotation.LogicalSwitch: sn.Name, annotation.PortName: topology.PodPortName(pod.Namespace, pod.Name),
+		annotation.LogicalSwitch: sn.Name, annotation.PortName: contract.PodPortName(pod.Namespace, pod.Name),
 		annotation.Allocated: "true",
 	}
 }
@@ -253,9 +246,9 @@ func statefulSetOf(meta metav1.Object) (string, int, bool) {
 
 func (r *PodReconciler) recordIP(ctx context.Context, pod *corev1.Pod, sn topology.SubnetIn, alloc ipam.Allocation) error {
 	ip := kovnv1.IP{ObjectMeta: metav1.ObjectMeta{Name: IPObjectName(pod.Namespace, pod.Name)}}
-	labels := map[string]string{LabelSubnet: sn.Name, LabelNode: pod.Spec.NodeName}
+	labels := map[string]string{contract.LabelSubnet: sn.Name, contract.LabelNode: pod.Spec.NodeName}
 	if sts, _, ok := statefulSetOf(pod); ok {
-		labels[LabelStatefulSet] = sts
+		labels[contract.LabelStatefulSet] = sts
 	}
 	spec := kovnv1.IPSpec{PodName: pod.Name, Namespace: pod.Namespace, Subnet: sn.Name, NodeName: pod.Spec.NodeName, MACAddress: alloc.MAC}
 	spec.SetAddrs(alloc.IPs)
@@ -275,7 +268,7 @@ func (r *PodReconciler) recordIP(ctx context.Context, pod *corev1.Pod, sn topolo
 // statefulSetWants says whether the StatefulSet an IP object is labelled with will recreate
 // its pod (it exists, is not being deleted, and the pod's ordinal is below its replicas).
 func statefulSetWants(ctx context.Context, c client.Reader, ip *kovnv1.IP) bool {
-	name := ip.Labels[LabelStatefulSet]
+	name := ip.Labels[contract.LabelStatefulSet]
 	if name == "" {
 		return false
 	}

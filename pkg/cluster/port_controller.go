@@ -22,6 +22,7 @@ import (
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/cluster/nbsync"
 	"github.com/kovn/kovn/pkg/cluster/topology"
+	"github.com/kovn/kovn/pkg/contract"
 )
 
 // PodPortReconciler programs each pod's logical switch port. The addresses come from the pod's
@@ -132,7 +133,7 @@ func (r *PodPortReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	subnetPods := handler.TypedFuncs[string, reconcile.Request]{
 		GenericFunc: func(ctx context.Context, e event.TypedGenericEvent[string], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			var ips kovnv1.IPList
-			if err := r.List(ctx, &ips, client.MatchingLabels{LabelSubnet: e.Object}); err != nil {
+			if err := r.List(ctx, &ips, client.MatchingLabels{contract.LabelSubnet: e.Object}); err != nil {
 				ctrl.Log.Error(err, "listing the IPs of a subnet whose pod bandwidth changed", "subnet", e.Object)
 				return
 			}

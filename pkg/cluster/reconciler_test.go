@@ -26,6 +26,7 @@ import (
 	nadv1 "github.com/kovn/kovn/api/nad/v1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
+	"github.com/kovn/kovn/pkg/contract"
 	"github.com/kovn/kovn/pkg/ipam"
 	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/ovn/ovntest"
@@ -263,7 +264,7 @@ func checkAllocated(t *testing.T, p *corev1.Pod, ip *kovnv1.IP, ipErr error, wan
 	}
 	want := kovnv1.IPSpec{PodName: p.Name, Namespace: p.Namespace, Subnet: "ovn-default", NodeName: p.Spec.NodeName,
 		V4IP: a[annotation.IPAddress], MACAddress: a[annotation.MACAddress]}
-	if !reflect.DeepEqual(ip.Spec, want) || ip.Labels[LabelSubnet] != "ovn-default" {
+	if !reflect.DeepEqual(ip.Spec, want) || ip.Labels[contract.LabelSubnet] != "ovn-default" {
 		t.Errorf("IP object = %+v labels %v, want spec %+v", ip.Spec, ip.Labels, want)
 	}
 }

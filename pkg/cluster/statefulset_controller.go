@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/contract"
 )
 
 // StatefulSetReconciler frees the addresses kept for StatefulSet pods once the StatefulSet no
@@ -34,7 +35,7 @@ func (r *StatefulSetReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	gone := apierrors.IsNotFound(err) || sts.DeletionTimestamp != nil
 	var ips kovnv1.IPList
-	if err := r.List(ctx, &ips, client.MatchingLabels{LabelStatefulSet: req.Name}); err != nil {
+	if err := r.List(ctx, &ips, client.MatchingLabels{contract.LabelStatefulSet: req.Name}); err != nil {
 		return ctrl.Result{}, err
 	}
 	for i := range ips.Items {

@@ -16,6 +16,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/vishvananda/netns"
 
+	"github.com/kovn/kovn/pkg/hostnet"
 	"github.com/kovn/kovn/pkg/netattach"
 )
 
@@ -121,7 +122,7 @@ func (h *PodHandler) addAttachment(ctx context.Context, req *Request, a Attachme
 	}
 	err := h.inHostNS(func() error { _, err := createHostVeth(spec, podNS); return err })
 	if err == nil {
-		err = inNetNS(podNS, func() error { _, err := configurePodIf(spec); return err })
+		err = hostnet.InNetNS(podNS, func() error { _, err := configurePodIf(spec); return err })
 	}
 	if err == nil {
 		ids := portExternalIDs(req, a.Port)
@@ -134,7 +135,7 @@ func (h *PodHandler) addAttachment(ctx context.Context, req *Request, a Attachme
 	if err != nil {
 		return st, err
 	}
-	if err := announceAddrs(log, podNS, spec.podIf, spec.mac, spec.ips); err != nil {
+	if err := hostnet.AnnounceIn(log, podNS, spec.podIf, spec.mac, spec.ips); err != nil {
 		log.Error(err, "announcing an attachment's addresses", "iface", a.IfName)
 	}
 	st.MAC, st.IPs = a.Port.MAC.String(), statusIPs(a.Port.IPs)

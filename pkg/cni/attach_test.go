@@ -12,6 +12,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/kovn/kovn/pkg/hostnet"
 	"github.com/kovn/kovn/pkg/netattach"
 )
 
@@ -37,7 +38,7 @@ func attachmentRig(t *testing.T, master string) (*rig, *fakeStatus) {
 	}
 	r := newRig(t)
 	r.db.fakeOVNController(t, func(string) bool { return true })
-	if err := withNetNS(r.nodeNS, func() error {
+	if err := hostnet.WithNetNS(r.nodeNS, func() error {
 		return netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "ul0"}, PeerName: "ul0p"}) // no dummy links in the lab's kernel
 	}); err != nil {
 		t.Fatal(err)

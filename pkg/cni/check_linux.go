@@ -7,6 +7,8 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/kovn/kovn/pkg/hostnet"
 )
 
 // checkPodIf verifies, from inside the pod's namespace, that the pod interface is what
@@ -22,7 +24,7 @@ func checkPodIf(spec *vethSpec) error {
 	if !bytes.Equal(link.Attrs().HardwareAddr, spec.mac) {
 		return fmt.Errorf("pod interface %s has MAC %s, want %s", spec.podIf, link.Attrs().HardwareAddr, spec.mac)
 	}
-	addrs, err := retryDump(func() ([]netlink.Addr, error) { return netlink.AddrList(link, netlink.FAMILY_ALL) })
+	addrs, err := hostnet.AddrList(link, netlink.FAMILY_ALL)
 	if err != nil {
 		return fmt.Errorf("listing addresses of %s in the pod: %w", spec.podIf, err)
 	}
@@ -31,7 +33,7 @@ func checkPodIf(spec *vethSpec) error {
 			return fmt.Errorf("pod interface %s lacks address %s", spec.podIf, ip)
 		}
 	}
-	routes, err := retryDump(func() ([]netlink.Route, error) { return netlink.RouteList(link, netlink.FAMILY_ALL) })
+	routes, err := hostnet.RouteList(link, netlink.FAMILY_ALL)
 	if err != nil {
 		return fmt.Errorf("listing routes of %s in the pod: %w", spec.podIf, err)
 	}
@@ -67,7 +69,7 @@ func checkLink(link netlink.Link, mtu int) error {
 	if attrs.MTU != mtu {
 		return fmt.Errorf("has MTU %d, want %d", attrs.MTU, mtu)
 	}
-	on, err := TxChecksum(attrs.Name)
+	on, err := hostnet.TxChecksum(attrs.Name)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 
 	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/kovn/kovn/pkg/hostnet"
 )
 
 // Errors a Handler (or the Networks it uses) can wrap to choose the CNI error code the
@@ -25,8 +27,9 @@ var (
 	ErrDecoding = errors.New("decoding failure")
 	// ErrInvalidConfig: a network configuration or a pod network that makes no sense.
 	ErrInvalidConfig = errors.New("invalid network configuration")
-	// ErrInvalidNetNS: CNI_NETNS cannot be used (missing, not a netns, the node's own).
-	ErrInvalidNetNS = errors.New("invalid network namespace")
+	// ErrInvalidNetNS: CNI_NETNS cannot be used (missing, not a netns, the node's own). It is
+	// host networking's own error, which entering a namespace that cannot be opened returns.
+	ErrInvalidNetNS = hostnet.ErrInvalidNetNS
 )
 
 // AsCNIError maps err to the *types.Error the runtime sees; nil stays nil. A *types.Error
@@ -54,7 +57,7 @@ func errorCode(err error) uint {
 		return types.ErrInvalidEnvironmentVariables
 	case errors.Is(err, ErrDecoding):
 		return types.ErrDecodingFailure
-	case errors.Is(err, ErrInvalidConfig):
+	case errors.Is(err, ErrInvalidConfig), errors.Is(err, hostnet.ErrInvalidConfig):
 		return types.ErrInvalidNetworkConfig
 	case errors.Is(err, ErrInvalidNetNS):
 		return types.ErrInvalidNetNS

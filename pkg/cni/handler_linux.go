@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/vishvananda/netns"
 
+	"github.com/kovn/kovn/pkg/hostnet"
 	"github.com/kovn/kovn/pkg/netattach"
 )
 
@@ -88,7 +89,7 @@ func (h *PodHandler) Add(ctx context.Context, req *Request) (*current.Result, er
 	if err != nil {
 		return nil, err
 	}
-	err = inNetNS(podNS, func() (err error) {
+	err = hostnet.InNetNS(podNS, func() (err error) {
 		podMAC, err = configurePodIf(spec)
 		return err
 	})
@@ -106,7 +107,7 @@ func (h *PodHandler) Add(ctx context.Context, req *Request) (*current.Result, er
 		return nil, fmt.Errorf("ADD of pod %s: %w", req.PodKey(), err)
 	}
 	// Only now: until OVN has installed the port, the announcement would be dropped.
-	if err := announceAddrs(log, podNS, spec.podIf, podMAC, spec.ips); err != nil {
+	if err := hostnet.AnnounceIn(log, podNS, spec.podIf, podMAC, spec.ips); err != nil {
 		log.Error(err, "announcing the pod's addresses; neighbours re-learn its MAC by themselves, seconds later")
 	}
 	if len(pn.Attachments) > 0 {
@@ -160,7 +161,7 @@ func (h *PodHandler) Del(ctx context.Context, req *Request) error {
 		// Normally gone with its host end; a pod interface left by an older naming scheme
 		// or a half-done ADD goes here. A netns that is already gone is fine.
 		path := podNetnsPath(ctx, req.Netns)
-		if err := withNetNS(path, func() error { return deleteVeth(req.IfName) }); err != nil && !errors.Is(err, ErrInvalidNetNS) {
+		if err := hostnet.WithNetNS(path, func() error { return deleteVeth(req.IfName) }); err != nil && !errors.Is(err, ErrInvalidNetNS) {
 			errs = append(errs, err)
 		}
 	}
@@ -181,7 +182,7 @@ func (h *PodHandler) Check(ctx context.Context, req *Request) error {
 	if err := checkPrevResult(req.Config, pn); err != nil {
 		return err
 	}
-	if err := withNetNS(podNetnsPath(ctx, req.Netns), func() error { return checkPodIf(spec) }); err != nil {
+	if err := hostnet.WithNetNS(podNetnsPath(ctx, req.Netns), func() error { return checkPodIf(spec) }); err != nil {
 		return fmt.Errorf("CHECK of pod %s: %w", req.PodKey(), err)
 	}
 	if err := h.inHostNS(func() error { return checkHostVeth(spec) }); err != nil {
@@ -228,7 +229,7 @@ func (h *PodHandler) podSpec(ctx context.Context, req *Request) (*PodNetwork, *v
 // openPodNetNS opens the pod's netns, refusing the node's own.
 func (h *PodHandler) openPodNetNS(ctx context.Context, netnsPath string) (netns.NsHandle, error) {
 	path := podNetnsPath(ctx, netnsPath)
-	same, err := sameNetNS(path, h.hostNetNSPath())
+	same, err := hostnet.SameNetNS(path, h.hostNetNSPath())
 	if err != nil {
 		return 0, fmt.Errorf("%w: opening pod network namespace %s: %w", ErrInvalidNetNS, netnsPath, err)
 	}
@@ -257,7 +258,7 @@ func (h *PodHandler) inHostNS(fn func() error) error {
 	if h.HostNetNS == "" {
 		return fn()
 	}
-	return withNetNS(h.HostNetNS, fn)
+	return hostnet.WithNetNS(h.HostNetNS, fn)
 }
 
 func (h *PodHandler) hostNetNSPath() string {

@@ -18,6 +18,9 @@ import (
 	"github.com/go-logr/logr/testr"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/kovn/kovn/pkg/hostnet"
+	"github.com/kovn/kovn/pkg/hostnet/netnstest"
 )
 
 // fakeNetworks answers WaitPodNetwork with a copy of pn, or err.
@@ -85,7 +88,7 @@ type podView struct {
 func inspect(t *testing.T, nsPath, ifName string) podView {
 	t.Helper()
 	var v podView
-	err := withNetNS(nsPath, func() error {
+	err := hostnet.WithNetNS(nsPath, func() error {
 		v.link, v.lookupErr = netlink.LinkByName(ifName)
 		if v.lookupErr != nil {
 			return nil
@@ -97,7 +100,7 @@ func inspect(t *testing.T, nsPath, ifName string) podView {
 		if v.routes, err = netlink.RouteList(v.link, netlink.FAMILY_ALL); err != nil {
 			return err
 		}
-		if v.txCsumOn, err = TxChecksum(ifName); err != nil {
+		if v.txCsumOn, err = hostnet.TxChecksum(ifName); err != nil {
 			return err
 		}
 		lo, err := netlink.LinkByName("lo")
@@ -265,7 +268,7 @@ func TestPodHandlerRollback(t *testing.T) {
 	hostIf := HostIfName(testContainerID)
 	// Everything the pod sends arrives on the node-side veth: watch all of the node's links.
 	var capFD int
-	if err := withNetNS(r.nodeNS, func() (err error) { capFD, err = capture(0); return err }); err != nil {
+	if err := hostnet.WithNetNS(r.nodeNS, func() (err error) { capFD, err = netnstest.Capture(0); return err }); err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Close(capFD)
@@ -275,7 +278,7 @@ func TestPodHandlerRollback(t *testing.T) {
 		t.Fatalf("ADD without ovn-controller = %v, want a try-again error about ovn-installed", err)
 	}
 	// A port OVN never installed is not announced: OVN would have dropped it anyway.
-	if arps, nas := collectAnnouncements(t, capFD, podV4, podV6, podMAC, 100*time.Millisecond, 1); len(arps)+len(nas) != 0 {
+	if arps, nas := netnstest.CollectAnnouncements(t, capFD, podV4, podV6, podMAC, 100*time.Millisecond, 1); len(arps)+len(nas) != 0 {
 		t.Errorf("a failed ADD announced the pod's addresses (%d ARPs, %d NAs)", len(arps), len(nas))
 	}
 	if v := inspect(t, r.nodeNS, hostIf); v.lookupErr == nil {
@@ -296,7 +299,7 @@ func TestPodHandlerRollback(t *testing.T) {
 			t.Fatalf("ADD #%d after the failed one: %v", i+1, err)
 		}
 		// Once installed, the pod's addresses are announced; the first round before ADD returns.
-		arps, nas := collectAnnouncements(t, capFD, podV4, podV6, podMAC, 100*time.Millisecond, 1)
+		arps, nas := netnstest.CollectAnnouncements(t, capFD, podV4, podV6, podMAC, 100*time.Millisecond, 1)
 		if len(arps) == 0 || len(nas) == 0 {
 			t.Errorf("ADD #%d: %d gratuitous ARPs and %d NAs for the pod, want both", i+1, len(arps), len(nas))
 		}
@@ -329,7 +332,7 @@ func TestPodHandlerAddErrors(t *testing.T) {
 	}
 
 	// Something else already holds eth0 in the pod: a clear error, nothing left behind.
-	if err := withNetNS(r.podNS, func() error {
+	if err := hostnet.WithNetNS(r.podNS, func() error {
 		la := netlink.NewLinkAttrs()
 		la.Name = "eth0"
 		return netlink.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: "other", PeerTxQLen: -1})
@@ -352,7 +355,7 @@ func TestPodHandlerEnablesIPv6(t *testing.T) {
 	r := newRig(t)
 	r.db.fakeOVNController(t, func(string) bool { return true })
 	// Some runtimes create sandboxes with IPv6 disabled; new links inherit "default".
-	err := withNetNS(r.podNS, func() error {
+	err := hostnet.WithNetNS(r.podNS, func() error {
 		entries, err := os.ReadDir("/proc/sys/net/ipv6/conf")
 		if err != nil {
 			return err

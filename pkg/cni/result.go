@@ -5,6 +5,8 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/kovn/kovn/pkg/hostnet"
 )
 
 // buildResult is the CNI result of a successful ADD: the node-side veth, the pod interface
@@ -19,14 +21,14 @@ func buildResult(req *Request, pn *PodNetwork, spec *vethSpec, hostMAC, podMAC n
 	}
 	podIfIndex := current.Int(1)
 	for _, ip := range pn.IPs {
-		cfg := &current.IPConfig{Interface: podIfIndex, Address: *ipNet(ip)}
+		cfg := &current.IPConfig{Interface: podIfIndex, Address: *hostnet.IPNet(ip)}
 		if gw, ok := pn.gatewayFor(ip); ok {
 			cfg.Gateway = gw.AsSlice()
 		}
 		result.IPs = append(result.IPs, cfg)
 	}
 	for _, r := range spec.routes {
-		route := &types.Route{Dst: *ipNet(r.Dst.Masked())}
+		route := &types.Route{Dst: *hostnet.IPNet(r.Dst.Masked())}
 		if r.Gateway.IsValid() {
 			route.GW = r.Gateway.AsSlice()
 		}

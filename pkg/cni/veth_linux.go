@@ -12,6 +12,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/kovn/kovn/pkg/hostnet"
 )
 
 // HostIfName returns the node-side veth name of a pod sandbox: the first 12 characters of
@@ -70,7 +72,7 @@ func createHostVeth(spec *vethSpec, podNS netns.NsHandle) (mac net.HardwareAddr,
 	if err != nil {
 		return nil, fmt.Errorf("reading back veth %s: %w", spec.hostIf, err)
 	}
-	if err := SetTxChecksum(spec.hostIf, false); err != nil {
+	if err := hostnet.SetTxChecksum(spec.hostIf, false); err != nil {
 		return nil, err
 	}
 	if err := netlink.LinkSetUp(link); err != nil {
@@ -87,7 +89,7 @@ func configurePodIf(spec *vethSpec) (net.HardwareAddr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("finding %s in the pod's network namespace: %w", spec.podIf, err)
 	}
-	if err := SetTxChecksum(spec.podIf, false); err != nil {
+	if err := hostnet.SetTxChecksum(spec.podIf, false); err != nil {
 		return nil, err
 	}
 	if err := bringUpLoopback(); err != nil {
@@ -98,11 +100,11 @@ func configurePodIf(spec *vethSpec) (net.HardwareAddr, error) {
 	}
 	for _, ip := range spec.ips {
 		if ip.Addr().Is6() {
-			if err := EnableIPv6(spec.podIf); err != nil {
+			if err := hostnet.EnableIPv6(spec.podIf); err != nil {
 				return nil, err
 			}
 		}
-		if err := netlink.AddrReplace(link, AddrNoDAD(ip)); err != nil {
+		if err := netlink.AddrReplace(link, hostnet.AddrNoDAD(ip)); err != nil {
 			return nil, fmt.Errorf("adding address %s to %s in the pod: %w", ip, spec.podIf, err)
 		}
 	}
@@ -129,22 +131,9 @@ func bringUpLoopback() error {
 	return nil
 }
 
-// AddrNoDAD is the netlink address for ip as kovn adds it to a pod interface or ovn0: IPv6
-// addresses skip duplicate address detection (IFA_F_NODAD). Uniqueness is already guaranteed:
-// kovn's IPAM hands each address out once and OVN's port security drops packets from any
-// other MAC/address pair, so DAD would find nothing and only keep the address "tentative"
-// (unusable as a source, no bind) for a second or two after the interface comes up.
-func AddrNoDAD(ip netip.Prefix) *netlink.Addr {
-	addr := &netlink.Addr{IPNet: ipNet(ip)}
-	if ip.Addr().Is6() {
-		addr.Flags = unix.IFA_F_NODAD
-	}
-	return addr
-}
-
 // podRoute is the netlink route for r through the link with index linkIndex.
 func podRoute(linkIndex int, r Route) *netlink.Route {
-	nr := &netlink.Route{LinkIndex: linkIndex, Dst: ipNet(r.Dst.Masked()), Scope: netlink.SCOPE_UNIVERSE}
+	nr := &netlink.Route{LinkIndex: linkIndex, Dst: hostnet.IPNet(r.Dst.Masked()), Scope: netlink.SCOPE_UNIVERSE}
 	if r.Gateway.IsValid() {
 		nr.Gw = r.Gateway.AsSlice()
 	} else {
@@ -158,11 +147,6 @@ func routeVia(r Route) string {
 		return r.Gateway.String()
 	}
 	return "link"
-}
-
-// ipNet converts a prefix, keeping the address bits (10.16.0.5/16 stays that way).
-func ipNet(p netip.Prefix) *net.IPNet {
-	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }
 
 // deleteVeth deletes the veth named name in the calling thread's namespace, which also
@@ -188,16 +172,4 @@ func deleteVeth(name string) error {
 func isLinkNotFound(err error) bool {
 	var notFound netlink.LinkNotFoundError
 	return errors.As(err, &notFound) || errors.Is(err, unix.ENODEV)
-}
-
-// retryDump retries a netlink dump the kernel interrupted (the set changed meanwhile),
-// as netlink v1.3 reports that instead of silently returning partial results.
-func retryDump[T any](dump func() ([]T, error)) ([]T, error) {
-	for range 4 {
-		out, err := dump()
-		if !errors.Is(err, netlink.ErrDumpInterrupted) {
-			return out, err
-		}
-	}
-	return dump()
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/kovn/kovn/pkg/cni"
+	"github.com/kovn/kovn/pkg/hostnet"
 )
 
 // NICConfig is what a NIC carried before kovn moved it into a provider bridge: its addresses
@@ -54,7 +54,7 @@ func DecodeNICConfig(s string) (NICConfig, error) {
 // are left out: the kernel makes them again wherever the addresses go.
 func ReadNICConfig(nic netlink.Link) (NICConfig, error) {
 	var out NICConfig
-	addrs, err := netlink.AddrList(nic, netlink.FAMILY_ALL)
+	addrs, err := hostnet.AddrList(nic, netlink.FAMILY_ALL)
 	if err != nil {
 		return out, fmt.Errorf("listing addresses of %s: %w", nic.Attrs().Name, err)
 	}
@@ -66,7 +66,7 @@ func ReadNICConfig(nic netlink.Link) (NICConfig, error) {
 		ones, _ := a.Mask.Size()
 		out.Addrs = append(out.Addrs, netip.PrefixFrom(ip.Unmap(), ones))
 	}
-	routes, err := netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{LinkIndex: nic.Attrs().Index, Table: unix.RT_TABLE_UNSPEC},
+	routes, err := hostnet.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{LinkIndex: nic.Attrs().Index, Table: unix.RT_TABLE_UNSPEC},
 		netlink.RT_FILTER_OIF|netlink.RT_FILTER_TABLE)
 	if err != nil {
 		return out, fmt.Errorf("listing routes through %s: %w", nic.Attrs().Name, err)
@@ -129,7 +129,7 @@ func MoveConfig(cfg NICConfig, from, to netlink.Link, hideFrom bool) error {
 		return err
 	}
 	for _, a := range cfg.Addrs {
-		if err := netlink.AddrDel(from, cni.AddrNoDAD(a)); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) && !errors.Is(err, unix.ENOENT) {
+		if err := netlink.AddrDel(from, hostnet.AddrNoDAD(a)); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) && !errors.Is(err, unix.ENOENT) {
 			return fmt.Errorf("removing %s from %s: %w", a, from.Attrs().Name, err)
 		}
 	}
@@ -163,11 +163,11 @@ func addAll(link netlink.Link, cfg NICConfig) error {
 	}
 	for _, a := range cfg.Addrs {
 		if a.Addr().Is6() {
-			if err := cni.EnableIPv6(name); err != nil {
+			if err := hostnet.EnableIPv6(name); err != nil {
 				return err
 			}
 		}
-		if err := netlink.AddrReplace(link, cni.AddrNoDAD(a)); err != nil {
+		if err := netlink.AddrReplace(link, hostnet.AddrNoDAD(a)); err != nil {
 			return fmt.Errorf("address %s on %s: %w", a, name, err)
 		}
 	}
@@ -179,9 +179,9 @@ func addAll(link netlink.Link, cfg NICConfig) error {
 	return nil
 }
 
-// disableIPv6 is cni.SetDisableIPv6 where a netns without IPv6 has nothing to hide or give back.
+// disableIPv6 is hostnet.SetDisableIPv6 where a netns without IPv6 has nothing to hide or give back.
 func disableIPv6(ifName string, disable bool) error {
-	if err := cni.SetDisableIPv6(ifName, disable); err != nil && !errors.Is(err, cni.ErrNoIPv6) {
+	if err := hostnet.SetDisableIPv6(ifName, disable); err != nil && !errors.Is(err, hostnet.ErrNoIPv6) {
 		return err
 	}
 	return nil

@@ -14,7 +14,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/kovn/kovn/pkg/cni"
+	"github.com/kovn/kovn/pkg/hostnet"
 )
 
 // inThrowawayNetNS runs the test body on a locked thread inside a new network namespace
@@ -72,7 +72,7 @@ func TestMoveAndRestoreNICConfig(t *testing.T) {
 	inThrowawayNetNS(t)
 	nic, br := vethUp(t, "nic0"), vethUp(t, "br0")
 	for _, a := range []string{"192.0.2.10/24", "2001:db8::10/64"} {
-		if err := netlink.AddrAdd(nic, cni.AddrNoDAD(netip.MustParsePrefix(a))); err != nil {
+		if err := netlink.AddrAdd(nic, hostnet.AddrNoDAD(netip.MustParsePrefix(a))); err != nil {
 			t.Fatal(err)
 		}
 	}

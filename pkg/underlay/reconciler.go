@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
-	"github.com/kovn/kovn/pkg/cni"
+	"github.com/kovn/kovn/pkg/hostnet"
 	"github.com/kovn/kovn/pkg/ovn"
 )
 
@@ -140,7 +140,7 @@ func (r *Reconciler) attach(ctx context.Context, w Want, br *Bridge, datapathTyp
 
 // moveToBridge waits for the bridge's kernel interface and moves the NIC's configuration on it.
 func (r *Reconciler) moveToBridge(ctx context.Context, br *Bridge, nic netlink.Link, userspace bool) error {
-	link, err := cni.WaitLink(ctx, br.Name, 10*time.Second)
+	link, err := hostnet.WaitLink(ctx, br.Name, 10*time.Second)
 	if err != nil {
 		return err
 	}
@@ -152,7 +152,7 @@ func (r *Reconciler) moveToBridge(ctx context.Context, br *Bridge, nic netlink.L
 	if userspace {
 		// The userspace datapath does not fill in offloaded checksums of kernel frames.
 		for _, ifName := range []string{br.Name, br.NIC} {
-			if err := cni.SetTxChecksum(ifName, false); err != nil {
+			if err := hostnet.SetTxChecksum(ifName, false); err != nil {
 				return err
 			}
 		}
@@ -217,7 +217,7 @@ func GiveBack(ctx context.Context, c libovsdb.Client, b Bridge) (nicGone bool, e
 		// gratuitous ARP, an unsolicited NA), so that the physical switch learns the MAC on
 		// this port and neighbours refresh, instead of waiting for this node to send first
 		// (CI saw a node unanswered for 5 s and more right after the give-back).
-		if err := cni.AnnounceHere(log.FromContext(ctx), b.NIC, nic.Attrs().HardwareAddr, b.Config.Addrs); err != nil {
+		if err := hostnet.AnnounceHere(log.FromContext(ctx), b.NIC, nic.Attrs().HardwareAddr, b.Config.Addrs); err != nil {
 			log.FromContext(ctx).Info("announcing the NIC's addresses failed", "nic", b.NIC, "error", err.Error())
 		}
 	}
@@ -243,7 +243,7 @@ func (r *Reconciler) VlanReady(ctx context.Context, vlan string) error {
 	case res.reason != "":
 		// A definite failure (no such NIC, OVS refusing the bridge): said at once, not after the
 		// CNI's timeout; the runtime retries the sandbox and succeeds once the node is fixed.
-		return fmt.Errorf("%w: provider network %s (vlan %s) is not ready on node %s: %s", cni.ErrInvalidConfig, v.Spec.Provider, vlan, r.NodeName, res.msg)
+		return fmt.Errorf("%w: provider network %s (vlan %s) is not ready on node %s: %s", hostnet.ErrInvalidConfig, v.Spec.Provider, vlan, r.NodeName, res.msg)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kovn/kovn/pkg/cluster/topology"
+	"github.com/kovn/kovn/pkg/contract"
 	"github.com/kovn/kovn/test/rig"
 )
 
@@ -358,7 +359,7 @@ func (c *cluster) pathDiagnostics(ns, name, dst string) string {
 	if _, err := fmt.Sscanf(f[2], "c%d-n%d", &cl, &n); err == nil {
 		cfg := c.st.Config
 		ofport, _ := exec.Command("ovs-vsctl", "--db=unix:"+cfg.OVSDBSocket(cl, n), "--bare", "--columns=ofport", "find", "Interface",
-			"external_ids:iface-id="+topology.PodPortName(ns, name)).CombinedOutput()
+			"external_ids:iface-id="+contract.PodPortName(ns, name)).CombinedOutput()
 		run("ovs-appctl", "-t", filepath.Join(filepath.Dir(cfg.OVSDBSocket(cl, n)), "ovs-vswitchd.ctl"), "ofproto/trace", "br-int",
 			fmt.Sprintf("in_port=%s,icmp,dl_src=%s,dl_dst=%s,nw_src=%s,nw_dst=%s,nw_ttl=64,icmp_type=8", strings.TrimSpace(string(ofport)), f[1], gw, f[0], dst))
 		run("ovs-vsctl", "--db=unix:"+cfg.OVSDBSocket(cl, n), "--columns=name,ofport,options,bfd_status", "find", "Interface", "type=geneve")

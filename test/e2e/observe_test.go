@@ -20,7 +20,7 @@ import (
 
 	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/kovnctl"
-	"github.com/kovn/kovn/pkg/node"
+	"github.com/kovn/kovn/pkg/node/mirror"
 	"github.com/kovn/kovn/test/rig"
 )
 
@@ -379,14 +379,14 @@ func echoLines(out string, a, b []string) (requests, replies int) {
 func mirroring(t *testing.T, c *cluster) {
 	cfg := c.st.Config
 	c.createNamespace("mir")
-	c.createPod(testboxPod("mir", "m", onNode("c1-n1"), withAnnotations(node.MirrorAnnotation, "true")))
+	c.createPod(testboxPod("mir", "m", onNode("c1-n1"), withAnnotations(mirror.Annotation, "true")))
 	c.createPod(testboxPod("mir", "u", onNode("c1-n1")))
 	c.createPod(testboxPod("mir", "p", onNode("c1-n2")))
 	m := c.waitRunning("mir", "m", 90*time.Second)
 	u := c.waitRunning("mir", "u", 90*time.Second)
 	p := c.waitRunning("mir", "p", 90*time.Second)
 	mIf := c.vsctl(1, "--bare", "--columns=name", "find", "Interface", "external_ids:iface-id=m.mir")
-	want := mIf + " | " + mIf + " | " + node.MirrorPort
+	want := mIf + " | " + mIf + " | " + mirror.Port
 	if err := eventually(30*time.Second, func() error {
 		if got := c.mirroredPorts(1, "kovn-mirror0"); got != want {
 			return fmt.Errorf("c1-n1's Mirror kovn-mirror0: %q, want %q", got, want)
@@ -406,7 +406,7 @@ func mirroring(t *testing.T, c *cluster) {
 		}
 	}
 	filter := "icmp or (icmp6 and (ip6[40] == 128 or ip6[40] == 129))"
-	out := capture(t, cfg.NodeNS(1, 1), node.MirrorPort, filter, echoes)
+	out := capture(t, cfg.NodeNS(1, 1), mirror.Port, filter, echoes)
 	mReq, mRep := echoLines(out, podIPs(m), podIPs(p))
 	uReq, uRep := echoLines(out, podIPs(u), podIPs(p))
 	t.Logf("mirror0 on c1-n1: m's echoes %d requests, %d replies; u's %d, %d", mReq, mRep, uReq, uRep)
@@ -415,7 +415,7 @@ func mirroring(t *testing.T, c *cluster) {
 	}
 
 	t.Log("annotation removed: no Mirror row, mirror0 stays")
-	c.kubectlOK("annotate", "-n", "mir", "pod", "m", node.MirrorAnnotation+"-")
+	c.kubectlOK("annotate", "-n", "mir", "pod", "m", mirror.Annotation+"-")
 	if err := eventually(30*time.Second, func() error {
 		if got := c.vsctl(1, "--bare", "--columns=name", "find", "Mirror"); got != "" {
 			return fmt.Errorf("Mirror rows %q left", got)
@@ -424,7 +424,7 @@ func mirroring(t *testing.T, c *cluster) {
 	}); err != nil {
 		t.Error(err)
 	}
-	if out := capture(t, cfg.NodeNS(1, 1), node.MirrorPort, filter, func() { c.ping("mir", "m", podIP(t, p, false)) }); strings.Contains(out, "echo") {
+	if out := capture(t, cfg.NodeNS(1, 1), mirror.Port, filter, func() { c.ping("mir", "m", podIP(t, p, false)) }); strings.Contains(out, "echo") {
 		t.Errorf("mirroring off, mirror0 still saw:\n%s", out)
 	}
 
@@ -433,7 +433,7 @@ func mirroring(t *testing.T, c *cluster) {
 	c.kubectlOK("-n", "kube-system", "patch", "daemonset", "kovn-daemon", "--type=json", "-p",
 		`[{"op":"add","path":"/spec/template/spec/containers/0/command/-","value":"--mirror-remote=gre:`+collector+`:7"}]`)
 	c.kubectlOK("-n", "kube-system", "rollout", "status", "daemonset/kovn-daemon", "--timeout=3m")
-	c.kubectlOK("annotate", "-n", "mir", "pod", "m", node.MirrorAnnotation+"=true")
+	c.kubectlOK("annotate", "-n", "mir", "pod", "m", mirror.Annotation+"=true")
 	if err := eventually(60*time.Second, func() error {
 		if got := c.mirroredPorts(1, "kovn-mirror-remote"); got != mIf+" | "+mIf+" | kovn-mirror-rem" {
 			return fmt.Errorf("c1-n1's Mirror kovn-mirror-remote: %q", got)

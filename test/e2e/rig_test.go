@@ -105,7 +105,7 @@ func saveLogs(t *testing.T, dir string) {
 // reportVswitchdCrashes names every ovs-vswitchd abort in the rig's node logs, and fails the
 // test on an assertion: OVS's own consistency checks must never fire (Debian's OVS 3.1 userspace
 // conntrack did on zero-SNAT connections until kovn-daemon turned zero SNAT off, see
-// node.ZeroSNATGuard). An abort without one (the SIGABRT a test sends) is only named.
+// guard.ZeroSNATGuard). An abort without one (the SIGABRT a test sends) is only named.
 func reportVswitchdCrashes(t *testing.T, cfg rig.Config) bool {
 	lines := vswitchdCrashLines(cfg)
 	for _, l := range lines {

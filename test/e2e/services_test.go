@@ -638,7 +638,7 @@ func btoi(b bool) int {
 // udpPausedPastTimeout: before OVS 3.1.3 the userspace conntrack aborts ovs-vswitchd when a
 // packet of a zero-SNAT connection (ovn-controller's ct_commit with nat(src)) arrives after the
 // connection expired and before the sweeper (every 20 s) removed it. kovn-daemon turns zero
-// SNAT off on such an OVS (node.ZeroSNATGuard). The client pauses UDP flows, to be2 directly
+// SNAT off on such an OVS (guard.ZeroSNATGuard). The client pauses UDP flows, to be2 directly
 // and through the echo ClusterIP in both families, for 31 s (the UDP timeout is 30 s) and
 // resumes them together: every datagram is answered and no ovs-vswitchd aborts. With zero SNAT
 // on, the same pause took ovs-vswitchd down on both nodes.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kovn/kovn/pkg/cluster/topology"
+	"github.com/kovn/kovn/pkg/contract"
 	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/ovn/model/nb"
 )
@@ -25,7 +26,7 @@ func policyIn(selected []string, peerIPs []string, ports ...int32) topology.Netw
 	in := topology.NetworkPolicyIn{Namespace: "default", Name: "web", Ingress: true, Egress: true,
 		JoinCIDRs: []netip.Prefix{p("100.64.0.0/16")}}
 	for _, s := range selected {
-		in.Pods = append(in.Pods, topology.PolicyPodIn{Port: topology.PodPortName("default", s)})
+		in.Pods = append(in.Pods, topology.PolicyPodIn{Port: contract.PodPortName("default", s)})
 	}
 	var peers []topology.PolicyPodIn
 	for _, ip := range peerIPs {
@@ -91,7 +92,7 @@ func settled(t *testing.T, c client.Client, sh topology.Shard) []string {
 func lspUUIDs(t *testing.T, c client.Client, names ...string) []string {
 	var out []string
 	for _, n := range names {
-		out = append(out, named(t, c, topology.PodPortName("default", n), func(r nb.LogicalSwitchPort) string { return r.Name }).UUID)
+		out = append(out, named(t, c, contract.PodPortName("default", n), func(r nb.LogicalSwitchPort) string { return r.Name }).UUID)
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/ovn-org/libovsdb/ovsdb"
 
 	"github.com/kovn/kovn/pkg/cluster/topology"
+	"github.com/kovn/kovn/pkg/contract"
 	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/ovn/model/nb"
 )
@@ -30,7 +31,7 @@ func TestPodQoS(t *testing.T) {
 
 	pod := topology.PodIn{Namespace: "ns", Name: "q", Switch: def.Switch, IPs: []netip.Addr{a("10.16.0.9")}, MAC: "0a:58:0a:10:00:09",
 		Bandwidth: topology.Bandwidth{IngressKbps: 20000, EgressKbps: 100000}}
-	port := topology.PodPortName("ns", "q")
+	port := contract.PodPortName("ns", "q")
 	got := settled(t, c, topology.ForPod(pod))
 	if countOps(got, "insert QoS") != 2 {
 		t.Errorf("limited pod: %v, want 2 QoS inserts", got)

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
+
+	"github.com/kovn/kovn/pkg/contract"
 )
 
 // Owner types of the shards.
@@ -15,18 +17,6 @@ const (
 	OwnerNode   = "Node"
 	OwnerPod    = "Pod"
 )
-
-// PodPortName is the logical switch port (and OVS iface-id) of a pod.
-func PodPortName(namespace, name string) string { return name + "." + namespace }
-
-// AttachmentPortName is the logical switch port (and OVS iface-id) of a pod's attachment
-// interface on a kovn Subnet; the pod's IP object for it has the same name.
-func AttachmentPortName(namespace, name, iface string) string {
-	return PodPortName(namespace, name) + "." + iface
-}
-
-// NodePortName is the join-switch port of a node's ovn0.
-func NodePortName(node string) string { return "node-" + node }
 
 // RouterPortName is the router side of the link between a VPC router and a subnet switch;
 // SwitchRouterPortName is the switch side.
@@ -90,17 +80,17 @@ func ForPod(p PodIn) Shard {
 	addr := addressesOf(p.MAC, p.IPs)
 	owner := p.Namespace + "/" + p.Name
 	s := Shard{OwnerType: OwnerPod, Owner: owner, SwitchPorts: []SwitchPort{{
-		Switch: p.Switch, Name: PodPortName(p.Namespace, p.Name), Addresses: []string{addr}, PortSecurity: []string{addr},
+		Switch: p.Switch, Name: contract.PodPortName(p.Namespace, p.Name), Addresses: []string{addr}, PortSecurity: []string{addr},
 		ExternalIDs: map[string]string{"pod": owner, "node": p.Node},
 	}}}
 	if p.Node != "" {
-		s.Memberships = []Membership{{PortGroup: NodePortGroup(p.Node), Port: PodPortName(p.Namespace, p.Name)}}
+		s.Memberships = []Membership{{PortGroup: NodePortGroup(p.Node), Port: contract.PodPortName(p.Namespace, p.Name)}}
 	}
 	// Attachment ports belong to the pod's shard (one owner, gone with the pod), but not to its
 	// node's port group: that group steers the pod's eth0 egress through the node.
 	for _, a := range p.Attachments {
 		addr := addressesOf(a.MAC, a.IPs)
-		s.SwitchPorts = append(s.SwitchPorts, SwitchPort{Switch: a.Switch, Name: AttachmentPortName(p.Namespace, p.Name, a.Interface),
+		s.SwitchPorts = append(s.SwitchPorts, SwitchPort{Switch: a.Switch, Name: contract.AttachmentPortName(p.Namespace, p.Name, a.Interface),
 			Addresses: []string{addr}, PortSecurity: []string{addr},
 			ExternalIDs: map[string]string{"pod": owner, "node": p.Node, "interface": a.Interface}})
 	}
@@ -115,7 +105,7 @@ const PriorityPodQoS = 1000
 // podQoS meters the pod's traffic each way it is limited: what it sends (from-lport, its
 // inport) and what it receives (to-lport, its outport), on whichever node its port is bound.
 func podQoS(p PodIn) []QoS {
-	port := PodPortName(p.Namespace, p.Name)
+	port := contract.PodPortName(p.Namespace, p.Name)
 	var out []QoS
 	if r := p.Bandwidth.EgressKbps; r > 0 {
 		out = append(out, QoS{Switch: p.Switch, Name: "egress", Direction: "from-lport", Priority: PriorityPodQoS,
@@ -147,7 +137,7 @@ func ForNode(n NodeIn, join *SubnetIn) Shard {
 	if len(n.JoinIPs) > 0 && n.JoinMAC != "" {
 		// No port security: ovn0 receives traffic for addresses that are not its own (pods
 		// egressing through the node, replies to SNATed flows).
-		s.SwitchPorts = []SwitchPort{{Switch: join.Switch, Name: NodePortName(n.Name),
+		s.SwitchPorts = []SwitchPort{{Switch: join.Switch, Name: contract.NodePortName(n.Name),
 			Addresses: []string{addressesOf(n.JoinMAC, n.JoinIPs)}, ExternalIDs: map[string]string{"node": n.Name}}}
 	}
 	for _, nip := range n.NodeIPs {

@@ -1,0 +1,28 @@
+// Package contract holds the names kovn-controller and the node side (kovn-daemon,
+// kovn-speaker) agree on: the labels the controller puts on IP objects and the node side
+// selects by, and the OVN logical switch port names the controller creates and the node
+// writes into OVS interfaces' external_ids:iface-id. The node side imports this package,
+// never the controller's, so a change to either side's internals cannot drag the other in.
+package contract
+
+// Labels on IP objects.
+const (
+	// LabelSubnet names the Subnet an IP object's address comes from.
+	LabelSubnet = "kovn.io/subnet"
+	// LabelStatefulSet names the StatefulSet whose pod keeps the IP object across restarts.
+	LabelStatefulSet = "kovn.io/statefulset"
+	// LabelNode lets each kovn-daemon cache only the IP objects of its own node.
+	LabelNode = "kovn.io/node"
+)
+
+// PodPortName is the logical switch port (and OVS iface-id) of a pod.
+func PodPortName(namespace, name string) string { return name + "." + namespace }
+
+// AttachmentPortName is the logical switch port (and OVS iface-id) of a pod's attachment
+// interface on a kovn Subnet; the pod's IP object for it has the same name.
+func AttachmentPortName(namespace, name, iface string) string {
+	return PodPortName(namespace, name) + "." + iface
+}
+
+// NodePortName is the join-switch port of a node's ovn0.
+func NodePortName(node string) string { return "node-" + node }

@@ -1,0 +1,199 @@
+package servicenat
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/annotation"
+)
+
+// NodePortReconciler keeps the node's NodePort and external IP translation (nodeports.go)
+// equal to the cluster's Services. Every event means "recompute everything": the rules are a
+// pure function of all Services, and they are rewritten only when their text changes.
+type NodePortReconciler struct {
+	client.Client
+	NodeName string
+	// Apply writes one family's rules; nil: iptables / ip6tables.
+	Apply func(is4 bool, rules string) error
+
+	chains familyChains
+}
+
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
+
+// Reconcile implements reconcile.Reconciler.
+func (r *NodePortReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	svcs, err := r.nodePortServices(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var subnets kovnv1.SubnetList
+	var ips kovnv1.IPList
+	if err := r.List(ctx, &subnets); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.List(ctx, &ips); err != nil { // the daemon caches its own node's only
+		return ctrl.Result{}, err
+	}
+	keep := keepSourcePrefixes(subnets.Items, ips.Items, r.NodeName)
+	apply := r.Apply
+	if apply == nil {
+		apply = ApplyNodePortRules
+	}
+	return ctrl.Result{}, r.chains.sync(func(is4 bool) string { return NodePortRules(is4, svcs, keep) }, apply)
+}
+
+// keepSourcePrefixes are the destinations traffic entering the overlay here reaches without
+// being masqueraded (see nodeports.go): this node's pods in default-VPC subnets with a
+// distributed gateway, whose replies leave through this node.
+func keepSourcePrefixes(subnets []kovnv1.Subnet, ips []kovnv1.IP, node string) []netip.Prefix {
+	var out []netip.Prefix
+	localPods := map[string]bool{}
+	for i := range subnets {
+		sn := &subnets[i]
+		if sn.VpcName() == kovnv1.DefaultVpcName && sn.Spec.Vlan == "" && sn.Spec.EffectiveGatewayType() == kovnv1.GatewayDistributed {
+			localPods[sn.Name] = true
+		}
+	}
+	for i := range ips {
+		ip := &ips[i].Spec
+		if ip.PodName == "" || ip.NodeName != node || !localPods[ip.Subnet] {
+			continue
+		}
+		for _, s := range []string{ip.V4IP, ip.V6IP} {
+			if a, err := netip.ParseAddr(s); err == nil {
+				out = append(out, netip.PrefixFrom(a, a.BitLen()))
+			}
+		}
+	}
+	return out
+}
+
+// nodePortServices lists the Services that reach into the cluster through this node.
+func (r *NodePortReconciler) nodePortServices(ctx context.Context) ([]NodePortService, error) {
+	var list corev1.ServiceList
+	if err := r.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	var subnets kovnv1.SubnetList
+	if err := r.List(ctx, &subnets); err != nil {
+		return nil, err
+	}
+	inCluster := subnetPrefixes(subnets.Items)
+	var out []NodePortService
+	for i := range list.Items {
+		s, ok := nodePortService(&list.Items[i], inCluster)
+		if !ok {
+			continue
+		}
+		if s.LocalOnly || s.OutsideClusterIPs {
+			var slices discoveryv1.EndpointSliceList
+			if err := r.List(ctx, &slices, client.InNamespace(list.Items[i].Namespace),
+				client.MatchingLabels{discoveryv1.LabelServiceName: list.Items[i].Name}); err != nil {
+				return nil, err
+			}
+			s.LocalEndpoints = localEndpoints(slices.Items, r.NodeName)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// subnetPrefixes are the CIDRs of every Subnet, whatever its VPC or state.
+func subnetPrefixes(subnets []kovnv1.Subnet) []netip.Prefix {
+	var out []netip.Prefix
+	for i := range subnets {
+		if cidrs, err := subnets[i].Spec.CIDRs(); err == nil {
+			out = append(out, cidrs...)
+		}
+	}
+	return out
+}
+
+// nodePortService reads a Service; false when nothing reaches it through a node. External
+// addresses inside inCluster (a Subnet's CIDRs) are left out: translating them would hand a
+// pod's or a node's traffic to the Service (kovn-controller refuses them with an event).
+func nodePortService(svc *corev1.Service, inCluster []netip.Prefix) (NodePortService, bool) {
+	etpLocal := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+	s := NodePortService{Key: svc.Namespace + "/" + svc.Name, LocalOnly: etpLocal,
+		OutsideClusterIPs: annotation.BGPServicePolicy(svc.Annotations[annotation.BGP], etpLocal) == annotation.BGPLocal}
+	for _, ip := range svc.Spec.ClusterIPs {
+		if a, err := netip.ParseAddr(ip); err == nil {
+			s.ClusterIPs = append(s.ClusterIPs, a)
+		}
+	}
+	ext := append([]string(nil), svc.Spec.ExternalIPs...)
+	for _, ing := range svc.Status.LoadBalancer.Ingress {
+		ext = append(ext, ing.IP)
+	}
+	for _, ip := range ext {
+		if a, err := netip.ParseAddr(ip); err == nil && !slices.ContainsFunc(inCluster, func(p netip.Prefix) bool { return p.Contains(a) }) {
+			s.ExternalIPs = append(s.ExternalIPs, a)
+		}
+	}
+	hasNodePort := false
+	for _, p := range svc.Spec.Ports {
+		proto := string(p.Protocol)
+		if proto == "" {
+			proto = string(corev1.ProtocolTCP)
+		}
+		s.Ports = append(s.Ports, NodePortPort{Name: p.Name, Protocol: proto, Port: p.Port, NodePort: p.NodePort})
+		hasNodePort = hasNodePort || p.NodePort > 0
+	}
+	return s, len(s.ClusterIPs) > 0 && (hasNodePort || len(s.ExternalIPs) > 0 || s.OutsideClusterIPs)
+}
+
+// localEndpoints are the ready endpoints of the slices that run on node.
+func localEndpoints(slices []discoveryv1.EndpointSlice, node string) []LocalEndpoint {
+	var out []LocalEndpoint
+	for _, sl := range slices {
+		ports := map[string]int32{}
+		for _, p := range sl.Ports {
+			if p.Port != nil {
+				name := ""
+				if p.Name != nil {
+					name = *p.Name
+				}
+				ports[name] = *p.Port
+			}
+		}
+		for _, e := range sl.Endpoints {
+			if e.NodeName == nil || *e.NodeName != node || (e.Conditions.Ready != nil && !*e.Conditions.Ready) {
+				continue
+			}
+			for _, a := range e.Addresses {
+				if addr, err := netip.ParseAddr(a); err == nil {
+					out = append(out, LocalEndpoint{Addr: addr, Ports: ports})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// ApplyNodePortRules makes sure the chains exist and are jumped to, then rewrites them.
+func ApplyNodePortRules(is4 bool, rules string) error {
+	return applyChains(is4, []chainJump{{"nat", "PREROUTING", nodePortChain}, {"nat", "OUTPUT", nodePortChain},
+		{"nat", "POSTROUTING", nodePortMasqChain}, {"filter", "INPUT", nodePortRejectChain}, {"filter", "FORWARD", nodePortRejectChain}}, rules)
+}
+
+// SetupWithManager: every Service or EndpointSlice event enqueues the one key.
+func (r *NodePortReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	one := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: "nodeports"}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("nodeports").
+		Watches(&corev1.Service{}, one).Watches(&discoveryv1.EndpointSlice{}, one).
+		Watches(&kovnv1.Subnet{}, one).Watches(&kovnv1.IP{}, one).Complete(r)
+}

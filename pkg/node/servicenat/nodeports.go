@@ -1,0 +1,166 @@
+package servicenat
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+
+	"github.com/kovn/kovn/pkg/node/bootstrap"
+)
+
+// NodePorts and external IPs enter the cluster on the node that receives them: kovn-daemon
+// translates them in the node's own packet filter to the Service's ClusterIP, which the node
+// routes through ovn0 to the Service's OVN load balancer on the join switch (the same path as
+// the node's own traffic to a ClusterIP). Such connections are masqueraded to the node's join
+// address so replies come back through this node. externalTrafficPolicy=Local Services are
+// translated straight to this node's own ready endpoints and not masqueraded: the backend sees
+// the client's address, and its reply leaves through its own node (this one), where the
+// translation is undone. Without a local endpoint the traffic is rejected (the nat table
+// cannot filter: the reject rule sits in the filter table and sees what nat left untranslated).
+const (
+	nodePortChain       = "KOVN-NODEPORTS"       // nat PREROUTING and OUTPUT
+	nodePortMasqChain   = "KOVN-NODEPORT-MASQ"   // nat POSTROUTING
+	nodePortRejectChain = "KOVN-NODEPORT-REJECT" // filter INPUT and FORWARD
+	nodePortMark        = "0x4000/0x4000"
+)
+
+// enterOverlayMasq masquerades every other connection this node forwards into the overlay from
+// outside (the control plane reaching a pod or a ClusterIP for webhooks, aggregated APIs and
+// pods/proxy; anything routed to this node for the cluster's ranges) to the node's ovn0
+// address. The pod's reply then returns through this node: unmasqueraded, it would leave
+// through the pod's own node, be masqueraded there as pod egress and never match. Traffic the
+// node itself sends keeps its source, and so does traffic already translated to a pod here
+// (externalTrafficPolicy=Local, hostPort), whose client address the pod must see.
+const enterOverlayMasq = "-A " + nodePortMasqChain + " -o " + bootstrap.Ovn0 +
+	" -m addrtype ! --src-type LOCAL -m conntrack ! --ctstate DNAT -j MASQUERADE"
+
+// Destinations whose replies come back through this node anyway keep the client's address
+// (keepSource): this node's own pods in distributed-gateway subnets, whose egress is this
+// node, where conntrack sees both directions. That is how a client outside the cluster, routed
+// in over BGP to the node hosting a pod (a Local-policy route), reaches it with its own
+// address. Traffic for a pod on another node is still masqueraded: its reply would leave
+// through that node, and OVN's stateful stages there drop a reply they never saw the start of.
+
+// NodePortService is what the node translates for one Service.
+type NodePortService struct {
+	Key         string       // namespace/name, for rule comments
+	ClusterIPs  []netip.Addr // the DNAT target of ETP=Cluster traffic
+	ExternalIPs []netip.Addr // spec.externalIPs and load balancer ingress IPs
+	// OutsideClusterIPs: the Service is announced over BGP with the Local policy, so traffic
+	// from outside arrives here for its ClusterIPs; it goes to this node's endpoints only
+	// (like ETP=Local), unmasqueraded. Traffic the node itself sends is left to OVN.
+	OutsideClusterIPs bool
+	Ports             []NodePortPort
+	// LocalOnly: externalTrafficPolicy=Local; LocalEndpoints are this node's ready endpoints.
+	LocalOnly      bool
+	LocalEndpoints []LocalEndpoint
+}
+
+// NodePortPort is one Service port; NodePort is 0 when the Service has none.
+type NodePortPort struct {
+	Name     string
+	Protocol string // TCP | UDP | SCTP
+	Port     int32
+	NodePort int32
+}
+
+// LocalEndpoint is a ready endpoint on this node with its port numbers by Service port name.
+type LocalEndpoint struct {
+	Addr  netip.Addr
+	Ports map[string]int32
+}
+
+// NodePortRules is the iptables-restore input rewriting both chains for one family. Services
+// are sorted by key and endpoints by address, so the same input always gives the same text
+// (an unchanged cluster causes no rewrite).
+func NodePortRules(is4 bool, svcs []NodePortService, keepSource []netip.Prefix) string {
+	var b, reject strings.Builder
+	fmt.Fprintf(&b, "*nat\n:%s - [0:0]\n:%s - [0:0]\n", nodePortChain, nodePortMasqChain)
+	fmt.Fprintf(&b, "-A %s -m mark --mark %s -j MASQUERADE\n", nodePortMasqChain, nodePortMark)
+	keep := append([]netip.Prefix(nil), keepSource...)
+	sort.Slice(keep, func(i, j int) bool { return keep[i].String() < keep[j].String() })
+	for _, p := range keep {
+		if p.Addr().Is4() == is4 {
+			fmt.Fprintf(&b, "-A %s -o %s -d %s -j RETURN\n", nodePortMasqChain, bootstrap.Ovn0, p)
+		}
+	}
+	fmt.Fprintf(&b, "%s\n", enterOverlayMasq)
+	sorted := append([]NodePortService(nil), svcs...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Key < sorted[j].Key })
+	for _, s := range sorted {
+		cip, ok := firstOfFamily(s.ClusterIPs, is4)
+		if !ok {
+			continue
+		}
+		for _, p := range s.Ports {
+			proto := strings.ToLower(p.Protocol)
+			var matches []string
+			if p.NodePort > 0 {
+				matches = append(matches, fmt.Sprintf("-m addrtype --dst-type LOCAL -p %s --dport %d", proto, p.NodePort))
+			}
+			for _, ip := range s.ExternalIPs {
+				if ip.Is4() == is4 {
+					matches = append(matches, fmt.Sprintf("-d %s -p %s --dport %d", netip.PrefixFrom(ip, ip.BitLen()), proto, p.Port))
+				}
+			}
+			if s.OutsideClusterIPs {
+				m := fmt.Sprintf("-d %s -p %s --dport %d -m addrtype ! --src-type LOCAL", netip.PrefixFrom(cip, cip.BitLen()), proto, p.Port)
+				head := fmt.Sprintf("-A %s %s -m comment --comment %q", nodePortChain, m, s.Key+":"+p.Name)
+				if !writeLocalTargets(&b, head, localTargets(s.LocalEndpoints, p.Name, is4)) {
+					fmt.Fprintf(&reject, "-A %s %s -m comment --comment %q -j REJECT\n", nodePortRejectChain, m, s.Key+":"+p.Name)
+				}
+			}
+			for _, m := range matches {
+				head := fmt.Sprintf("-A %s %s -m comment --comment %q", nodePortChain, m, s.Key+":"+p.Name)
+				if s.LocalOnly {
+					if !writeLocalTargets(&b, head, localTargets(s.LocalEndpoints, p.Name, is4)) {
+						fmt.Fprintf(&reject, "-A %s %s -m comment --comment %q -j REJECT\n", nodePortRejectChain, m, s.Key+":"+p.Name)
+					}
+					continue
+				}
+				fmt.Fprintf(&b, "%s -j MARK --set-xmark %s\n", head, nodePortMark)
+				fmt.Fprintf(&b, "%s -j DNAT --to-destination %s\n", head, netip.AddrPortFrom(cip, uint16(p.Port)))
+			}
+		}
+	}
+	b.WriteString("COMMIT\n")
+	fmt.Fprintf(&b, "*filter\n:%s - [0:0]\n%sCOMMIT\n", nodePortRejectChain, reject.String())
+	return b.String()
+}
+
+// writeLocalTargets spreads a match evenly over this node's endpoints (the n-th of k rules
+// takes 1/(k-n) of what reaches it); false when there is none.
+func writeLocalTargets(b *strings.Builder, head string, targets []string) bool {
+	if len(targets) == 0 {
+		return false
+	}
+	for i, t := range targets {
+		if left := len(targets) - i; left > 1 {
+			fmt.Fprintf(b, "%s -m statistic --mode random --probability %.5f -j DNAT --to-destination %s\n", head, 1/float64(left), t)
+		} else {
+			fmt.Fprintf(b, "%s -j DNAT --to-destination %s\n", head, t)
+		}
+	}
+	return true
+}
+
+func localTargets(eps []LocalEndpoint, port string, is4 bool) []string {
+	var out []string
+	for _, e := range eps {
+		if n, ok := e.Ports[port]; ok && e.Addr.Is4() == is4 {
+			out = append(out, netip.AddrPortFrom(e.Addr, uint16(n)).String())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func firstOfFamily(ips []netip.Addr, is4 bool) (netip.Addr, bool) {
+	for _, ip := range ips {
+		if ip.Is4() == is4 {
+			return ip, true
+		}
+	}
+	return netip.Addr{}, false
+}

@@ -1,0 +1,163 @@
+package servicenat
+
+import (
+	"net/netip"
+	"os/exec"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/hostnet/netnstest"
+)
+
+func addrList(ss ...string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range ss {
+		out = append(out, netip.MustParseAddr(s))
+	}
+	return out
+}
+
+var (
+	webCluster = NodePortService{Key: "ns/web", ClusterIPs: addrList("10.96.0.20", "fd00:10:96::14"),
+		ExternalIPs: addrList("172.30.200.1"), Ports: []NodePortPort{{Name: "http", Protocol: "TCP", Port: 80, NodePort: 30080}}}
+	webLocal = NodePortService{Key: "ns/local", ClusterIPs: addrList("10.96.0.21"), LocalOnly: true,
+		Ports: []NodePortPort{{Name: "http", Protocol: "TCP", Port: 80, NodePort: 30081}, {Name: "dns", Protocol: "UDP", Port: 53, NodePort: 30053}},
+		LocalEndpoints: []LocalEndpoint{{Addr: netip.MustParseAddr("10.16.0.7"), Ports: map[string]int32{"http": 8080}},
+			{Addr: netip.MustParseAddr("10.16.0.5"), Ports: map[string]int32{"http": 8080}}}}
+)
+
+// TestNodePortRulesCluster: ETP=Cluster NodePorts and external IPs are marked for masquerade
+// and sent to the ClusterIP of their family.
+func TestNodePortRulesCluster(t *testing.T) {
+	v4 := NodePortRules(true, []NodePortService{webCluster}, nil)
+	for _, want := range []string{
+		`-A KOVN-NODEPORT-MASQ -m mark --mark 0x4000/0x4000 -j MASQUERADE`,
+		`-A KOVN-NODEPORT-MASQ -o ovn0 -m addrtype ! --src-type LOCAL -m conntrack ! --ctstate DNAT -j MASQUERADE`,
+		`-A KOVN-NODEPORTS -m addrtype --dst-type LOCAL -p tcp --dport 30080 -m comment --comment "ns/web:http" -j MARK --set-xmark 0x4000/0x4000`,
+		`-A KOVN-NODEPORTS -m addrtype --dst-type LOCAL -p tcp --dport 30080 -m comment --comment "ns/web:http" -j DNAT --to-destination 10.96.0.20:80`,
+		`-A KOVN-NODEPORTS -d 172.30.200.1/32 -p tcp --dport 80 -m comment --comment "ns/web:http" -j DNAT --to-destination 10.96.0.20:80`,
+	} {
+		if !strings.Contains(v4, want+"\n") {
+			t.Errorf("IPv4 rules lack %q:\n%s", want, v4)
+		}
+	}
+	v6 := NodePortRules(false, []NodePortService{webCluster}, nil)
+	if !strings.Contains(v6, "--dport 30080 -m comment --comment \"ns/web:http\" -j DNAT --to-destination [fd00:10:96::14]:80\n") ||
+		strings.Contains(v6, "172.30.200.1") {
+		t.Errorf("IPv6 rules:\n%s", v6)
+	}
+}
+
+// TestNodePortRulesLocal: ETP=Local goes straight to this node's endpoints, spread evenly and
+// not masqueraded; a port without a local endpoint is rejected.
+func TestNodePortRulesLocal(t *testing.T) {
+	v4 := NodePortRules(true, []NodePortService{webLocal}, nil)
+	head := `-A KOVN-NODEPORTS -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http"`
+	for _, want := range []string{
+		head + " -m statistic --mode random --probability 0.50000 -j DNAT --to-destination 10.16.0.5:8080",
+		head + " -j DNAT --to-destination 10.16.0.7:8080",
+		`-A KOVN-NODEPORT-REJECT -m addrtype --dst-type LOCAL -p udp --dport 30053 -m comment --comment "ns/local:dns" -j REJECT`,
+	} {
+		if !strings.Contains(v4, want+"\n") {
+			t.Errorf("IPv4 rules lack %q:\n%s", want, v4)
+		}
+	}
+	if strings.Contains(v4, "ns/local:http\" -j MARK") {
+		t.Errorf("ETP=Local traffic is masqueraded (the client address would be lost):\n%s", v4)
+	}
+	if v6 := NodePortRules(false, []NodePortService{webLocal}, nil); strings.Contains(v6, "ns/local") {
+		t.Errorf("an IPv4-only Service has IPv6 rules:\n%s", v6)
+	}
+}
+
+// TestNodePortRulesApply: the rules load into a real packet filter (in a throwaway netns) and
+// a rewrite replaces them.
+func TestNodePortRulesApply(t *testing.T) {
+	netnstest.Do(t, func() {
+		for _, is4 := range []bool{true, false} {
+			tool := map[bool]string{true: "iptables", false: "ip6tables"}[is4]
+			for _, svcs := range [][]NodePortService{{webCluster, webLocal}, {webCluster}} {
+				if err := ApplyNodePortRules(is4, NodePortRules(is4, svcs, nil)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			nat, err := exec.Command(tool, "-t", "nat", "-S").CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s -S: %v %s", tool, err, nat)
+			}
+			filter, _ := exec.Command(tool, "-t", "filter", "-S").CombinedOutput()
+			s := string(nat) + string(filter)
+			if strings.Count(s, "-j KOVN-NODEPORTS") != 2 || strings.Count(s, "-j KOVN-NODEPORT-MASQ") != 1 ||
+				strings.Count(s, "-j KOVN-NODEPORT-REJECT") != 2 || !strings.Contains(s, "30080") || strings.Contains(s, "30081") ||
+				strings.Contains(s, "30053") || !strings.Contains(s, "-o ovn0 -m addrtype ! --src-type LOCAL -m conntrack ! --ctstate DNAT -j MASQUERADE") {
+				t.Fatalf("%s after two syncs (the second without ns/local):\n%s", tool, s)
+			}
+		}
+	})
+}
+
+// An external address inside a Subnet is never translated on the node: it would capture a
+// pod's traffic (kubelet's probes included).
+func TestNodePortServiceSkipsInClusterExternalIPs(t *testing.T) {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "thief"}, Spec: corev1.ServiceSpec{
+		ClusterIPs: []string{"10.96.0.30"}, ExternalIPs: []string{"10.16.0.5", "198.51.100.10"},
+		Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 8080}}}}
+	s, ok := nodePortService(svc, []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16")})
+	if !ok || len(s.ExternalIPs) != 1 || s.ExternalIPs[0] != netip.MustParseAddr("198.51.100.10") {
+		t.Errorf("external IPs %v (ok %v), want only 198.51.100.10", s.ExternalIPs, ok)
+	}
+	svc.Spec.ExternalIPs = []string{"10.16.0.5"}
+	if s, ok := nodePortService(svc, []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16")}); ok {
+		t.Errorf("a Service left with no node-facing address was kept: %+v", s)
+	}
+}
+
+// Traffic from outside (routed in over BGP) keeps its client address where the reply comes
+// back through this node: this node's pods in distributed-gateway subnets of the default VPC;
+// a Local-policy announced Service's ClusterIP goes to local endpoints.
+func TestKeepSourceAndOutsideClusterIPs(t *testing.T) {
+	sub := func(name, cidr string, nat bool, gw kovnv1.GatewayType, vpc string) kovnv1.Subnet {
+		return kovnv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: kovnv1.SubnetSpec{CIDRBlock: cidr, NATOutgoing: nat, GatewayType: gw, Vpc: vpc}}
+	}
+	ip := func(pod, subnet, node, v4 string) kovnv1.IP {
+		return kovnv1.IP{Spec: kovnv1.IPSpec{PodName: pod, Namespace: "ns", Subnet: subnet, NodeName: node, V4IP: v4}}
+	}
+	subnets := []kovnv1.Subnet{
+		sub("natted", "10.16.0.0/16", true, "", ""),
+		sub("central", "10.17.0.0/24", true, kovnv1.GatewayCentralized, ""),
+		sub("routed", "10.18.0.0/24,fd00:18::/64", false, "", ""),
+		sub("tenant", "10.19.0.0/24", false, "", "vpc1"),
+	}
+	ips := []kovnv1.IP{ip("a", "natted", "n1", "10.16.0.5"), ip("b", "natted", "n2", "10.16.0.6"),
+		ip("c", "central", "n1", "10.17.0.5"), ip("", "natted", "n1", "10.16.0.2"), ip("d", "routed", "n1", "10.18.0.9"),
+		ip("e", "tenant", "n1", "10.19.0.9")}
+	var got []string
+	for _, p := range keepSourcePrefixes(subnets, ips, "n1") {
+		got = append(got, p.String())
+	}
+	if strings.Join(got, " ") != "10.16.0.5/32 10.18.0.9/32" {
+		t.Errorf("keep source for %v, want n1's pods in the default VPC's distributed subnets", got)
+	}
+	svc := NodePortService{Key: "ns/bgp", ClusterIPs: addrList("10.96.0.30"), OutsideClusterIPs: true,
+		Ports:          []NodePortPort{{Name: "http", Protocol: "TCP", Port: 80}, {Name: "dns", Protocol: "UDP", Port: 53}},
+		LocalEndpoints: []LocalEndpoint{{Addr: netip.MustParseAddr("10.16.0.5"), Ports: map[string]int32{"http": 8080}}}}
+	v4 := NodePortRules(true, []NodePortService{svc}, keepSourcePrefixes(subnets, ips, "n1"))
+	for _, want := range []string{
+		`-A KOVN-NODEPORT-MASQ -o ovn0 -d 10.16.0.5/32 -j RETURN`,
+		`-A KOVN-NODEPORT-MASQ -o ovn0 -d 10.18.0.9/32 -j RETURN`,
+		`-A KOVN-NODEPORTS -d 10.96.0.30/32 -p tcp --dport 80 -m addrtype ! --src-type LOCAL -m comment --comment "ns/bgp:http" -j DNAT --to-destination 10.16.0.5:8080`,
+		`-A KOVN-NODEPORT-REJECT -d 10.96.0.30/32 -p udp --dport 53 -m addrtype ! --src-type LOCAL -m comment --comment "ns/bgp:dns" -j REJECT`,
+	} {
+		if !strings.Contains(v4, want+"\n") {
+			t.Errorf("IPv4 rules lack %q:\n%s", want, v4)
+		}
+	}
+	if strings.Index(v4, "-j RETURN") > strings.Index(v4, "--ctstate DNAT -j MASQUERADE") {
+		t.Errorf("the exemptions must come before the masquerade:\n%s", v4)
+	}
+}
