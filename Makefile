@@ -72,7 +72,7 @@ unit: $(HELM)
 SUMMARY = $(GO) run ./hack/testsummary
 e2e: build images
 	hack/install-deps.sh --check
-	set -o pipefail; KOVN_BIN_DIR=$(BIN) $(GO) test -json -count=1 -timeout 55m ./test/e2e/... | $(SUMMARY)
+	set -o pipefail; KOVN_BIN_DIR=$(BIN) $(GO) test -json -count=1 -parallel 2 -timeout 55m ./test/e2e/... | $(SUMMARY)
 
 ## test: what CI runs — install deps, unit tests, then e2e on the rig
 test: deps build vet unit e2e

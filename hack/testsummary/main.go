@@ -49,8 +49,8 @@ type timing struct {
 	seconds float64
 }
 
-// timeTable lists the tests slowest first with their share of the sum, which is the run's
-// length when tests run one after another.
+// timeTable lists the tests slowest first with their share of the sum (the run's length only
+// when tests run one after another; make e2e runs some two at a time).
 func timeTable(times []timing) string {
 	if len(times) == 0 {
 		return ""
@@ -62,7 +62,7 @@ func timeTable(times []timing) string {
 		sum += t.seconds
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n=== WALL TIME (%d tests, %.0f s in all)\n", len(sorted), sum)
+	fmt.Fprintf(&b, "\n=== WALL TIME (%d tests, %.0f s summed; concurrent tests overlap)\n", len(sorted), sum)
 	for _, t := range sorted {
 		share := 0.0
 		if sum > 0 {

@@ -73,7 +73,7 @@ func TestTimeTableListsTopLevelTestsSlowestFirst(t *testing.T) {
 	if slow < 0 || fast < 0 || slow > fast || strings.Contains(got, "TestFast/sub") {
 		t.Fatalf("want TestSlow then TestFast, no subtests:\n%s", got)
 	}
-	for _, want := range []string{"2 tests, 32 s in all", "fail     30.0 s  95.2%", "pass      1.5 s   4.8%"} {
+	for _, want := range []string{"2 tests, 32 s summed", "fail     30.0 s  95.2%", "pass      1.5 s   4.8%"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("table lacks %q:\n%s", want, got)
 		}

@@ -32,6 +32,7 @@ type attachLab struct {
 const attachNS = "attach"
 
 func TestAttachmentNetworks(t *testing.T) {
+	concurrent(t)
 	cfg := rigConfig(t, 1, 2)
 	cfg.Kovn = true
 	l := &attachLab{cfg: cfg, c: newCluster(t, upRig(t, cfg), "c1")}

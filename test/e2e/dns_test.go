@@ -21,11 +21,11 @@ import (
 // TestDNS: the rig's cluster DNS (CoreDNS from test/images/coredns behind the kube-dns Service,
 // which kovn serves like any Service) answers pods for cluster.local over UDP and TCP, in
 // every family of a dual-stack rig.
-func TestDNS(t *testing.T) { dnsSuite(t, rig.Dual) }
+func TestDNS(t *testing.T) { concurrent(t); dnsSuite(t, rig.Dual) }
 
 // TestDNSIPv6Only runs the same lookups on an IPv6-only rig: kube-dns, the apiserver's
 // ClusterIP that CoreDNS reads the API through and the pods have no IPv4.
-func TestDNSIPv6Only(t *testing.T) { dnsSuite(t, rig.IPv6) }
+func TestDNSIPv6Only(t *testing.T) { concurrent(t); dnsSuite(t, rig.IPv6) }
 
 // dnsRecord is one family's address record type.
 type dnsRecord struct {

@@ -20,6 +20,7 @@ import (
 // foreign vm-net (10.250.1.0/24, fd00:250:1::/64) the other; the foreign AZ also advertises
 // vm-private (10.250.2.0/24, fd00:250:2::/64), which is not agreed.
 func TestForeignAZ(t *testing.T) {
+	concurrent(t)
 	cfg := rigConfig(t, 1, 2)
 	cfg.Kovn, cfg.ForeignAZ = true, true
 	r := upRig(t, cfg)

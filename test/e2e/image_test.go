@@ -18,6 +18,7 @@ import (
 // into a node's containerd and runs as a pod through kubelet: OVS, OVN, iptables and kovn's
 // binaries all start from it, so no shared library or platform field is missing.
 func TestKovnImage(t *testing.T) {
+	concurrent(t)
 	cfg := rigConfig(t, 1, 1)
 	cfg.Kovn = true
 	r := upRig(t, cfg)

@@ -22,6 +22,7 @@ import (
 // once each is back. `kubectl kovn connectivity-test` passes every check on both clusters, and
 // with c2's servers admitting only c2's pods fails exactly the paths from c1 into c2.
 func TestKubectlKovn(t *testing.T) {
+	concurrent(t)
 	cfg := rigConfig(t, 2, 2)
 	cfg.Kovn = true
 	// Users run the plugin against kovn installed from the chart: two clusters, each with

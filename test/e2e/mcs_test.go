@@ -26,6 +26,7 @@ import (
 // unexporting in c2 leaves only be1's cluster; the last unexport removes the import everywhere.
 // An export into a namespace c3 lacks is imported there only once the namespace exists.
 func TestMultiClusterServices(t *testing.T) {
+	concurrent(t)
 	cfg := rigConfig(t, 3, 1)
 	cfg.Kovn = true
 	r := upRig(t, cfg)

@@ -19,6 +19,7 @@ import (
 // unblocked, they clear. The pinger does all this with its chart RBAC, which grants nothing more
 // than it uses (pingerRBAC).
 func TestObserveClusterSet(t *testing.T) {
+	concurrent(t)
 	cfg := rigConfig(t, 2, 2)
 	cfg.Kovn, cfg.Install, cfg.Pinger = true, rig.InstallChart, true
 	r := upRig(t, cfg)

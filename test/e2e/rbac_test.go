@@ -30,6 +30,7 @@ import (
 // Node, its credentials cannot write what only the controller writes, and pods still get
 // networking. (Every e2e rig also fails on a Forbidden in the kovn logs: assertNoForbidden.)
 func TestRBAC(t *testing.T) {
+	concurrent(t)
 	cfg := rigConfig(t, 1, 2)
 	cfg.Kovn = true
 	r := upRig(t, cfg)

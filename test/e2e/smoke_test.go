@@ -40,6 +40,7 @@ func hostNetSnapshot(t *testing.T) string {
 // SB database, a second `up` on the same dir is refused without harming the running rig, and
 // teardown leaves no process, namespace, cgroup or file behind and the host network unchanged.
 func TestRigSmoke(t *testing.T) {
+	concurrent(t)
 	cfg := rigConfig(t, 1, 2)
 	before := hostNetSnapshot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // The node binds need their mount points to exist on the host (/var/lib/kubelet, ...). The rig
@@ -13,7 +14,28 @@ import (
 // from under another running rig.
 const hostRegistry = "/run/kovn-rig"
 
+// withHostRegistry runs fn holding an exclusive flock on /run, the registry's parent: two rigs
+// coming up or going down at once (the e2e tests run some concurrently) must not interleave,
+// or the last rig's Down could remove the mount points another rig is registering. The lock is
+// on the directory itself, so it leaves no file behind.
+func withHostRegistry(fn func() error) error {
+	d, err := os.Open(filepath.Dir(hostRegistry))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := syscall.Flock(int(d.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	defer syscall.Flock(int(d.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing the fd unlocks too
+	return fn()
+}
+
 func registerHostUse(prefix string) error {
+	return withHostRegistry(func() error { return registerHostUseLocked(prefix) })
+}
+
+func registerHostUseLocked(prefix string) error {
 	users := filepath.Join(hostRegistry, "users")
 	if err := os.MkdirAll(users, 0o755); err != nil {
 		return err
@@ -55,6 +77,10 @@ func missingDirs(dir string) []string {
 }
 
 func releaseHostUse(prefix string) {
+	_ = withHostRegistry(func() error { releaseHostUseLocked(prefix); return nil })
+}
+
+func releaseHostUseLocked(prefix string) {
 	users := filepath.Join(hostRegistry, "users")
 	_ = os.Remove(filepath.Join(users, prefix))
 	if ents, err := os.ReadDir(users); err == nil && len(ents) > 0 {
