@@ -12,6 +12,7 @@ import (
 	"os"
 	"time"
 
+	libovsdb "github.com/ovn-org/libovsdb/client"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -129,8 +130,19 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 		return nil
 	})
 	st := cluster.NewState(opts)
-	// Runs once this replica leads: defaults, then the IPAM rebuilt from the API, then the gate opens.
-	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+	if err := mgr.Add(leaderInit(direct, nb, st, opts)); err != nil {
+		return err
+	}
+	if err := setupControllers(mgr, st, nb, nbLive); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+// leaderInit runs once this replica leads: defaults, then the IPAM rebuilt from the API, then
+// the gate the reconcilers wait on opens.
+func leaderInit(direct client.Client, nb libovsdb.Client, st *cluster.State, opts cluster.Options) manager.RunnableFunc {
+	return func(ctx context.Context) error {
 		if err := cluster.EnsureDefaults(ctx, direct, opts); err != nil {
 			return err
 		}
@@ -151,10 +163,12 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 		}
 		<-ctx.Done()
 		return nil
-	}))
-	if err != nil {
-		return err
 	}
+}
+
+// setupControllers wires the single-cluster reconcilers, the interconnect and MCS into mgr,
+// with the OVSDB connection metrics.
+func setupControllers(mgr manager.Manager, st *cluster.State, nb libovsdb.Client, nbLive *ovn.Liveness) error {
 	var sbEndpoints []string
 	if sbAddr != "" {
 		sbEndpoints = ovn.SplitEndpoints(sbAddr)
@@ -183,8 +197,5 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 	if err := mcs.Setup(mgr, mcs.NewClusterset()); err != nil {
 		return err
 	}
-	if err := mcs.RegisterMetrics(metrics.Registry, mgr.GetClient()); err != nil {
-		return err
-	}
-	return mgr.Start(ctx)
+	return mcs.RegisterMetrics(metrics.Registry, mgr.GetClient())
 }

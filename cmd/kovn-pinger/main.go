@@ -40,10 +40,17 @@ func main() {
 	}
 }
 
-func run() error {
-	cfg := pinger.Config{}
+// options are kovn-pinger's flags that are not part of pinger.Config.
+type options struct {
+	namespace, export, kubeconfig, metricsAddr, probeAddr string
+	selector                                              labels.Selector
+}
+
+// parseFlags reads the command line into the pinger's config and the process's options.
+func parseFlags() (pinger.Config, options, error) {
+	cfg, o := pinger.Config{}, options{}
 	flag.StringVar(&cfg.Node, "node-name", os.Getenv("NODE_NAME"), "this node's name (env NODE_NAME)")
-	namespace := flag.String("namespace", envOr("POD_NAMESPACE", "kube-system"), "the pinger pods' namespace (env POD_NAMESPACE)")
+	flag.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", "kube-system"), "the pinger pods' namespace (env POD_NAMESPACE)")
 	selector := flag.String("selector", "app=kovn-pinger", "the pinger pods' labels")
 	flag.DurationVar(&cfg.Interval, "interval", 10*time.Second, "time between rounds")
 	flag.IntVar(&cfg.Count, "count", 3, "probes per target and round")
@@ -51,33 +58,41 @@ func run() error {
 	dns := flag.String("dns-names", "kubernetes.default.svc.cluster.local", "names to resolve each round, comma-separated")
 	external := flag.String("external-addresses", "", "addresses outside the cluster to ping, comma-separated")
 	flag.StringVar(&cfg.ClusterSetName, "clusterset-name", "", "the pinger pods' clusterset.local name (their exported headless Service): the other clusters' pingers are pinged too")
-	export := flag.String("export", "", "the pinger pods' headless Service to export to the clusterset (a ServiceExport is created when the CRD is there)")
-	kubeconfig := flag.String("kubeconfig", "", "kubeconfig (default: in-cluster)")
-	metricsAddr := flag.String("metrics-bind-address", ":9476", "Prometheus metrics address")
-	probeAddr := flag.String("health-probe-bind-address", ":9477", "/livez and /readyz (after the first round) address, independent of metrics")
+	flag.StringVar(&o.export, "export", "", "the pinger pods' headless Service to export to the clusterset (a ServiceExport is created when the CRD is there)")
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig (default: in-cluster)")
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":9476", "Prometheus metrics address")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":9477", "/livez and /readyz (after the first round) address, independent of metrics")
 	flag.Parse()
 	if cfg.Node == "" {
-		return errors.New("no node name: set --node-name or NODE_NAME")
+		return cfg, o, errors.New("no node name: set --node-name or NODE_NAME")
 	}
 	if cfg.Count < 1 || cfg.Interval <= 0 || cfg.Timeout <= 0 {
-		return errors.New("--count, --interval and --timeout must be positive")
+		return cfg, o, errors.New("--count, --interval and --timeout must be positive")
 	}
-	sel, err := labels.Parse(*selector)
-	if err != nil {
-		return fmt.Errorf("--selector: %w", err)
+	var err error
+	if o.selector, err = labels.Parse(*selector); err != nil {
+		return cfg, o, fmt.Errorf("--selector: %w", err)
 	}
 	cfg.DNSNames = append(cfg.DNSNames, splitList(*dns)...)
 	for _, a := range splitList(*external) {
 		ip, err := netip.ParseAddr(a)
 		if err != nil {
-			return fmt.Errorf("--external-addresses: %q is no IP address", a)
+			return cfg, o, fmt.Errorf("--external-addresses: %q is no IP address", a)
 		}
 		cfg.External = append(cfg.External, ip)
 	}
 	if h, p := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT"); h != "" && p != "" {
 		cfg.APIServer = net.JoinHostPort(h, p)
 	}
-	restCfg, err := restConfig(*kubeconfig)
+	return cfg, o, nil
+}
+
+func run() error {
+	cfg, o, err := parseFlags()
+	if err != nil {
+		return err
+	}
+	restCfg, err := restConfig(o.kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -90,8 +105,8 @@ func run() error {
 
 	all := informers.NewSharedInformerFactory(kc, 10*time.Minute)
 	nodes := all.Core().V1().Nodes().Lister()
-	own := informers.NewSharedInformerFactoryWithOptions(kc, 10*time.Minute, informers.WithNamespace(*namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel.String() }))
+	own := informers.NewSharedInformerFactoryWithOptions(kc, 10*time.Minute, informers.WithNamespace(o.namespace),
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = o.selector.String() }))
 	pods := own.Core().V1().Pods().Lister()
 	all.Start(ctx.Done())
 	own.Start(ctx.Done())
@@ -103,32 +118,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	metricsMux := http.NewServeMux()
-	metricsMux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	probeMux := http.NewServeMux()
-	probeMux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	var p *pinger.Pinger
-	probeMux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if p == nil || p.Rounds() == 0 {
-			http.Error(w, "no round finished yet", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok"))
-	})
-	for _, s := range []*http.Server{{Addr: *metricsAddr, Handler: metricsMux, ReadHeaderTimeout: 5 * time.Second},
-		{Addr: *probeAddr, Handler: probeMux, ReadHeaderTimeout: 5 * time.Second}} {
-		go func() {
-			if err := s.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				fmt.Fprintln(os.Stderr, "kovn-pinger:", s.Addr+":", err)
-				stop()
-			}
-		}()
-		defer s.Close()
-	}
-	if *export != "" {
-		go exportService(ctx, restCfg, *namespace, *export)
-	}
-	p = &pinger.Pinger{Cfg: cfg, Metrics: m,
+	p := &pinger.Pinger{Cfg: cfg, Metrics: m,
 		Nodes: func() []corev1.Node {
 			list, _ := nodes.List(labels.Everything())
 			return deref(list)
@@ -137,7 +127,37 @@ func run() error {
 			list, _ := pods.List(labels.Everything())
 			return deref(list)
 		}}
+	for _, s := range httpServers(reg, p, o) {
+		go func() {
+			if err := s.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				fmt.Fprintln(os.Stderr, "kovn-pinger:", s.Addr+":", err)
+				stop()
+			}
+		}()
+		defer s.Close()
+	}
+	if o.export != "" {
+		go exportService(ctx, restCfg, o.namespace, o.export)
+	}
 	return p.Start(ctx)
+}
+
+// httpServers are the metrics server and the probe server (/livez; /readyz once p finished a
+// round).
+func httpServers(reg *prometheus.Registry, p *pinger.Pinger, o options) []*http.Server {
+	metricsMux := http.NewServeMux()
+	metricsMux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	probeMux := http.NewServeMux()
+	probeMux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	probeMux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if p.Rounds() == 0 {
+			http.Error(w, "no round finished yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	return []*http.Server{{Addr: o.metricsAddr, Handler: metricsMux, ReadHeaderTimeout: 5 * time.Second},
+		{Addr: o.probeAddr, Handler: probeMux, ReadHeaderTimeout: 5 * time.Second}}
 }
 
 // exportService creates the ServiceExport of the pinger pods' Service once mcs-api's CRD is
