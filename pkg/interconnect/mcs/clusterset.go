@@ -30,6 +30,7 @@ type Clusterset struct {
 	writers sync.RWMutex
 	mu      sync.Mutex
 	member  bool // an InterConnect exists and is not being deleted
+	decided bool // the membership reconciler has run once: member means something
 	eps     []string
 	db      libovsdb.Client
 	store   *Store
@@ -49,11 +50,14 @@ func NewClusterset() *Clusterset {
 
 // Store is the store while connected, else nil; member says whether the cluster is in a
 // clusterset at all (without an InterConnect its imports go; while merely disconnected they
-// stay as they were).
+// stay as they were). Until the membership reconciler has looked at the InterConnect, the
+// cluster counts as a member not connected yet: a new leader's import reconciler must not read
+// "no clusterset" and delete every import it then recreates (the membership reconciler
+// re-queues them all once it has decided).
 func (c *Clusterset) Store() (store *Store, member bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.store, c.member
+	return c.store, c.member || !c.decided
 }
 
 // Writer is Store for a reconciler that writes this cluster's rows: release must be called
@@ -69,7 +73,7 @@ func (c *Clusterset) Writer() (store *Store, release func()) {
 func (c *Clusterset) set(ctx context.Context, id string, eps []string) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.member = id != ""
+	c.member, c.decided = id != "", true
 	if c.db != nil && id != "" && slices.Equal(eps, c.eps) {
 		if c.store.Cluster == id {
 			return false, nil
