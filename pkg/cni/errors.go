@@ -25,8 +25,11 @@ var (
 	ErrInvalidArgs = errors.New("invalid CNI_ARGS")
 	// ErrDecoding: JSON that does not decode.
 	ErrDecoding = errors.New("decoding failure")
-	// ErrInvalidConfig: a network configuration or a pod network that makes no sense.
-	ErrInvalidConfig = errors.New("invalid network configuration")
+	// ErrInvalidConfig: a network configuration or a pod network that makes no sense, or a
+	// host set-up that cannot serve it (an underlay NIC missing). It is host networking's own
+	// sentinel: one value, so whoever waits on a pod network (pkg/node/podnet) reads a refusal
+	// from either side as final, not as "not yet".
+	ErrInvalidConfig = hostnet.ErrInvalidConfig
 	// ErrInvalidNetNS: CNI_NETNS cannot be used (missing, not a netns, the node's own). It is
 	// host networking's own error, which entering a namespace that cannot be opened returns.
 	ErrInvalidNetNS = hostnet.ErrInvalidNetNS
@@ -57,7 +60,7 @@ func errorCode(err error) uint {
 		return types.ErrInvalidEnvironmentVariables
 	case errors.Is(err, ErrDecoding):
 		return types.ErrDecodingFailure
-	case errors.Is(err, ErrInvalidConfig), errors.Is(err, hostnet.ErrInvalidConfig):
+	case errors.Is(err, ErrInvalidConfig):
 		return types.ErrInvalidNetworkConfig
 	case errors.Is(err, ErrInvalidNetNS):
 		return types.ErrInvalidNetNS

@@ -18,6 +18,7 @@ import (
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/cni"
+	"github.com/kovn/kovn/pkg/hostnet"
 )
 
 func networksClient(t *testing.T, objs ...client.Object) client.Client {
@@ -99,7 +100,9 @@ func TestPodNetworkUnderlayNeedsProvider(t *testing.T) {
 		Subnet: "ul100", NodeName: "n1", V4IP: "172.28.100.5", MACAddress: "0a:58:ac:1c:64:05"}}
 	sn := &kovnv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: "ul100"}, Spec: kovnv1.SubnetSpec{CIDRBlock: "172.28.100.0/24", Vlan: "v100"}}
 	c := networksClient(t, pod, ip, sn)
-	missing := fmt.Errorf("%w: provider network phys (vlan v100) is not ready on node n1: interface eth9 not found on node n1", cni.ErrInvalidConfig)
+	// The underlay's own error, as pkg/underlay's VlanReady returns it (host networking's
+	// sentinel): the CNI must read it as a definite refusal too.
+	missing := fmt.Errorf("%w: provider network phys (vlan v100) is not ready on node n1: interface eth9 not found on node n1", hostnet.ErrInvalidConfig)
 	p := &PodNetworks{Client: c, NodeName: "n1", Poll: 10 * time.Millisecond, Underlay: vlanReadiness{"v100": missing}}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
