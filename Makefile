@@ -22,12 +22,18 @@ all: build
 deps:
 	hack/install-deps.sh
 
-## build: compile every kovn binary into _output/bin (and helm: the rig renders kovn's RBAC from the chart)
-build: $(HELM)
+## build: compile every kovn binary into _output/bin (and helm: the rig renders kovn's RBAC from the chart).
+## The binaries are relinked only when one of their inputs changed (a fresh clone builds all):
+## linking them all again costs half a minute, which make demo on a warm machine need not pay.
+BUILD_STAMP  := $(BIN)/.build-stamp
+BUILD_INPUTS := $(shell find api cmd pkg test deploy -type f -not -name '*_test.go' 2>/dev/null) go.mod go.sum Makefile
+build: $(BUILD_STAMP)
+$(BUILD_STAMP): $(HELM) $(BUILD_INPUTS)
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
 	@for img in $(IMAGES); do CGO_ENABLED=0 $(GO) build -ldflags="-s -w" -o $(BIN)/$${img%%:*} $${img#*:} || exit 1; done
 	$(call install-cni-plugins,$(BIN)/cni-plugins)
+	@touch $@
 
 ## helm: the helm CLI, built from its Go module pinned in hack/tools (its own go.mod, so helm's
 ## dependencies never move kovn's); the chart tests (`make unit`) and `kovn-rig up --install chart` use it
