@@ -119,17 +119,27 @@ func passThrough(r io.Reader, w io.Writer, times *[]timing) []failure {
 // messageStart matches the first line of a t.Log/t.Error message: "    file.go:123: text".
 var messageStart = regexp.MustCompile(`^\s+\S+\.go:\d+: `)
 
-// summary names each failing test with its last messages, each cut to a few lines.
+// rigReport matches the first line of what a failed test's rig prints at its cleanup (node
+// diagnostics, where the logs went): long, in the full output, and never the failure itself,
+// which it would push out of the summary's last messages.
+var rigReport = regexp.MustCompile(`^\s+\S+\.go:\d+: (diagnostics of |rig logs saved in )`)
+
+// summary names each failing test with its last messages (rig reports left out), each cut to a
+// few lines.
 func summary(failed []failure) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n=== FAILURES (%d): each failing test's last %d messages\n", len(failed), messagesPerTest)
 	for _, f := range failed {
 		fmt.Fprintf(&b, "--- %s\n", f.name)
 		var msgs [][]string
+		report := false // in a rig report: it and its continuation lines are left out
 		for _, l := range f.lines {
 			switch {
 			case messageStart.MatchString(l):
-				msgs = append(msgs, []string{l})
+				if report = rigReport.MatchString(l); !report {
+					msgs = append(msgs, []string{l})
+				}
+			case report:
 			case len(msgs) > 0 && !strings.HasPrefix(l, "=== ") && !strings.HasPrefix(strings.TrimSpace(l), "--- "):
 				msgs[len(msgs)-1] = append(msgs[len(msgs)-1], l)
 			}

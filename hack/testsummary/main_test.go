@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -77,5 +78,22 @@ func TestTimeTableListsTopLevelTestsSlowestFirst(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("table lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// A test that failed at its cleanup, then printed its rig's diagnostics: the summary shows the
+// failure, not the diagnostics (CI's tail once showed only those).
+func TestSummaryLeavesOutRigReports(t *testing.T) {
+	lines := []string{
+		"    observe_test.go:40: subtest note",
+		"    rig_test.go:121: ovs-vswitchd failed an assertion (the rig restarted it): c1-n2: boom",
+		"    rig_test.go:110: rig logs saved in ../../_output/e2e-logs/TestObserve",
+	}
+	for n := 1; n <= 3; n++ {
+		lines = append(lines, fmt.Sprintf("    rig_test.go:73: diagnostics of c1-n%d:", n), "        $ ip -n x -br addr", "        lo UNKNOWN")
+	}
+	s := summary([]failure{{"TestObserve", lines}})
+	if !strings.Contains(s, "failed an assertion") || !strings.Contains(s, "subtest note") || strings.Contains(s, "diagnostics of") || strings.Contains(s, "ip -n") || strings.Contains(s, "logs saved") {
+		t.Fatalf("summary:\n%s", s)
 	}
 }

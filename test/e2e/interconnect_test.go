@@ -104,32 +104,34 @@ func TestInterconnect(t *testing.T) {
 		}()
 		// Probes every 20 ms for the failure (the goal is in tenths of a second), 20 s as
 		// the 100 ms streams.
-		lost, outage := a.measureStreamEvery(t, "default", "a", bIP, fineStreamCount, 20*time.Millisecond, fail)
-		a.waitInterConnect(func(s icStatus) error {
-			if s.active != "c1-n2" || s.held != "c1-n1" {
-				return fmt.Errorf("active %q, held %q: want c1-n2 active, c1-n1 held", s.active, s.held)
-			}
-			return nil
+		sent, lost, outage := a.measureUntil(t, "default", "a", bIP, fineStreamCount, 20*time.Millisecond, fail, func() {
+			a.waitInterConnect(func(s icStatus) error {
+				if s.active != "c1-n2" || s.held != "c1-n1" {
+					return fmt.Errorf("active %q, held %q: want c1-n2 active, c1-n1 held", s.active, s.held)
+				}
+				return nil
+			})
 		})
-		t.Logf("c1-n1's %s lost: %d of %d probes at 20 ms lost, longest outage %s (goal %s); c1-n2 active, c1-n1 held", what, lost, fineStreamCount, outage, goal)
+		t.Logf("c1-n1's %s lost: %d of %d probes at 20 ms lost, longest outage %s (goal %s); c1-n2 active, c1-n1 held", what, lost, sent, outage, goal)
 		if lost > 100 {
 			t.Errorf("failover lost %d probes at 20 ms (%.1f s), want at most 100 (2 s)", lost, float64(lost)*0.02)
 		}
 		// c1-n1 comes back and, first by priority once released, takes the port again.
 		restored = true
 		var released <-chan time.Duration
-		lost, outage = a.measureStream(t, "default", "a", bIP, failbackCount, func() {
+		sent, lost, outage = a.measureUntil(t, "default", "a", bIP, failbackCount, 100*time.Millisecond, func() {
 			restore()
 			released = a.timeUntil(func(s icStatus) bool { return s.active == "c1-n1" && s.held == "" })
-		})
-		a.waitInterConnect(func(s icStatus) error {
-			if s.active != "c1-n1" || s.held != "" {
-				return fmt.Errorf("active %q, held %q: want c1-n1 active, none held", s.active, s.held)
-			}
-			return nil
+		}, func() {
+			a.waitInterConnect(func(s icStatus) error {
+				if s.active != "c1-n1" || s.held != "" {
+					return fmt.Errorf("active %q, held %q: want c1-n1 active, none held", s.active, s.held)
+				}
+				return nil
+			})
 		})
 		t.Logf("c1-n1's %s back: released and active again %.1fs later; %d of %d probes lost, longest outage %s",
-			what, (<-released).Seconds(), lost, failbackCount, outage)
+			what, (<-released).Seconds(), lost, sent, outage)
 		if lost > 10 {
 			t.Errorf("failback lost %d probes, want at most 10", lost)
 		}
@@ -157,14 +159,13 @@ func TestInterconnect(t *testing.T) {
 			return strings.TrimSpace(a.nbctl("--bare", "--columns=_uuid", "find", "Logical_Router_Port", "name=az1-kovn-ts"))
 		}
 		before := lrp()
-		lost, outage := a.measureStream(t, "default", "a", pb.Status.PodIPs[0].IP, streamCount, func() {
+		sent, lost, outage := a.measureUntil(t, "default", "a", pb.Status.PodIPs[0].IP, streamCount, 100*time.Millisecond, func() {
 			a.applyInterConnect("az1", "c1-n2", "c1-n1")
-		})
-		a.waitActiveGateway("c1-n2")
+		}, func() { a.waitActiveGateway("c1-n2") })
 		if after := lrp(); after != before || after == "" {
 			t.Errorf("transit router port %q replaced by %q: not reconciled in place", before, after)
 		}
-		t.Logf("gatewayNodes [c1-n1, c1-n2] -> [c1-n2, c1-n1]: %d of %d probes lost, longest outage %s; same router port", lost, streamCount, outage)
+		t.Logf("gatewayNodes [c1-n1, c1-n2] -> [c1-n2, c1-n1]: %d of %d probes lost, longest outage %s; same router port", lost, sent, outage)
 	})
 
 	t.Run("ECMP mode: traffic spreads over both gateways, one lost costs < 1 s", func(t *testing.T) {
@@ -301,47 +302,53 @@ func prefixStrings(ps []netip.Prefix) []string {
 	return out
 }
 
-// Probe streams at 100 ms, the event 3 s in: 20 s around a failure, 30 s around a return
-// (a returning chassis may need seconds to reconnect to the southbound database).
+// Probe streams at 100 ms, the event 3 s in, each ended streamSettle after its test saw the
+// event settle; bounded at 20 s around a failure, 30 s around a return (a returning chassis
+// may need seconds to reconnect to the southbound database).
 const (
 	streamCount     = 200
 	failbackCount   = 300
 	fineStreamCount = 1000 // at 20 ms
+	// streamSettle is how long a stream goes on after its event visibly settled: the 3 s
+	// parseStream wants loss-free at the end, and 2 s for a late flap to show.
+	streamSettle = 5 * time.Second
 )
 
-// streamAround runs a 100 ms probe stream of count probes from pod to ip and does event 3 s into it.
-func (c *cluster) streamAround(ns, pod, ip string, count int, event func()) string {
-	return c.streamAroundEvery(ns, pod, ip, count, 100*time.Millisecond, event)
-}
-
-// streamAroundEvery is streamAround with probes every interval.
-func (c *cluster) streamAroundEvery(ns, pod, ip string, count int, every time.Duration, event func()) string {
+// streamUntil runs a stream of at most count probes, every interval, from pod to ip, does event
+// 3 s into it and, given settled, ends the stream streamSettle after settled returned (settled
+// waits until what the event changes is seen in its new state, e.g. the egress moved). A stream ended so covers the event, the
+// recovery and a loss-free tail, without waiting out a length sized for the slowest case.
+func (c *cluster) streamUntil(ns, pod, ip string, count int, every time.Duration, event, settled func()) string {
 	c.t.Helper()
+	stop := fmt.Sprintf("/tmp/stream-stop-%d", time.Now().UnixNano())
 	done := make(chan string, 1)
 	go func() {
-		out, _ := c.exec(ns, pod, "pingstream", "-c", fmt.Sprint(count), "-i", every.String(), "-W", "2s", ip)
+		out, _ := c.exec(ns, pod, "pingstream", "-c", fmt.Sprint(count), "-i", every.String(), "-W", "2s", "-stop-file", stop, ip)
 		done <- out
 	}()
 	time.Sleep(3 * time.Second)
 	event()
+	if settled != nil {
+		settled()
+		time.Sleep(streamSettle)
+		if out, err := c.exec(ns, pod, "touch", stop); err != nil {
+			c.t.Fatalf("ending the probe stream: %v %s", err, out)
+		}
+	}
 	return <-done
 }
 
-// measureStream runs streamAround and returns the probes lost and the longest outage; it fails
-// the test if traffic did not come back.
-func (c *cluster) measureStream(t *testing.T, ns, pod, ip string, count int, event func()) (lost int, outage string) {
+// measureUntil runs streamUntil and returns the probes sent and lost and the longest outage;
+// it fails the test if traffic did not come back.
+func (c *cluster) measureUntil(t *testing.T, ns, pod, ip string, count int, every time.Duration, event, settled func()) (sent, lost int, outage string) {
 	t.Helper()
-	return c.measureStreamEvery(t, ns, pod, ip, count, 100*time.Millisecond, event)
-}
-
-// measureStreamEvery is measureStream with probes every interval.
-func (c *cluster) measureStreamEvery(t *testing.T, ns, pod, ip string, count int, every time.Duration, event func()) (lost int, outage string) {
-	t.Helper()
-	lost, outage, err := parseStreamEvery(c.streamAroundEvery(ns, pod, ip, count, every, event), count, every)
+	out := c.streamUntil(ns, pod, ip, count, every, event, settled)
+	// At least the 3 s before the event and the settled tail, at most count.
+	sent, lost, outage, err := parseStreamSent(out, int((3*time.Second+streamSettle)/every), count, every)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return lost, outage
+	return sent, lost, outage
 }
 
 // parseStream parses pingstream's summary of a 100 ms stream; an error says traffic did not
@@ -352,15 +359,21 @@ func parseStream(out string, count int) (lost int, outage string, err error) {
 
 // parseStreamEvery is parseStream for probes every interval.
 func parseStreamEvery(out string, count int, every time.Duration) (lost int, outage string, err error) {
-	sent, lost, err := pingLoss(out)
-	if err != nil || sent != count {
-		return 0, "", fmt.Errorf("probe stream: %v\n%s", err, out)
+	_, lost, outage, err = parseStreamSent(out, count, count, every)
+	return lost, outage, err
+}
+
+// parseStreamSent is parseStreamEvery for a stream that sent between minSent and maxSent probes.
+func parseStreamSent(out string, minSent, maxSent int, every time.Duration) (sent, lost int, outage string, err error) {
+	sent, lost, err = pingLoss(out)
+	if err != nil || sent < minSent || sent > maxSent {
+		return sent, 0, "", fmt.Errorf("probe stream: %v (%d sent, want %d to %d)\n%s", err, sent, minSent, maxSent, out)
 	}
 	tail := int(3 * time.Second / every)
 	for _, l := range strings.Split(out, "\n") {
 		var from, to int
-		if _, err := fmt.Sscanf(l, "lost seq %d-%d", &from, &to); err == nil && to > count-tail {
-			return lost, "", fmt.Errorf("probes still lost at the end of the stream (seq %d-%d): traffic did not come back\n%s", from, to, out)
+		if _, err := fmt.Sscanf(l, "lost seq %d-%d", &from, &to); err == nil && to > sent-tail {
+			return sent, lost, "", fmt.Errorf("probes still lost at the end of the stream (seq %d-%d): traffic did not come back\n%s", from, to, out)
 		}
 		if v, ok := strings.CutPrefix(l, "longest outage "); ok {
 			outage = v + outage
@@ -369,7 +382,7 @@ func parseStreamEvery(out string, count int, every time.Duration) (lost int, out
 			outage += " [" + strings.Fields(l)[2] + "]"
 		}
 	}
-	return lost, outage, nil
+	return sent, lost, outage, nil
 }
 
 // lostSplit counts a stream's lost probes (its "lost seq a-b" runs) at sequence numbers up to
@@ -455,34 +468,36 @@ func ecmpMode(t *testing.T, a, b *cluster, cfg rig.Config, pa, pb *corev1.Pod) {
 		carrier = 2
 	}
 	other := 3 - carrier
-	lost, outage := a.measureStream(t, "default", "a", bIP, streamCount, func() { setFabricLink(t, cfg, 1, carrier, false) })
+	n, lost, outage := a.measureUntil(t, "default", "a", bIP, streamCount, 100*time.Millisecond, func() { setFabricLink(t, cfg, 1, carrier, false) }, func() {
+		a.waitInterConnect(func(s icStatus) error {
+			if want := fmt.Sprintf("c1-n%d", other); s.active != want || s.held != fmt.Sprintf("c1-n%d", carrier) {
+				return fmt.Errorf("active %q, held %q: want %s alone active, c1-n%d held", s.active, s.held, want, carrier)
+			}
+			return nil
+		})
+	})
 	t.Logf("c1-n%d (carrying the stream) lost its fabric link: %d of %d probes lost, longest outage %s (goal < 1 s); c1-n%d carries on",
-		carrier, lost, streamCount, outage, other)
+		carrier, lost, n, outage, other)
 	if lost > 20 {
 		t.Errorf("ECMP gateway lost: %d probes lost, want at most 20", lost)
 	}
-	a.waitInterConnect(func(s icStatus) error {
-		if want := fmt.Sprintf("c1-n%d", other); s.active != want || s.held != fmt.Sprintf("c1-n%d", carrier) {
-			return fmt.Errorf("active %q, held %q: want %s alone active, c1-n%d held", s.active, s.held, want, carrier)
-		}
-		return nil
-	})
 	// The link comes back: once its ovn-controller is in step with SB again, the held gateway
 	// is released and takes its transit port back, measured the same way.
 	bothBack := func(s icStatus) bool { return s.active == "c1-n1 c1-n2" && s.held == "" }
 	var released <-chan time.Duration
-	lost, outage = a.measureStream(t, "default", "a", bIP, failbackCount, func() {
+	n, lost, outage = a.measureUntil(t, "default", "a", bIP, failbackCount, 100*time.Millisecond, func() {
 		setFabricLink(t, cfg, 1, carrier, true)
 		released = a.timeUntil(bothBack)
-	})
-	a.waitInterConnect(func(s icStatus) error {
-		if !bothBack(s) {
-			return fmt.Errorf("active %q, held %q: want both gateways back, none held", s.active, s.held)
-		}
-		return nil
+	}, func() {
+		a.waitInterConnect(func(s icStatus) error {
+			if !bothBack(s) {
+				return fmt.Errorf("active %q, held %q: want both gateways back, none held", s.active, s.held)
+			}
+			return nil
+		})
 	})
 	t.Logf("c1-n%d's link back: released, both gateways active %.1fs later; %d of %d probes lost, longest outage %s",
-		carrier, (<-released).Seconds(), lost, failbackCount, outage)
+		carrier, (<-released).Seconds(), lost, n, outage)
 	if lost > 10 {
 		t.Errorf("ECMP failback lost %d probes, want at most 10", lost)
 	}
@@ -517,14 +532,15 @@ func tunnelTxPackets(t *testing.T, cfg rig.Config, cl, n int, remotes []netip.Ad
 // and every route c2 learned from c1 is again there, over both transit switches.
 func renameAZ(t *testing.T, a, b *cluster, cfg rig.Config, pb *corev1.Pod) {
 	start := time.Now()
-	lost, outage := a.measureStream(t, "default", "a", pb.Status.PodIPs[0].IP, streamCount, func() {
+	sent, lost, outage := a.measureUntil(t, "default", "a", pb.Status.PodIPs[0].IP, streamCount, 100*time.Millisecond, func() {
 		a.applyInterConnectMode("az1r", "ECMP", "c1-n1", "c1-n2")
-	})
-	b.waitInterConnect(func(s icStatus) error {
-		if !slices.Equal(s.peers, []string{"az1r"}) || !slices.Equal(s.peerRoutes, prefixStrings(cfg.PodCIDRs(1))) {
-			return fmt.Errorf("peers %v with routes %v, want az1r with %v", s.peers, s.peerRoutes, prefixStrings(cfg.PodCIDRs(1)))
-		}
-		return nil
+	}, func() {
+		b.waitInterConnect(func(s icStatus) error {
+			if !slices.Equal(s.peers, []string{"az1r"}) || !slices.Equal(s.peerRoutes, prefixStrings(cfg.PodCIDRs(1))) {
+				return fmt.Errorf("peers %v with routes %v, want az1r with %v", s.peers, s.peerRoutes, prefixStrings(cfg.PodCIDRs(1)))
+			}
+			return nil
+		})
 	})
 	if err := eventually(30*time.Second, func() error {
 		for _, table := range []string{"Availability_Zone", "Port_Binding", "Route", "Gateway"} {
@@ -543,8 +559,8 @@ func renameAZ(t *testing.T, a, b *cluster, cfg rig.Config, pb *corev1.Pod) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("AZ az1 renamed az1r 3 s into a 20 s probe stream: %d of %d probes lost, longest outage %s; by the stream's end c2 follows, IC-SB is clean and c2 routes over both transit switches (checked %.1fs after the change)",
-		lost, streamCount, outage, time.Since(start).Seconds()-3)
+	t.Logf("AZ az1 renamed az1r 3 s into a probe stream that ended %s after c2 followed: %d of %d probes lost, longest outage %s; IC-SB is clean and c2 routes over both transit switches (checked %.1fs after the change)",
+		streamSettle, lost, sent, outage, time.Since(start).Seconds()-3)
 }
 
 // routesOverTwoTransitSwitches checks that the cluster learned each prefix over two next hops.
@@ -585,13 +601,14 @@ func (c *cluster) learnedNexthops(prefix netip.Prefix) []string {
 func icControllerRestart(t *testing.T, a *cluster, st *rig.State, pb *corev1.Pod) {
 	ports, global := a.rowVersions("Logical_Router_Port"), a.rowVersions("NB_Global")
 	var takeover time.Duration
-	lost, outage := a.measureStream(t, "default", "a", pb.Status.PodIPs[0].IP, failbackCount, func() {
+	// The stream ends streamSettle after the takeover, past the new leader's first reconcile
+	// of the InterConnect.
+	sent, lost, outage := a.measureUntil(t, "default", "a", pb.Status.PodIPs[0].IP, failbackCount, 100*time.Millisecond, func() {
 		_, takeover = killLeader(t, a, st)
-	})
+	}, func() {})
 	if lost != 0 {
-		t.Errorf("probes across the controller restart: %d of %d lost (longest outage %s), want none", lost, failbackCount, outage)
+		t.Errorf("probes across the controller restart: %d of %d lost (longest outage %s), want none", lost, sent, outage)
 	}
-	time.Sleep(3 * time.Second) // the new leader's first reconcile of the InterConnect
 	if after := a.rowVersions("Logical_Router_Port"); !maps.Equal(after, ports) {
 		t.Errorf("router ports rewritten by the new leader:\nbefore %v\nafter  %v", ports, after)
 	}
@@ -611,7 +628,7 @@ func icControllerRestart(t *testing.T, a *cluster, st *rig.State, pb *corev1.Pod
 		t.Fatal(err)
 	}
 	t.Logf("kill -> new leader after %.1fs; 0 of %d probes lost; %d transit/router ports and NB_Global unchanged (same _version); bfd multiplier 4 programmed %.1fs after the patch",
-		takeover.Seconds(), failbackCount, len(ports), time.Since(changed).Seconds())
+		takeover.Seconds(), sent, len(ports), time.Since(changed).Seconds())
 }
 
 // bfdSessionsUp: node n of cluster cl (a chassis with ports on the router the gateways serve)

@@ -20,6 +20,10 @@ import (
 //	longest outage 300ms
 //	first reply at 1795000000123456789
 //
+// With -stop-file the stream ends early, before the first request sent after that file
+// appears in the container: a test that has watched its event settle stops the stream then
+// instead of waiting out a fixed length sized for the slowest case.
+//
 // The last line, the wall-clock time of the first reply in Unix nanoseconds (pods share the
 // host's clock), lets a benchmark time "event -> first packet through" against the event.
 func pingStream(args []string) error {
@@ -28,6 +32,7 @@ func pingStream(args []string) error {
 	interval := fs.Duration("i", 100*time.Millisecond, "interval between requests")
 	wait := fs.Duration("W", time.Second, "how long to wait for replies after the last request")
 	untilReply := fs.Bool("until-reply", false, "stop sending at the first reply (a benchmark's \"first packet through\")")
+	stopFile := fs.String("stop-file", "", "stop sending once this file exists")
 	_ = fs.Parse(args)
 	dst, f, conn, err := listenICMP("pingstream", fs.Arg(0))
 	if err != nil {
@@ -70,6 +75,11 @@ func pingStream(args []string) error {
 			replied := !first.IsZero()
 			mu.Unlock()
 			if replied {
+				break
+			}
+		}
+		if *stopFile != "" {
+			if _, err := os.Stat(*stopFile); err == nil {
 				break
 			}
 		}
