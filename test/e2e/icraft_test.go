@@ -77,8 +77,8 @@ func icRaftLeaderKill(t *testing.T, st *rig.State, cs []*cluster, db, dbName str
 	}
 	checkICSBRoutes(t, cfg, len(cs))
 	icMonitorsAgree(t, st, db, -1, icMemberIndex(t, db, newLeader))
-	t.Logf("%s leader %s killed: %s elected after %.1fs; a new subnet in %s learned by the other %d clusters %.1fs after it was created (after the stream, the old leader still down); %d of 200 probes lost; %s rejoined as follower in %.1fs; IC-SB: every route once; kovn-ovn-monitor: %s",
-		dbName, leader, newLeader, elected.Seconds(), cs[0].info.Name, len(cs)-1, learned.Seconds(), lost, leader, time.Since(rejoin).Seconds(), seen)
+	t.Logf("%s leader %s killed: %s elected after %.1fs; a new subnet in %s learned by the other %d clusters %.1fs after it was created (after the stream, the old leader still down); %d of %d probes lost; %s rejoined as follower in %.1fs; IC-SB: every route once; kovn-ovn-monitor: %s",
+		dbName, leader, newLeader, elected.Seconds(), cs[0].info.Name, len(cs)-1, learned.Seconds(), lost, sent, leader, time.Since(rejoin).Seconds(), seen)
 }
 
 // icMemberIndex is the member index (0-based) of IC database db's member name.

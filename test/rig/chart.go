@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kovn/kovn/deploy"
@@ -140,33 +141,34 @@ func (r *Rig) helm(ctx context.Context, cl int, args ...string) error {
 	return nil
 }
 
-// installCharts waits for every kubelet to register (the chart's pods need the nodes), then
-// installs the chart on every cluster.
+// installCharts installs the chart on every cluster at once, each once its kubelets have
+// registered (the chart's pods need the nodes).
 func (r *Rig) installCharts(ctx context.Context) error {
 	if !r.State.Config.Chart() {
 		return nil
 	}
+	g, ctx := errgroup.WithContext(ctx)
 	for i, ci := range r.State.Clusters {
-		kc, err := r.State.Kube(ci.Name)
-		if err != nil {
-			return err
-		}
-		for {
-			nodes, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-			if err == nil && len(nodes.Items) >= len(ci.Nodes) {
-				break
+		g.Go(func() error {
+			kc, err := r.State.Kube(ci.Name)
+			if err != nil {
+				return err
 			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("cluster %s: nodes not registered before the chart install: %w", ci.Name, ctx.Err())
-			case <-time.After(200 * time.Millisecond):
+			for {
+				nodes, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+				if err == nil && len(nodes.Items) >= len(ci.Nodes) {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("cluster %s: nodes not registered before the chart install: %w", ci.Name, ctx.Err())
+				case <-time.After(200 * time.Millisecond):
+				}
 			}
-		}
-		if err := r.InstallChart(ctx, i+1); err != nil {
-			return err
-		}
+			return r.InstallChart(ctx, i+1)
+		})
 	}
-	return nil
+	return g.Wait()
 }
 
 // uplinkKeeperStep is a chart-installed node's own network configuration for the userspace

@@ -310,7 +310,11 @@ func (s *supervisor) shutdown() {
 	started := append([]Proc(nil), s.started...)
 	s.mu.Unlock()
 	for i := len(started) - 1; i >= 0; i-- {
+		t0 := time.Now()
 		stopPid(started[i].Pid, 10*time.Second)
+		if d := time.Since(t0); d > 500*time.Millisecond { // where a rig's teardown time goes
+			log.Printf("supervisor %s: stopping %s took %s", s.spec.Name, started[i].Name, d.Round(10*time.Millisecond))
+		}
 	}
 	for round := 0; round < 50; round++ {
 		kids := childrenOf(os.Getpid())
