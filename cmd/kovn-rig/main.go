@@ -162,7 +162,7 @@ func status(args []string) error {
 	}
 	_ = tw.Flush()
 	if st.UpSeconds > 0 {
-		fmt.Printf("came up in %.1fs at %s\n", st.UpSeconds, st.StartedAt.Format(time.RFC3339))
+		fmt.Printf("came up in %.1fs (%s) at %s\n", st.UpSeconds, st.UpPhases, st.StartedAt.Format(time.RFC3339))
 	}
 	if bad > 0 {
 		return fmt.Errorf("%d component(s) unhealthy", bad)

@@ -86,7 +86,7 @@ func upRig(t *testing.T, cfg rig.Config) *rig.Rig {
 	if err != nil {
 		t.Fatalf("rig up: %v", err)
 	}
-	t.Logf("rig up: %d cluster(s) x %d node(s) in %.1fs", cfg.Clusters, cfg.Nodes, time.Since(start).Seconds())
+	t.Logf("rig up: %d cluster(s) x %d node(s) in %.1fs (%s)", cfg.Clusters, cfg.Nodes, time.Since(start).Seconds(), r.State.UpPhases)
 	return r
 }
 

@@ -110,6 +110,15 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 			Argv: []string{"ovn-northd", "--ovnnb-db=unix:" + filepath.Join(run, "nb.sock"),
 				"--ovnsb-db=unix:" + filepath.Join(run, "sb.sock"), "--pidfile=" + filepath.Join(run, "northd.pid")}},
 	}
+	// kube-apiserver's graceful shutdown waits (up to its 60 s request timeout) for every client
+	// connection to close; connections from pods whose node's datapath is already gone never
+	// do, and every rig teardown waited out the 10 s grace. Nothing of a torn-down rig needs
+	// the drain.
+	for i := range steps {
+		if steps[i].Name == "kube-apiserver" {
+			steps[i].StopGrace = time.Second
+		}
+	}
 	if c.Chart() {
 		// OVN central, ovn-ic and kovn-controller are the chart's pods: the control plane is
 		// Kubernetes alone (and the cluster DNS objects, whose pods run once kovn does).

@@ -17,6 +17,7 @@ type State struct {
 	Config     Config            `json:"config"`
 	StartedAt  time.Time         `json:"startedAt"`
 	UpSeconds  float64           `json:"upSeconds,omitempty"`
+	UpPhases   string            `json:"upPhases,omitempty"` // each start-up phase's time
 	Namespaces []string          `json:"namespaces"`
 	Cgroups    []string          `json:"cgroups"`  // kubelet cgroupRoots, removed from every hierarchy on down
 	Procs      []Proc            `json:"procs"`    // long-running processes started directly by the rig

@@ -57,6 +57,8 @@ type Step struct {
 	// Restart makes the supervisor start the daemon again whenever it exits, as a Deployment or
 	// DaemonSet would: tests kill such a process by pid to exercise restarts.
 	Restart bool `json:"restart,omitempty"`
+	// StopGrace is how long the rig's teardown waits after SIGTERM before SIGKILL (0: 10 s).
+	StopGrace time.Duration `json:"stopGrace,omitempty"`
 }
 
 // Ready says how to tell that a daemon is serving.
@@ -311,7 +313,7 @@ func (s *supervisor) shutdown() {
 	s.mu.Unlock()
 	for i := len(started) - 1; i >= 0; i-- {
 		t0 := time.Now()
-		stopPid(started[i].Pid, 10*time.Second)
+		stopPid(started[i].Pid, s.stopGrace(started[i].Name))
 		if d := time.Since(t0); d > 500*time.Millisecond { // where a rig's teardown time goes
 			log.Printf("supervisor %s: stopping %s took %s", s.spec.Name, started[i].Name, d.Round(10*time.Millisecond))
 		}
@@ -326,6 +328,16 @@ func (s *supervisor) shutdown() {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// stopGrace is the named step's StopGrace, 10 s if it has none.
+func (s *supervisor) stopGrace(name string) time.Duration {
+	for _, st := range s.spec.Steps {
+		if st.Name == name && st.StopGrace > 0 {
+			return st.StopGrace
+		}
+	}
+	return 10 * time.Second
 }
 
 // stopPid sends SIGTERM, waits up to grace, then SIGKILL.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -123,15 +124,28 @@ func Up(ctx context.Context, cfg Config) (*Rig, error) {
 	if err := r.State.Save(); err != nil {
 		return nil, err
 	}
-	for _, step := range []func(context.Context) error{r.network, r.startControlPlanes, r.startForeignAZ, r.startForwarder, r.startNodes, r.installCharts, r.waitNodesRegistered} {
-		if err := step(ctx); err != nil {
+	phases := []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{"network", r.network}, {"control planes", r.startControlPlanes}, {"foreign AZ", r.startForeignAZ},
+		{"forwarder", r.startForwarder}, {"nodes", r.startNodes}, {"charts", r.installCharts}, {"nodes registered", r.waitNodesRegistered},
+	}
+	var took []string // where a rig's start-up time goes
+	for _, p := range phases {
+		start := time.Now()
+		if err := p.run(ctx); err != nil {
 			_ = r.State.Save()
 			return r, err
+		}
+		if d := time.Since(start); d >= 100*time.Millisecond {
+			took = append(took, fmt.Sprintf("%s %.1fs", p.name, d.Seconds()))
 		}
 		if err := r.State.Save(); err != nil {
 			return r, err
 		}
 	}
+	r.State.UpPhases = strings.Join(took, ", ")
 	r.State.UpSeconds = time.Since(r.State.StartedAt).Seconds()
 	return r, r.State.Save()
 }
