@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,13 +42,23 @@ func subnetACLs(t *testing.T, c *cluster, st *rig.State, outside probePod) {
 	b := c.aclPod("aclb", "b", "c1-n2")
 	b2 := c.aclPod("aclb", "b2", "c1-n1")
 	sources := []probePod{a, b2, outside}
-	matrix := func() map[string]bool {
+	matrix := func() map[string]bool { // the sources probe side by side, one exec each
 		got := map[string]bool{}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
 		for _, src := range sources {
-			for addr, ok := range c.probeOnce(src, append(targets(b, fams, 8080), targets(b, fams, 9000)...)) {
-				got[src.ns+"/"+src.name+" -> "+addr] = ok
-			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res := c.probeOnce(src, append(targets(b, fams, 8080), targets(b, fams, 9000)...))
+				mu.Lock()
+				defer mu.Unlock()
+				for addr, ok := range res {
+					got[src.ns+"/"+src.name+" -> "+addr] = ok
+				}
+			}()
 		}
+		wg.Wait()
 		return got
 	}
 	denied := func(src probePod, port uint16) bool { return src.ns == "acla" && port == 8080 }
