@@ -33,7 +33,9 @@ type Firewall struct {
 // (the scratch chain is shared) and the rules' learned listings.
 type familyState struct {
 	mu         sync.Mutex
-	normalized map[string]string // table + rule words -> the rule as iptables lists it
+	normalized map[string]string  // table + rule words -> the rule as iptables lists it
+	iptMu      sync.Mutex         // guards ipt alone: a sync holds mu for its whole length
+	ipt        *iptables.IPTables // the family's handle once created (see Family)
 }
 
 // FirewallOption configures a Firewall.
@@ -73,24 +75,34 @@ func (f *Firewall) Tool(is4 bool) string {
 	return map[bool]string{true: "iptables", false: "ip6tables"}[is4]
 }
 
-// Family returns the handle of one family. The tool is looked up on every call, as a node
-// may gain or lose it; without it the error is exec's, naming the tool.
+// Family returns the handle of one family. Creating one runs the tool (`iptables --version`,
+// to learn its flags); a handle is kept once that succeeded, so a sync runs only the rule
+// commands. Until then every call tries again, as a node may gain the tool; without it the
+// error is exec's, naming the tool.
 func (f *Firewall) Family(is4 bool) (*FirewallFamily, error) {
+	st := f.families[is4]
+	st.iptMu.Lock()
+	ipt := st.ipt
+	st.iptMu.Unlock()
 	proto, name := iptables.ProtocolIPv4, "IPv4"
 	if !is4 {
 		proto, name = iptables.ProtocolIPv6, "IPv6"
 	}
-	var ipt *iptables.IPTables
-	var err error
-	if p := f.paths[is4]; p != "" {
-		ipt, err = iptables.New(iptables.IPFamily(proto), iptables.Path(p))
-	} else {
-		ipt, err = iptables.New(iptables.IPFamily(proto))
+	if ipt == nil {
+		var err error
+		if p := f.paths[is4]; p != "" {
+			ipt, err = iptables.New(iptables.IPFamily(proto), iptables.Path(p))
+		} else {
+			ipt, err = iptables.New(iptables.IPFamily(proto))
+		}
+		if err != nil {
+			return nil, err
+		}
+		st.iptMu.Lock()
+		st.ipt = ipt
+		st.iptMu.Unlock()
 	}
-	if err != nil {
-		return nil, err
-	}
-	return &FirewallFamily{name: name, ipt: ipt, st: f.families[is4]}, nil
+	return &FirewallFamily{name: name, ipt: ipt, st: st}, nil
 }
 
 // Name is "IPv4" or "IPv6".

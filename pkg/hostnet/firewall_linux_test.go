@@ -155,3 +155,34 @@ func TestFirewallWaitsForTheXtablesLock(t *testing.T) {
 		t.Errorf("filter chains %q lack KOVN-LOCKED", chains)
 	}
 }
+
+// TestFamilyRunsTheToolsVersionOnce: the handle of a family is made once (go-iptables runs
+// `<tool> --version` to make it), not on every sync; a missing tool is tried again each time.
+func TestFamilyRunsTheToolsVersionOnce(t *testing.T) {
+	real, err := exec.LookPath("iptables")
+	if err != nil {
+		t.Fatalf("this test needs iptables (Debian/Ubuntu: apt-get install iptables): %v", err)
+	}
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	wrapper := filepath.Join(dir, "iptables")
+	script := "#!/bin/sh\necho \"$*\" >> " + calls + "\nexec " + real + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ns, fw := newNetNS(t), NewFirewall(IptablesPaths(wrapper, filepath.Join(dir, "missing-ip6tables")))
+	for i := 0; i < 3; i++ {
+		if err := inFamily(t, fw, ns, func(ff *FirewallFamily) error { return ff.EnsureChain("filter", "KOVN-ONCE") }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := os.ReadFile(calls)
+	if n := strings.Count(string(b), "--version"); n != 1 {
+		t.Errorf("the tool ran --version %d times over 3 uses, want 1:\n%s", n, b)
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := fw.Family(false); err == nil || !strings.Contains(err.Error(), "missing-ip6tables") {
+			t.Errorf("a missing tool: error %v, want one naming it", err)
+		}
+	}
+}
