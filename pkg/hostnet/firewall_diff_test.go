@@ -55,3 +55,30 @@ func TestChainEdits(t *testing.T) {
 		})
 	}
 }
+
+// TestChainEditsNeverDropTheCatchAll: upper-case rules catch everything (a NodePort's last,
+// unconditional DNAT). While both the old and the new chain have one, every state between
+// them must too: a packet never falls through the chain untranslated. A rollout's endpoint
+// change ([p=0.5 -> A, -> B] to [p=0.33 -> A, p=0.5 -> B, -> C]) once deleted the old
+// catch-all before the new one was in, and connections were refused.
+func TestChainEditsNeverDropTheCatchAll(t *testing.T) {
+	for _, tc := range []struct{ cur, want string }{
+		{"aB", "cdE"}, {"aB", "acD"}, {"abC", "D"}, {"A", "bC"}, {"abC", "baD"}, {"xaB", "aC"},
+	} {
+		cur, want := strings.Split(tc.cur, ""), strings.Split(tc.want, "")
+		state := slices.Clone(cur)
+		for _, e := range chainEdits(cur, want) {
+			if e.insert {
+				state = slices.Insert(state, e.pos-1, want[e.rule])
+			} else {
+				state = slices.Delete(state, e.pos-1, e.pos)
+			}
+			if !slices.ContainsFunc(state, func(r string) bool { return strings.ToUpper(r) == r }) {
+				t.Errorf("%s -> %s: no catch-all rule left after %+v: %v", tc.cur, tc.want, e, state)
+			}
+		}
+		if !slices.Equal(state, want) {
+			t.Errorf("%s -> %s: ended as %v", tc.cur, tc.want, state)
+		}
+	}
+}

@@ -60,9 +60,12 @@ const maxAffinityTimeout = 65535
 // ForService is a Service's shard: one load balancer per protocol, in the cluster group,
 // mapping every VIP and port to the endpoints that may take traffic. A VIP with no such
 // endpoint stays, with no backend, so OVN rejects connections to it at once (reject=true)
-// instead of letting them time out. ct_flush makes ovn-controller flush the conntrack entries
-// of a backend that leaves: otherwise a UDP flow (one conntrack entry for as long as it keeps
-// sending) stays pinned to a deleted pod.
+// instead of letting them time out. On UDP and SCTP load balancers, ct_flush makes
+// ovn-controller flush the conntrack entries of a backend that leaves: otherwise a UDP flow
+// (one conntrack entry for as long as it keeps sending) stays pinned to a deleted pod. TCP
+// load balancers keep them, as kube-proxy does: a backend leaves the load balancer when it
+// starts terminating, and its open connections must finish on it (flushing them reset every
+// request in flight to the old pods of a rolling update).
 func ForService(s ServiceIn) Shard {
 	owner := s.Namespace + "/" + s.Name
 	sh := Shard{OwnerType: OwnerService, Owner: owner}
@@ -71,8 +74,11 @@ func ForService(s ServiceIn) Shard {
 		proto := strings.ToLower(p.Protocol)
 		lb := byProto[proto]
 		if lb == nil {
-			lb = serviceLB(ServiceLBName(s.Namespace, s.Name, p.Protocol), proto, owner,
-				map[string]string{"reject": "true", "ct_flush": "true"})
+			opts := map[string]string{"reject": "true"}
+			if proto != "tcp" {
+				opts["ct_flush"] = "true"
+			}
+			lb = serviceLB(ServiceLBName(s.Namespace, s.Name, p.Protocol), proto, owner, opts)
 			if s.AffinityTimeout > 0 {
 				lb.Options["affinity_timeout"] = strconv.Itoa(int(min(s.AffinityTimeout, maxAffinityTimeout)))
 			}

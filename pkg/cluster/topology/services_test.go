@@ -39,8 +39,12 @@ func TestForServiceDualStackPortsAndProtocols(t *testing.T) {
 	if !reflect.DeepEqual(udp.VIPs, wantUDP) {
 		t.Errorf("UDP VIPs %v, want %v", udp.VIPs, wantUDP)
 	}
-	if tcp.Options["reject"] != "true" || tcp.Options["ct_flush"] != "true" || !reflect.DeepEqual(tcp.Groups, []string{ClusterLBGroup}) {
+	if tcp.Options["reject"] != "true" || !reflect.DeepEqual(tcp.Groups, []string{ClusterLBGroup}) {
 		t.Errorf("options %v groups %v", tcp.Options, tcp.Groups)
+	}
+	// UDP flows are flushed off a backend that leaves; TCP connections finish on it.
+	if udp.Options["ct_flush"] != "true" || tcp.Options["ct_flush"] != "" {
+		t.Errorf("ct_flush: TCP %q, UDP %q; want none and true", tcp.Options["ct_flush"], udp.Options["ct_flush"])
 	}
 	if _, ok := tcp.Options["affinity_timeout"]; ok {
 		t.Errorf("affinity without sessionAffinity: %v", tcp.Options)

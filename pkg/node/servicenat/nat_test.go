@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kovn/kovn/pkg/hostnet"
 	"github.com/kovn/kovn/pkg/hostnet/netnstest"
 )
 
@@ -111,6 +112,11 @@ func TestSyncNATNamesMissingIp6tables(t *testing.T) {
 		}
 	}
 	t.Setenv("PATH", bin)
+	// A node that never had ip6tables: a firewall of its own (the package's keeps the handles
+	// earlier tests made with ip6tables on PATH).
+	saved := hostFirewall
+	hostFirewall = hostnet.NewFirewall()
+	defer func() { hostFirewall = saved }()
 	netnstest.Do(t, func() {
 		cluster := prefixes("10.16.0.0/16", "fd00:10:16::/64")
 		err := SyncNAT(prefixes("10.16.0.0/16", "fd00:10:16::/64"), cluster)
