@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kovn/kovn/pkg/cluster/topology"
+	"github.com/kovn/kovn/pkg/contract"
 )
 
 // ServiceReconciler makes each Service's OVN load balancers match the Service and its
@@ -136,10 +137,11 @@ func (r *ServiceReconciler) chassisNames(ctx context.Context) ([]string, error) 
 }
 
 // serviceIn reads what the load balancers need from a Service; false when it has no virtual
-// IP to balance (headless, ExternalName).
+// IP to balance (headless, ExternalName) or is not kovn's to serve (labelled for another
+// service proxy, or headless by label, as kube-proxy reads them).
 func serviceIn(svc *corev1.Service) (topology.ServiceIn, bool) {
 	in := topology.ServiceIn{Namespace: svc.Namespace, Name: svc.Name}
-	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+	if svc.Spec.Type == corev1.ServiceTypeExternalName || !contract.ServedByKovn(svc.Labels) {
 		return in, false
 	}
 	for _, ip := range svc.Spec.ClusterIPs {

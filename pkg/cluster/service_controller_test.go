@@ -56,3 +56,45 @@ func TestServiceWaitsForRestore(t *testing.T) {
 		t.Fatalf("load balancers written before the restore: %+v %v", lbs, err)
 	}
 }
+
+// A Service labelled for another service proxy, or headless by label, is left to it: its load
+// balancers go; without the label they come back (kube-proxy reads the labels the same way).
+func TestServiceLabelledForAnotherProxy(t *testing.T) {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Spec: corev1.ServiceSpec{ClusterIPs: []string{"10.96.0.12"}, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
+	e := newReconcilerEnv(t, svc)
+	st := NewState(DefaultOptions())
+	st.MarkRestored()
+	r := &ServiceReconciler{Client: e.c, NB: e.nb, State: st}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "web"}}
+	count := func() int {
+		t.Helper()
+		if _, err := r.Reconcile(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		var lbs []nb.LoadBalancer
+		if err := e.nb.List(context.Background(), &lbs); err != nil {
+			t.Fatal(err)
+		}
+		return len(lbs)
+	}
+	if n := count(); n == 0 {
+		t.Fatal("no load balancer for an ordinary Service")
+	}
+	for _, label := range []string{"service.kubernetes.io/service-proxy-name", "service.kubernetes.io/headless"} {
+		svc.Labels = map[string]string{label: ""}
+		if err := e.c.Update(context.Background(), svc); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(); n != 0 {
+			t.Errorf("labelled %s: %d load balancers, want none", label, n)
+		}
+		svc.Labels = nil
+		if err := e.c.Update(context.Background(), svc); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(); n == 0 {
+			t.Errorf("label %s removed: no load balancer", label)
+		}
+	}
+}

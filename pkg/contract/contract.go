@@ -26,3 +26,20 @@ func AttachmentPortName(namespace, name, iface string) string {
 
 // NodePortName is the join-switch port of a node's ovn0.
 func NodePortName(node string) string { return "node-" + node }
+
+// Labels on Services that decide whether kovn serves a Service at all, as kube-proxy reads them.
+const (
+	// LabelServiceProxyName hands a Service to another service proxy (an ingress controller, a
+	// mesh): whatever its value, kovn-controller programs no load balancer for it and
+	// kovn-daemon no NodePort, external IP or health check node port.
+	LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"
+	// LabelHeadless marks a Service (or its endpoints) as headless: nothing to balance.
+	LabelHeadless = "service.kubernetes.io/headless"
+)
+
+// ServedByKovn says whether kovn proxies a Service with these labels: it has neither label.
+func ServedByKovn(labels map[string]string) bool {
+	_, other := labels[LabelServiceProxyName]
+	_, headless := labels[LabelHeadless]
+	return !other && !headless
+}

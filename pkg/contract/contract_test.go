@@ -18,3 +18,24 @@ func TestNamesAreStable(t *testing.T) {
 		}
 	}
 }
+
+// kube-proxy skips a Service carrying either label, whatever the value (empty included).
+func TestServedByKovn(t *testing.T) {
+	for _, c := range []struct {
+		labels map[string]string
+		want   bool
+	}{
+		{nil, true},
+		{map[string]string{"app": "web"}, true},
+		{map[string]string{LabelServiceProxyName: "other-proxy"}, false},
+		{map[string]string{LabelServiceProxyName: ""}, false},
+		{map[string]string{LabelHeadless: ""}, false},
+	} {
+		if got := ServedByKovn(c.labels); got != c.want {
+			t.Errorf("ServedByKovn(%v) = %t, want %t", c.labels, got, c.want)
+		}
+	}
+	if LabelServiceProxyName != "service.kubernetes.io/service-proxy-name" || LabelHeadless != "service.kubernetes.io/headless" {
+		t.Error("the labels are Kubernetes' own names")
+	}
+}

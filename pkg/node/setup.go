@@ -8,7 +8,10 @@ package node
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
+	"slices"
+	"time"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +32,7 @@ import (
 	"github.com/kovn/kovn/pkg/node/guard"
 	"github.com/kovn/kovn/pkg/node/mirror"
 	"github.com/kovn/kovn/pkg/node/podnet"
+	"github.com/kovn/kovn/pkg/node/proxyhealth"
 	"github.com/kovn/kovn/pkg/node/servicenat"
 	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/underlay"
@@ -49,6 +53,8 @@ type Config struct {
 	// Mirror and MirrorRemote are the node's traffic mirroring.
 	Mirror       mirror.Mode
 	MirrorRemote *mirror.Remote
+	// ProxyHealthzAddr is where kube-proxy's health port is answered ("" or "0": not at all).
+	ProxyHealthzAddr string
 }
 
 // Deps are what Setup's runnables use besides the manager.
@@ -81,11 +87,18 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) error {
 		return err
 	}
 	c := mgr.GetClient()
+	// Healthy for a minute from the start, then only once the Services are programmed.
+	tracker := proxyhealth.NewTracker(proxyhealth.DefaultTimeout)
+	tracker.Queued()
+	checks := &proxyhealth.HealthCheckPorts{Tracker: tracker}
+	if err := setupProxyHealth(mgr, cfg, tracker, checks); err != nil {
+		return err
+	}
 	ul := &underlay.Reconciler{Client: c, OVS: deps.OVS, NodeName: cfg.NodeName, Integration: cfg.Bridge,
 		Recorder: mgr.GetEventRecorderFor("kovn-daemon")}
 	reconcilers := []interface{ SetupWithManager(ctrl.Manager) error }{
 		ul,
-		&servicenat.NodePortReconciler{Client: c, NodeName: cfg.NodeName},
+		&servicenat.NodePortReconciler{Client: c, NodeName: cfg.NodeName, Health: tracker, HealthChecks: checks},
 		&mirror.Reconciler{Client: c, OVS: deps.OVS, Bridge: cfg.Bridge, Mode: cfg.Mirror, Remote: cfg.MirrorRemote},
 		&servicenat.HostPortReconciler{Client: c, NodeName: cfg.NodeName, JoinSubnet: cfg.JoinSubnet},
 	}
@@ -95,6 +108,40 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) error {
 		}
 	}
 	return setupCNI(mgr, cfg, deps, ul)
+}
+
+// setupProxyHealth serves kube-proxy's health port and closes the health check node ports at
+// shutdown. A port already taken (kube-proxy still running) is logged, not fatal: the node's
+// networking does not depend on it.
+func setupProxyHealth(mgr ctrl.Manager, cfg Config, tracker *proxyhealth.Tracker, checks *proxyhealth.HealthCheckPorts) error {
+	closeChecks := manager.RunnableFunc(func(ctx context.Context) error { <-ctx.Done(); checks.Close(); return nil })
+	if err := mgr.Add(closeChecks); err != nil {
+		return err
+	}
+	if cfg.ProxyHealthzAddr == "" || cfg.ProxyHealthzAddr == "0" {
+		return nil
+	}
+	eligible := func() bool { // kube-proxy's: not while the node is being deleted
+		var n corev1.Node
+		if err := mgr.GetClient().Get(context.Background(), client.ObjectKey{Name: cfg.NodeName}, &n); err != nil {
+			return true
+		}
+		return n.DeletionTimestamp == nil && !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "ToBeDeletedByClusterAutoscaler" })
+	}
+	srv := &http.Server{Handler: tracker.Handler(eligible), ReadHeaderTimeout: 5 * time.Second}
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		l, err := net.Listen("tcp", cfg.ProxyHealthzAddr)
+		if err != nil {
+			ctrl.Log.Error(err, "the proxy health port is not served", "address", cfg.ProxyHealthzAddr)
+			<-ctx.Done()
+			return nil
+		}
+		go func() { <-ctx.Done(); _ = srv.Close() }()
+		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	}))
 }
 
 // setupBootstrap adds the node's plumbing, the ovn0 watch that re-syncs it, and the health

@@ -90,13 +90,40 @@ func runningContainerPid(pod *corev1.Pod, container string) (int, error) {
 	if id == "" {
 		return 0, fmt.Errorf("container %s of pod %s is not running", container, pod.Name)
 	}
+	// The container's first process is the one whose parent is outside it. A short-lived child
+	// (kovn-daemon runs iptables) that exits between the listing and the read of its parent
+	// reads parent 0 and looks like one too: only live candidates count, the oldest wins.
 	pids := cgroupPids(id)
+	root, oldest := 0, uint64(0)
 	for pid := range pids {
-		if !pids[parentPid(pid)] {
-			return pid, nil
+		ppid := parentPid(pid)
+		start, ok := startTime(pid)
+		if ppid == 0 || pids[ppid] || !ok {
+			continue
+		}
+		if root == 0 || start < oldest {
+			root, oldest = pid, start
 		}
 	}
-	return 0, fmt.Errorf("no process of container %s (%s) of pod %s", container, id, pod.Name)
+	if root == 0 {
+		return 0, fmt.Errorf("no process of container %s (%s) of pod %s", container, id, pod.Name)
+	}
+	return root, nil
+}
+
+// startTime is a live process's start time (clock ticks since boot, /proc/PID/stat field 22).
+func startTime(pid int) (uint64, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // field 3 onwards
+	if len(f) < 20 || f[0] == "Z" {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(f[19], 10, 64)
+	return v, err == nil
 }
 
 // cgroupPids are the processes whose cgroup path names the container ID.

@@ -65,7 +65,7 @@ func (r *Rig) startForwarder(ctx context.Context) error {
 	if err := os.WriteFile(spec, b, 0o644); err != nil {
 		return err
 	}
-	pid, err := startDetached(filepath.Join(cfg.Dir, "forward.log"), filepath.Join(cfg.KovnBinDir, "kovn-rig"), "forward", spec)
+	pid, err := startDetached(filepath.Join(cfg.Dir, "forward.log"), false, filepath.Join(cfg.KovnBinDir, "kovn-rig"), "forward", spec)
 	if err != nil {
 		return err
 	}

@@ -100,7 +100,7 @@ func (c Config) nodeSpec(cl, n int, pki clusterPKI, images []string) (Supervisor
 			return SupervisorSpec{}, err
 		}
 	}
-	spec := SupervisorSpec{Name: name, Dir: dir, CgroupRoots: []string{c.CgroupRoot(cl, n)}, Sysctls: kubeletSysctls}
+	spec := SupervisorSpec{Name: name, Dir: dir, Hostname: name, CgroupRoots: []string{c.CgroupRoot(cl, n)}, Sysctls: kubeletSysctls}
 	for src, dst := range nodeBindPaths {
 		spec.Binds = append(spec.Binds, Bind{Src: filepath.Join(dir, src), Dst: dst})
 	}

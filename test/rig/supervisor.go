@@ -28,6 +28,13 @@ import (
 type SupervisorSpec struct {
 	Name string `json:"name"`
 	Dir  string `json:"dir"` // pids.json, ready / error markers
+	// Hostname, when set, is the hostname of the supervisor and everything it starts: kovn-rig
+	// starts it in a UTS namespace of its own, as a node is a machine of its own name (a
+	// hostNetwork pod answers with its node's name, not the host's).
+	Hostname string `json:"hostname,omitempty"`
+	// LauncherUTS is the UTS namespace kovn-rig ran in (the host's): the supervisor refuses to
+	// set a hostname there.
+	LauncherUTS string `json:"launcherUTS,omitempty"`
 	// CgroupRoots, when set, makes the supervisor remount the cgroup v1 hierarchies (ip netns exec
 	// leaves /sys/fs/cgroup empty) and create these roots in every hierarchy for kubelet.
 	CgroupRoots []string `json:"cgroupRoots,omitempty"`
@@ -97,6 +104,11 @@ func Supervise(specFile string) error {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("set child subreaper: %w", err)
 	}
+	if spec.Hostname != "" {
+		if err := setOwnHostname(spec.Hostname, spec.LauncherUTS); err != nil {
+			return err
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	s := &supervisor{ctx: ctx, spec: spec, exits: map[int]chan syscall.WaitStatus{}}
@@ -123,6 +135,16 @@ func (s *supervisor) run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// setOwnHostname names the supervisor's UTS namespace, and refuses unless it is a new one, not
+// the launcher's (the host's): the host's hostname is never the rig's to change.
+func setOwnHostname(name, launcherUTS string) error {
+	self, err := os.Readlink("/proc/self/ns/uts")
+	if err != nil || launcherUTS == "" || self == launcherUTS {
+		return fmt.Errorf("hostname %s: the supervisor does not run in a UTS namespace of its own (%s, kovn-rig's %q; %v)", name, self, launcherUTS, err)
+	}
+	return unix.Sethostname([]byte(name))
 }
 
 // reap collects every child, including orphans adopted as subreaper, and hands exit statuses

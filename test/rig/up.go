@@ -225,13 +225,20 @@ func (r *Rig) launch(ns string, spec SupervisorSpec) (Proc, error) {
 	for _, m := range []string{readyMarker, errorMarker, pidsFile} {
 		_ = os.Remove(filepath.Join(spec.Dir, m))
 	}
+	if spec.Hostname != "" {
+		uts, err := os.Readlink("/proc/self/ns/uts")
+		if err != nil {
+			return Proc{}, fmt.Errorf("%s: the host's UTS namespace: %w", spec.Name, err)
+		}
+		spec.LauncherUTS = uts
+	}
 	specFile := filepath.Join(spec.Dir, "supervisor.json")
 	b, _ := json.MarshalIndent(spec, "", "  ")
 	if err := os.WriteFile(specFile, b, 0o644); err != nil {
 		return Proc{}, err
 	}
 	logPath := filepath.Join(spec.Dir, "supervisor.log")
-	p, err := startDetached(logPath, "ip", "netns", "exec", ns, filepath.Join(r.State.Config.KovnBinDir, "kovn-rig"), "supervise", specFile)
+	p, err := startDetached(logPath, spec.Hostname != "", "ip", "netns", "exec", ns, filepath.Join(r.State.Config.KovnBinDir, "kovn-rig"), "supervise", specFile)
 	if err != nil {
 		return Proc{}, err
 	}
@@ -240,9 +247,10 @@ func (r *Rig) launch(ns string, spec SupervisorSpec) (Proc, error) {
 	return proc, r.State.Save()
 }
 
-// startDetached starts a process in its own session with output to logPath. `ip netns exec`
-// execs its command, so the pid returned is the supervisor's own.
-func startDetached(logPath string, argv ...string) (int, error) {
+// startDetached starts a process in its own session (and with ownUTS in a UTS namespace of its
+// own) with output to logPath. `ip netns exec` execs its command, so the pid returned is the
+// supervisor's own.
+func startDetached(logPath string, ownUTS bool, argv ...string) (int, error) {
 	noInheritedFDs()
 	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -252,6 +260,9 @@ func startDetached(logPath string, argv ...string) (int, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if ownUTS {
+		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWUTS
+	}
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}

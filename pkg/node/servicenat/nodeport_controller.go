@@ -2,8 +2,10 @@ package servicenat
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -15,6 +17,8 @@ import (
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
+	"github.com/kovn/kovn/pkg/contract"
+	"github.com/kovn/kovn/pkg/node/proxyhealth"
 )
 
 // NodePortReconciler keeps the node's NodePort and external IP translation (nodeports.go)
@@ -23,6 +27,10 @@ import (
 type NodePortReconciler struct {
 	client.Client
 	NodeName string
+	// Health follows the programming for the proxy health port; HealthChecks serves the ETP=Local
+	// LoadBalancer Services' health check node ports. Either may be nil.
+	Health       *proxyhealth.Tracker
+	HealthChecks *proxyhealth.HealthCheckPorts
 	// Apply writes one family's rules; nil: iptables / ip6tables.
 	Apply func(is4 bool, rules string) error
 
@@ -34,6 +42,9 @@ type NodePortReconciler struct {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *NodePortReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	if r.Health != nil {
+		r.Health.Queued()
+	}
 	svcs, err := r.nodePortServices(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -51,7 +62,26 @@ func (r *NodePortReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 	if apply == nil {
 		apply = ApplyNodePortRules
 	}
-	return ctrl.Result{}, r.chains.sync(func(is4 bool) string { return NodePortRules(is4, svcs, keep) }, apply)
+	err = r.chains.sync(func(is4 bool) string { return NodePortRules(is4, svcs, keep) }, apply)
+	if err == nil && r.Health != nil {
+		r.Health.Programmed()
+	}
+	if r.HealthChecks != nil {
+		err = errors.Join(err, r.HealthChecks.Sync(healthChecks(svcs)))
+	}
+	return ctrl.Result{}, err
+}
+
+// healthChecks are the health check node ports this node answers, with its ready endpoints.
+func healthChecks(svcs []NodePortService) []proxyhealth.ServiceHealth {
+	var out []proxyhealth.ServiceHealth
+	for _, s := range svcs {
+		if s.HealthCheckNodePort > 0 {
+			ns, name, _ := strings.Cut(s.Key, "/")
+			out = append(out, proxyhealth.ServiceHealth{Namespace: ns, Name: name, Port: s.HealthCheckNodePort, LocalEndpoints: s.LocalReady})
+		}
+	}
+	return out
 }
 
 // keepSourcePrefixes are the destinations traffic entering the overlay here reaches without
@@ -97,13 +127,17 @@ func (r *NodePortReconciler) nodePortServices(ctx context.Context) ([]NodePortSe
 		if !ok {
 			continue
 		}
-		if s.LocalOnly || s.OutsideClusterIPs {
+		if s.LocalOnly || s.OutsideClusterIPs || s.HealthCheckNodePort > 0 {
 			var slices discoveryv1.EndpointSliceList
 			if err := r.List(ctx, &slices, client.InNamespace(list.Items[i].Namespace),
 				client.MatchingLabels{discoveryv1.LabelServiceName: list.Items[i].Name}); err != nil {
 				return nil, err
 			}
-			s.LocalEndpoints = localEndpoints(slices.Items, r.NodeName)
+			var ready bool
+			s.LocalEndpoints, ready = localEndpoints(slices.Items, r.NodeName)
+			if ready {
+				s.LocalReady = endpointCount(s.LocalEndpoints)
+			}
 		}
 		out = append(out, s)
 	}
@@ -125,9 +159,18 @@ func subnetPrefixes(subnets []kovnv1.Subnet) []netip.Prefix {
 // addresses inside inCluster (a Subnet's CIDRs) are left out: translating them would hand a
 // pod's or a node's traffic to the Service (kovn-controller refuses them with an event).
 func nodePortService(svc *corev1.Service, inCluster []netip.Prefix) (NodePortService, bool) {
+	if !contract.ServedByKovn(svc.Labels) { // another proxy's, or headless by label
+		return NodePortService{}, false
+	}
 	etpLocal := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 	s := NodePortService{Key: svc.Namespace + "/" + svc.Name, LocalOnly: etpLocal,
 		OutsideClusterIPs: annotation.BGPServicePolicy(svc.Annotations[annotation.BGP], etpLocal) == annotation.BGPLocal}
+	if etpLocal {
+		s.InternalSources = inCluster
+		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+			s.HealthCheckNodePort = svc.Spec.HealthCheckNodePort
+		}
+	}
 	for _, ip := range svc.Spec.ClusterIPs {
 		if a, err := netip.ParseAddr(ip); err == nil {
 			s.ClusterIPs = append(s.ClusterIPs, a)
@@ -151,12 +194,16 @@ func nodePortService(svc *corev1.Service, inCluster []netip.Prefix) (NodePortSer
 		s.Ports = append(s.Ports, NodePortPort{Name: p.Name, Protocol: proto, Port: p.Port, NodePort: p.NodePort})
 		hasNodePort = hasNodePort || p.NodePort > 0
 	}
-	return s, len(s.ClusterIPs) > 0 && (hasNodePort || len(s.ExternalIPs) > 0 || s.OutsideClusterIPs)
+	return s, len(s.ClusterIPs) > 0 && (hasNodePort || len(s.ExternalIPs) > 0 || s.OutsideClusterIPs || s.HealthCheckNodePort > 0)
 }
 
-// localEndpoints are the ready endpoints of the slices that run on node.
-func localEndpoints(slices []discoveryv1.EndpointSlice, node string) []LocalEndpoint {
-	var out []LocalEndpoint
+// localEndpoints are the endpoints of the slices that run on node and may take new
+// connections, and whether they are ready: the ready ones; when none is, the serving ones
+// that are terminating, so a
+// rolling update's last local pod carries the node's traffic until it is gone (KEP-1669, as
+// kube-proxy). Not-serving endpoints never. Unknown ready and serving read as true.
+func localEndpoints(slices []discoveryv1.EndpointSlice, node string) (eps []LocalEndpoint, ready bool) {
+	var readyEps, terminating []LocalEndpoint
 	for _, sl := range slices {
 		ports := map[string]int32{}
 		for _, p := range sl.Ports {
@@ -169,17 +216,45 @@ func localEndpoints(slices []discoveryv1.EndpointSlice, node string) []LocalEndp
 			}
 		}
 		for _, e := range sl.Endpoints {
-			if e.NodeName == nil || *e.NodeName != node || (e.Conditions.Ready != nil && !*e.Conditions.Ready) {
+			if e.NodeName == nil || *e.NodeName != node {
 				continue
 			}
+			c := e.Conditions
+			isReady := c.Ready == nil || *c.Ready
+			serving := isReady
+			if c.Serving != nil {
+				serving = *c.Serving
+			}
 			for _, a := range e.Addresses {
-				if addr, err := netip.ParseAddr(a); err == nil {
-					out = append(out, LocalEndpoint{Addr: addr, Ports: ports})
+				addr, err := netip.ParseAddr(a)
+				switch {
+				case err != nil:
+				case isReady:
+					readyEps = append(readyEps, LocalEndpoint{Addr: addr, Ports: ports})
+				case serving && c.Terminating != nil && *c.Terminating:
+					terminating = append(terminating, LocalEndpoint{Addr: addr, Ports: ports})
 				}
 			}
 		}
 	}
-	return out
+	if len(readyEps) > 0 {
+		return readyEps, true
+	}
+	return terminating, false
+}
+
+// endpointCount counts endpoints, not addresses: a dual-stack Service lists each pod in one
+// EndpointSlice per family, so the larger family's count is the number of endpoints.
+func endpointCount(eps []LocalEndpoint) int {
+	var v4, v6 int
+	for _, e := range eps {
+		if e.Addr.Is4() {
+			v4++
+		} else {
+			v6++
+		}
+	}
+	return max(v4, v6)
 }
 
 // ApplyNodePortRules makes sure the chains exist and are jumped to, then rewrites them.

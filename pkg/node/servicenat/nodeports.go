@@ -3,6 +3,7 @@ package servicenat
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -52,9 +53,19 @@ type NodePortService struct {
 	// (like ETP=Local), unmasqueraded. Traffic the node itself sends is left to OVN.
 	OutsideClusterIPs bool
 	Ports             []NodePortPort
-	// LocalOnly: externalTrafficPolicy=Local; LocalEndpoints are this node's ready endpoints.
+	// LocalOnly: externalTrafficPolicy=Local; LocalEndpoints are this node's endpoints that
+	// take new connections (see localEndpoints).
 	LocalOnly      bool
 	LocalEndpoints []LocalEndpoint
+	// InternalSources (with LocalOnly): the cluster's pod CIDRs. Their traffic to a NodePort or
+	// external IP is internal, as kube-proxy defines it: any endpoint serves it, through the
+	// ClusterIP, masqueraded like ETP=Cluster traffic; so is the node's own. Only clients
+	// outside the cluster are held to this node's endpoints.
+	InternalSources []netip.Prefix
+	// HealthCheckNodePort (an ETP=Local LoadBalancer's) is answered by this node with
+	// LocalReady, its ready endpoints here (LocalEndpoints may be terminating ones).
+	HealthCheckNodePort int32
+	LocalReady          int
 }
 
 // NodePortPort is one Service port; NodePort is 0 when the Service has none.
@@ -114,6 +125,11 @@ func NodePortRules(is4 bool, svcs []NodePortService, keepSource []netip.Prefix) 
 			for _, m := range matches {
 				head := fmt.Sprintf("-A %s %s -m comment --comment %q", nodePortChain, m, s.Key+":"+p.Name)
 				if s.LocalOnly {
+					for _, src := range internalSources(s.InternalSources, is4) {
+						internal := fmt.Sprintf("-A %s %s %s -m comment --comment %q", nodePortChain, src, m, s.Key+":"+p.Name)
+						fmt.Fprintf(&b, "%s -j MARK --set-xmark %s\n", internal, nodePortMark)
+						fmt.Fprintf(&b, "%s -j DNAT --to-destination %s\n", internal, netip.AddrPortFrom(cip, uint16(p.Port)))
+					}
 					if !writeLocalTargets(&b, head, localTargets(s.LocalEndpoints, p.Name, is4)) {
 						fmt.Fprintf(&reject, "-A %s %s -m comment --comment %q -j REJECT\n", nodePortRejectChain, m, s.Key+":"+p.Name)
 					}
@@ -127,6 +143,20 @@ func NodePortRules(is4 bool, svcs []NodePortService, keepSource []netip.Prefix) 
 	b.WriteString("COMMIT\n")
 	fmt.Fprintf(&b, "*filter\n:%s - [0:0]\n%sCOMMIT\n", nodePortRejectChain, reject.String())
 	return b.String()
+}
+
+// internalSources are the source matches of an ETP=Local Service's internal clients in one
+// family: the node itself, then the cluster's pod CIDRs (sorted).
+func internalSources(pods []netip.Prefix, is4 bool) []string {
+	out := []string{"-m addrtype --src-type LOCAL"}
+	var cidrs []string
+	for _, p := range pods {
+		if p.IsValid() && p.Addr().Is4() == is4 {
+			cidrs = append(cidrs, "-s "+p.Masked().String())
+		}
+	}
+	sort.Strings(cidrs)
+	return append(out, slices.Compact(cidrs)...)
 }
 
 // writeLocalTargets spreads a match evenly over this node's endpoints (the n-th of k rules

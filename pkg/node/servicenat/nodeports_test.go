@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
@@ -66,8 +67,8 @@ func TestNodePortRulesLocal(t *testing.T) {
 			t.Errorf("IPv4 rules lack %q:\n%s", want, v4)
 		}
 	}
-	if strings.Contains(v4, "ns/local:http\" -j MARK") {
-		t.Errorf("ETP=Local traffic is masqueraded (the client address would be lost):\n%s", v4)
+	if strings.Contains(v4, head+" -j MARK") {
+		t.Errorf("ETP=Local traffic from outside is masqueraded (the client address would be lost):\n%s", v4)
 	}
 	if v6 := NodePortRules(false, []NodePortService{webLocal}, nil); strings.Contains(v6, "ns/local") {
 		t.Errorf("an IPv4-only Service has IPv6 rules:\n%s", v6)
@@ -159,5 +160,103 @@ func TestKeepSourceAndOutsideClusterIPs(t *testing.T) {
 	}
 	if strings.Index(v4, "-j RETURN") > strings.Index(v4, "--ctstate DNAT -j MASQUERADE") {
 		t.Errorf("the exemptions must come before the masquerade:\n%s", v4)
+	}
+}
+
+// TestNodePortRulesLocalInternalClients: the cluster's pods and the node itself reach an
+// ETP=Local NodePort as kube-proxy lets them, through the ClusterIP (any endpoint, masqueraded),
+// ports without a local endpoint included; those rules come before the local-only ones.
+func TestNodePortRulesLocalInternalClients(t *testing.T) {
+	svc := webLocal
+	svc.InternalSources = []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16"), netip.MustParsePrefix("fd00:10:16::/64")}
+	v4 := NodePortRules(true, []NodePortService{svc}, nil)
+	mark := " -j MARK --set-xmark 0x4000/0x4000"
+	wants := []string{
+		`-A KOVN-NODEPORTS -m addrtype --src-type LOCAL -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http"` + mark,
+		`-A KOVN-NODEPORTS -m addrtype --src-type LOCAL -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http" -j DNAT --to-destination 10.96.0.21:80`,
+		`-A KOVN-NODEPORTS -s 10.16.0.0/16 -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http"` + mark,
+		`-A KOVN-NODEPORTS -s 10.16.0.0/16 -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http" -j DNAT --to-destination 10.96.0.21:80`,
+		`-A KOVN-NODEPORTS -s 10.16.0.0/16 -m addrtype --dst-type LOCAL -p udp --dport 30053 -m comment --comment "ns/local:dns" -j DNAT --to-destination 10.96.0.21:53`,
+	}
+	for _, want := range wants {
+		if !strings.Contains(v4, want+"\n") {
+			t.Errorf("IPv4 rules lack %q:\n%s", want, v4)
+		}
+	}
+	local := `-A KOVN-NODEPORTS -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http" -m statistic`
+	if i, j := strings.Index(v4, wants[3]), strings.Index(v4, local); j < 0 || i > j {
+		t.Errorf("internal clients' rules must come before the local-only ones (at %d and %d):\n%s", i, j, v4)
+	}
+	if strings.Contains(v4, "fd00:10:16::") {
+		t.Errorf("IPv4 rules name an IPv6 CIDR:\n%s", v4)
+	}
+	if !strings.Contains(v4, `-A KOVN-NODEPORT-REJECT -m addrtype --dst-type LOCAL -p udp --dport 30053 -m comment --comment "ns/local:dns" -j REJECT`) {
+		t.Errorf("outside clients of a port without a local endpoint are no longer rejected:\n%s", v4)
+	}
+}
+
+// TestLocalEndpointsFallBackToTerminating: a node's ready endpoints; when it has none, its
+// serving terminating ones (KEP-1669); never a not-serving one or another node's.
+func TestLocalEndpointsFallBackToTerminating(t *testing.T) {
+	yes, no := true, false
+	node, other := "c1-n1", "c1-n2"
+	port, name := int32(8080), "http"
+	ep := func(addr, on string, ready, serving, terminating *bool) discoveryv1.Endpoint {
+		return discoveryv1.Endpoint{Addresses: []string{addr}, NodeName: &on,
+			Conditions: discoveryv1.EndpointConditions{Ready: ready, Serving: serving, Terminating: terminating}}
+	}
+	slice := func(eps ...discoveryv1.Endpoint) []discoveryv1.EndpointSlice {
+		return []discoveryv1.EndpointSlice{{Endpoints: eps, Ports: []discoveryv1.EndpointPort{{Name: &name, Port: &port}}}}
+	}
+	addrs := func(eps []LocalEndpoint) string {
+		var out []string
+		for _, e := range eps {
+			out = append(out, e.Addr.String())
+		}
+		return strings.Join(out, ",")
+	}
+	for _, c := range []struct {
+		what  string
+		eps   []discoveryv1.EndpointSlice
+		local string
+		ready bool
+	}{
+		{"ready first", slice(ep("10.16.0.2", node, &yes, &yes, &no), ep("10.16.0.3", node, &no, &yes, &yes), ep("10.16.0.4", other, &yes, nil, nil)), "10.16.0.2", true},
+		{"unknown conditions read as ready", slice(ep("10.16.0.5", node, nil, nil, nil)), "10.16.0.5", true},
+		{"no ready one: the serving terminating ones", slice(ep("10.16.0.3", node, &no, &yes, &yes), ep("10.16.0.6", node, &no, &no, &yes), ep("10.16.0.4", other, &yes, nil, nil)), "10.16.0.3", false},
+		{"not ready, not terminating: none", slice(ep("10.16.0.7", node, &no, &no, &no)), "", false},
+	} {
+		eps, ready := localEndpoints(c.eps, node)
+		if got := addrs(eps); got != c.local || ready != c.ready {
+			t.Errorf("%s: local endpoints %q (ready %t), want %q (%t)", c.what, got, ready, c.local, c.ready)
+		}
+	}
+}
+
+// A Service labelled for another proxy, or headless by label, gets no node rules.
+func TestNodePortServiceSkipsOtherProxies(t *testing.T) {
+	for _, label := range []string{"service.kubernetes.io/service-proxy-name", "service.kubernetes.io/headless"} {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "np", Labels: map[string]string{label: "x"}},
+			Spec: corev1.ServiceSpec{ClusterIPs: []string{"10.96.0.30"}, Type: corev1.ServiceTypeNodePort,
+				Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30090}}}}
+		if s, ok := nodePortService(svc, nil); ok {
+			t.Errorf("labelled %s: kept %+v", label, s)
+		}
+		delete(svc.Labels, label)
+		if _, ok := nodePortService(svc, nil); !ok {
+			t.Errorf("without %s: dropped", label)
+		}
+	}
+}
+
+// A dual-stack endpoint is one endpoint in two slices: the health check counts it once.
+func TestEndpointCountCountsEndpointsNotAddresses(t *testing.T) {
+	eps := []LocalEndpoint{{Addr: netip.MustParseAddr("10.16.0.2")}, {Addr: netip.MustParseAddr("fd00:10:16::2")},
+		{Addr: netip.MustParseAddr("10.16.0.3")}, {Addr: netip.MustParseAddr("fd00:10:16::3")}}
+	if n := endpointCount(eps); n != 2 {
+		t.Errorf("2 dual-stack endpoints counted as %d", n)
+	}
+	if n := endpointCount(eps[2:3]); n != 1 {
+		t.Errorf("1 IPv4-only endpoint counted as %d", n)
 	}
 }

@@ -40,12 +40,19 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: testbox sleep|serve|ping|pingstream|get|tcp|dns ...")
+		fmt.Fprintln(os.Stderr, "usage: testbox sleep|serve|ping|pingstream|get|getstream|tcp|dns ...")
 		os.Exit(2)
 	}
 	var err error
 	switch args := os.Args[2:]; os.Args[1] {
-	case "sleep":
+	case "sleep": // until SIGTERM, or for the duration given (a preStop hook's delay)
+		if len(args) == 1 {
+			var d time.Duration
+			if d, err = time.ParseDuration(args[0]); err == nil {
+				time.Sleep(d)
+			}
+			break
+		}
 		waitSignal()
 	case "serve":
 		err = serve(args)
@@ -55,6 +62,8 @@ func main() {
 		err = pingStream(args)
 	case "get":
 		err = get(args)
+	case "getstream":
+		err = getStream(args)
 	case "tcp":
 		err = tcpSend(args)
 	case "connect":
@@ -227,6 +236,7 @@ func awaitReplies(conn *icmp.PacketConn, f icmpFamily, dst net.IP, seq int, sent
 func get(args []string) error {
 	fs := flag.NewFlagSet("get", flag.ExitOnError)
 	n := fs.Int("n", 1, "requests to make, each on a new connection; every answer is printed")
+	status := fs.Bool("status", false, "print each answer's status code (\"status 503\") before its body; any status counts as an answer")
 	_ = fs.Parse(args)
 	if fs.NArg() != 1 {
 		return fmt.Errorf("get: want one URL")
@@ -240,6 +250,9 @@ func get(args []string) error {
 			fmt.Println("error:", err)
 			failed++
 			continue
+		}
+		if *status {
+			fmt.Printf("status %d\n", resp.StatusCode)
 		}
 		_, _ = io.Copy(os.Stdout, resp.Body)
 		resp.Body.Close()
@@ -299,7 +312,7 @@ func showIP() error {
 }
 
 func udpEcho(pc net.PacketConn, host string) {
-	buf := make([]byte, 1500)
+	buf := make([]byte, 65536) // a datagram larger than the MTU arrives whole, reassembled
 	for {
 		n, from, err := pc.ReadFrom(buf)
 		if err != nil {
@@ -316,9 +329,14 @@ func udpSend(args []string) error {
 	wait := fs.Duration("W", 500*time.Millisecond, "time to wait for each answer")
 	each := fs.Bool("each", false, "send each datagram from a new socket (a new flow), instead of all from one")
 	sport := fs.Int("sport", 0, "source port (0: any); the same port continues an earlier flow")
+	size := fs.Int("size", 0, "pad each datagram with '.' to this many bytes (above the MTU: sent as IP fragments)")
 	_ = fs.Parse(args)
 	if fs.NArg() != 2 {
 		return fmt.Errorf("udp: want ADDR MSG")
+	}
+	msg := fs.Arg(1)
+	if pad := *size - len(msg); pad > 0 {
+		msg += strings.Repeat(".", pad)
 	}
 	var c net.Conn
 	answered := 0
@@ -336,10 +354,13 @@ func udpSend(args []string) error {
 				return err
 			}
 		}
-		if answer, err := udpExchange(c, fs.Arg(1), *wait); err != nil {
+		if answer, err := udpExchange(c, msg, *wait); err != nil {
 			fmt.Println("timeout")
 		} else {
 			answered++
+			if *size > 0 { // "HOST MSG....": the host and how much came back
+				answer = fmt.Sprintf("%s (%d bytes)", strings.Fields(answer + " ?")[0], len(answer))
+			}
 			fmt.Println(answer)
 		}
 	}
@@ -355,7 +376,7 @@ func udpExchange(c net.Conn, msg string, wait time.Duration) (string, error) {
 		return "", err
 	}
 	_ = c.SetReadDeadline(time.Now().Add(wait))
-	buf := make([]byte, 1500)
+	buf := make([]byte, 65536)
 	k, err := c.Read(buf)
 	return string(buf[:k]), err
 }
