@@ -180,8 +180,8 @@ func otherProxy(t *testing.T, c *cluster, st *rig.State) {
 }
 
 // streamRequestTimeout bounds one request of rollingUpdate's streams: long enough for TCP to
-// retransmit a lost SYN twice (1 s, then 2 s), so a packet the lab's userspace datapath drops
-// while a new pod's port is plugged (see docs/lab.md) delays a request without failing it.
+// retransmit a lost SYN twice (1 s, then 2 s), so a dropped packet delays a request without
+// failing it; a request reset, refused or never answered fails.
 const streamRequestTimeout = "5s"
 
 // rollingUpdate restarts a 2-replica Deployment on c1-n2 (surge 1, none unavailable; a 3 s
