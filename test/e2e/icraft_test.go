@@ -28,7 +28,7 @@ func icRaftLeaderKill(t *testing.T, st *rig.State, cs []*cluster, db, dbName str
 	leader := icRaftLeader(t, cfg, db, dbName, "")
 	var elected, learned time.Duration
 	var newLeader string
-	sent, lost, outage := cs[0].measureUntil(t, "default", "p", peer, 200, 100*time.Millisecond, func() {
+	stream := cs[0].streamUntil("default", "p", peer, 200, 100*time.Millisecond, func() {
 		killed := time.Now()
 		if err := st.CrashDaemon("ic", "ovsdb-server-"+leader); err != nil {
 			t.Fatal(err)
@@ -43,8 +43,19 @@ func icRaftLeaderKill(t *testing.T, st *rig.State, cs []*cluster, db, dbName str
 		}
 		elected = time.Since(killed)
 	}, func() {}) // settled once a new leader is elected
-	if lost != 0 {
-		t.Errorf("probes %s -> %s across the %s leader kill: %d of %d lost (longest outage %s), want none", cs[0].info.Name, peer, dbName, lost, sent, outage)
+	sent, lost, outage, err := parseStreamSent(stream, int((3*time.Second+streamSettle)/(100*time.Millisecond)), 200, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The kill happens 3 s in, after probe 30. A probe lost before it is not the kill's: the
+	// lab's rare background loss (CI once lost probe 25 here). One such is logged; every probe
+	// from the kill on must come back.
+	before, after := lostSplit(stream, preEventProbes)
+	if after != 0 || before > 1 {
+		t.Errorf("probes %s -> %s across the %s leader kill: %d of %d lost, %d of them from the kill on (longest outage %s), want none\n%s",
+			cs[0].info.Name, peer, dbName, lost, sent, after, outage, stream)
+	} else if before > 0 {
+		t.Logf("probes %s -> %s: %d lost before the kill (%s): not the kill's, logged", cs[0].info.Name, peer, before, outage)
 	}
 	created := time.Now()
 	cs[0].createSubnet(fmt.Sprintf("after-%s-kill", db), subnet)

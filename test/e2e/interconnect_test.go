@@ -309,6 +309,8 @@ const (
 	streamCount     = 200
 	failbackCount   = 300
 	fineStreamCount = 1000 // at 20 ms
+	// preEventProbes are the 100 ms probes surely sent before a stream's event (3 s in).
+	preEventProbes = 29
 	// streamSettle is how long a stream goes on after its event visibly settled: the 3 s
 	// parseStream wants loss-free at the end, and 2 s for a late flap to show.
 	streamSettle = 5 * time.Second
