@@ -14,7 +14,7 @@ install-cni-plugins = CGO_ENABLED=0 GOBIN=$(1) $(GO) install -trimpath -ldflags=
 RIG_DIR ?= $(CURDIR)/_output/rig
 export KOVN_RIG_DIR := $(RIG_DIR)
 
-.PHONY: all deps build helm images generate vet unit e2e test bench demo demo-down rig-up rig-down rig-status clean
+.PHONY: all deps build helm images upstream-images generate vet unit e2e upstream-e2e test bench demo demo-down rig-up rig-down rig-status clean
 
 all: build
 
@@ -51,6 +51,13 @@ images:
 	$(call install-cni-plugins,$(CURDIR)/_output/images/bin/cni-plugins)
 	$(GO) run ./hack/images -bin-dir $(CURDIR)/_output/images/bin -out $(CURDIR)/_output/images
 
+## upstream-images: the images Kubernetes' e2e suite runs (agnhost, busybox, ...), written locally
+## as one archive (_output/images/upstream-e2e.tar) from the binaries hack/install-deps.sh builds
+## beside e2e.test, kovn's lab CoreDNS and this host's Debian packages (hack/images/upstream.go)
+K8S_E2E_DIR ?= $(or $(KOVN_K8S_BIN_DIR),$(HOME)/.cache/kovn/k8s-v1.31.4)/e2e
+upstream-images: build
+	$(GO) run ./hack/images -upstream-e2e $(K8S_E2E_DIR) -bin-dir $(BIN) -out $(CURDIR)/_output/images
+
 ## generate: regenerate libovsdb models, deepcopy and CRD manifests
 generate:
 	hack/update-codegen.sh
@@ -76,9 +83,17 @@ unit: $(HELM)
 ## the same -v text, then (on failure) each failing test's last messages, so the tail of a long
 ## run names what failed even after the rig diagnostics a failed test prints at its cleanup.
 SUMMARY = $(GO) run ./hack/testsummary
-e2e: build images
+e2e: build images upstream-images
 	hack/install-deps.sh --check
 	set -o pipefail; KOVN_BIN_DIR=$(BIN) $(GO) test -json -count=1 -parallel 2 -timeout 55m ./test/e2e/... | $(SUMMARY)
+
+## upstream-e2e: Kubernetes' own sig-network e2e on a 2-node lab (needs root): the conformance,
+## NetworkPolicy and wider sets (UPSTREAM_SETS picks; `make e2e` runs the "ci" set), reports in
+## _output/upstream-e2e/<set>; docs/upstream-e2e.md records a full run
+UPSTREAM_SETS ?= conformance,netpol,wider
+upstream-e2e: deps build images upstream-images
+	set -o pipefail; KOVN_UPSTREAM_E2E=$(UPSTREAM_SETS) KOVN_BIN_DIR=$(BIN) $(GO) test -json -count=1 -timeout 170m \
+	  -run 'TestUpstreamSigNetwork$$' ./test/e2e/ | $(SUMMARY)
 
 ## test: what CI runs — install deps, unit tests, then e2e on the rig
 test: deps build vet unit e2e

@@ -118,6 +118,21 @@ echo "demo-hp (on c1-n2) asks the Service 6 times; only demo-2, the backend on c
 await "^demo-2 " "^demo-1 |error" 20 kubectl exec demo-hp -- /testbox get -n 6 http://demo/ | cut -d' ' -f1 | sort | uniq -c
 kubectl patch service demo -p '{"spec":{"internalTrafficPolicy":"Cluster"}}' >/dev/null
 kubectl delete pod demo-hp --wait=false >/dev/null
+step "kube-proxy's health ports, answered by kovn-daemon: an externalTrafficPolicy=Local LoadBalancer's healthCheckNodePort (200 where it has endpoints, 503 where not) and :10256"
+kubectl label pod demo-1 lbdemo=yes --overwrite >/dev/null
+kubectl apply -f - >/dev/null <<SVC
+apiVersion: v1
+kind: Service
+metadata: {name: demo-lb}
+spec: {type: LoadBalancer, externalTrafficPolicy: Local, selector: {lbdemo: "yes"}, ports: [{name: http, port: 80, targetPort: 8080}]}
+SVC
+HC=$(kubectl get service demo-lb -o jsonpath='{.spec.healthCheckNodePort}')
+echo "healthCheckNodePort $HC; its only endpoint, demo-1, runs on c1-n1:"
+await '"localEndpoints":1' "" 20 kubectl exec demo-2 -- /testbox get -status "http://172.30.1.11:$HC/healthz"
+await "status 503" "" 20 kubectl exec demo-2 -- /testbox get -status "http://172.30.1.12:$HC/healthz"
+echo "kube-proxy's health port on c1-n2 (current while its Service rules are):"
+kubectl exec demo-2 -- /testbox get -status http://172.30.1.12:10256/healthz
+kubectl delete service demo-lb --wait=false >/dev/null
 step "a NetworkPolicy: only pods labelled role=client may reach demo-2"
 kubectl apply -f - >/dev/null <<NP
 apiVersion: networking.k8s.io/v1

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # install-deps.sh — idempotent installer for everything kovn's rig and tests need.
 #
-#   hack/install-deps.sh          apt packages + Kubernetes binaries
+#   hack/install-deps.sh          apt packages + Kubernetes binaries + Kubernetes' e2e suite
 #   hack/install-deps.sh --check  only report what is missing (exit 1 if anything is)
 #
 # Debian packages come from apt; Kubernetes binaries are built from k8s.io/kubernetes at the
@@ -14,6 +14,12 @@ K8S_VERSION=${K8S_VERSION:-v1.31.4}
 KOVN_CACHE=${KOVN_CACHE:-$HOME/.cache/kovn}
 K8S_DIR="$KOVN_CACHE/k8s-$K8S_VERSION"
 K8S_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
+# Kubernetes' own e2e suite (the sig-network suites, hack/k8s-e2e) and what runs it: the ginkgo
+# CLI and the binaries of the upstream test images kovn writes locally (make images).
+E2E_DIR="$K8S_DIR/e2e"
+E2E_BINS=(e2e.test ginkgo agnhost regression-issue-74839)
+E2E_FILES=(localhost.crt localhost.key) # agnhost porter's TLS pair, as upstream's image holds it
+E2E_SRC="$(cd "$(dirname "$0")" && pwd)/k8s-e2e"
 
 # command -> Debian package that ships it
 declare -A APT_CMDS=(
@@ -24,8 +30,9 @@ declare -A APT_CMDS=(
   [openssl]=openssl [vtysh]=frr [nsenter]=util-linux [iptables]=iptables [iptables-restore]=iptables
   [ip6tables]=iptables [ip6tables-restore]=iptables [shellcheck]=shellcheck
 )
-# packages that ship no command we probe but are needed (schemas, plugins)
-APT_EXTRA=(ovn-ic-db containernetworking-plugins)
+# packages that ship no command we probe but are needed (schemas, plugins), and the tools the
+# upstream e2e images carry (hack/images -upstream-e2e copies them from this host's packages)
+APT_EXTRA=(ovn-ic-db containernetworking-plugins netcat-openbsd bind9-dnsutils iperf busybox-static wget procps)
 
 log() { echo "install-deps: $*" >&2; }
 
@@ -94,12 +101,41 @@ build_k8s() {
   [ -z "$m" ] || { log "FAILED: kubernetes binaries missing after build: $(echo $m)"; exit 1; }
 }
 
+# The e2e suite is rebuilt when hack/k8s-e2e changes (its sources and go.sum are the stamp).
+e2e_stamp() { cat "$E2E_SRC"/go.mod "$E2E_SRC"/go.sum "$E2E_SRC"/*.go | sha256sum | cut -c1-16; }
+e2e_missing() {
+  [ "$(cat "$E2E_DIR/.stamp" 2>/dev/null)" = "$(e2e_stamp)" ] || { echo "e2e-suite(stale)"; return; }
+  for b in "${E2E_BINS[@]}"; do [ -x "$E2E_DIR/$b" ] || echo "$b"; done
+  for f in "${E2E_FILES[@]}"; do [ -f "$E2E_DIR/$f" ] || echo "$f"; done
+}
+
+build_e2e() {
+  [ -z "$(e2e_missing)" ] && { log "kubernetes e2e suite: cached in $E2E_DIR"; return; }
+  log "building kubernetes' e2e suite (hack/k8s-e2e) into $E2E_DIR (several minutes)"
+  mkdir -p "$E2E_DIR"
+  local minor ld="-s -w" p; minor=$(echo "$K8S_VERSION" | cut -d. -f2)
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld="$ld -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+  done
+  (cd "$E2E_SRC" && CGO_ENABLED=0 go test -c -trimpath -ldflags "$ld" -o "$E2E_DIR/e2e.test" . >&2 &&
+    CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$E2E_DIR/" github.com/onsi/ginkgo/v2/ginkgo \
+      k8s.io/kubernetes/test/images/agnhost k8s.io/kubernetes/test/images/regression-issue-74839 >&2) \
+    || { log "FAILED: building kubernetes' e2e suite (go build in $E2E_SRC)"; exit 1; }
+  local k8s; k8s=$(cd "$E2E_SRC" && go list -m -f '{{.Dir}}' k8s.io/kubernetes) || { log "FAILED: k8s.io/kubernetes not in the module cache"; exit 1; }
+  install -m 0644 "$k8s/test/images/agnhost/porter/localhost.crt" "$k8s/test/images/agnhost/porter/localhost.key" "$E2E_DIR/"
+  e2e_stamp > "$E2E_DIR/.stamp"
+  local m; m=$(e2e_missing)
+  [ -z "$m" ] || { log "FAILED: e2e binaries missing after build: $(echo $m)"; exit 1; }
+}
+
 if [ "${1:-}" = "--check" ]; then
   rc=0
   p=$(missing_pkgs); [ -z "$p" ] || { log "missing apt packages: $(echo $p) (run hack/install-deps.sh)"; rc=1; }
   m=$(k8s_missing); [ -z "$m" ] || { log "missing kubernetes binaries in $K8S_DIR: $(echo $m) (run hack/install-deps.sh)"; rc=1; }
+  m=$(e2e_missing); [ -z "$m" ] || { log "missing kubernetes e2e suite in $E2E_DIR: $(echo $m) (run hack/install-deps.sh)"; rc=1; }
   exit $rc
 fi
 install_apt
 build_k8s
-log "ok: apt packages present, kubernetes $K8S_VERSION in $K8S_DIR"
+build_e2e
+log "ok: apt packages present, kubernetes $K8S_VERSION and its e2e suite in $K8S_DIR"

@@ -63,6 +63,8 @@ func main() {
 	probeAddr := flag.String("health-probe-bind-address", ":9475", "/livez and /readyz address, independent of metrics (0 turns them off)")
 	flag.StringVar(&cfg.ProxyHealthzAddr, "proxy-healthz-bind-address", "0.0.0.0:10256",
 		"kube-proxy's health port, answered in its place: /healthz and /livez, 200 while the node's Service programming is current (0 turns it off)")
+	flag.StringVar(&cfg.ProxyStatusAddr, "proxy-status-bind-address", "127.0.0.1:10249",
+		"kube-proxy's status port, answered in its place: /proxyMode says \"kovn\" (0 turns it off)")
 	serviceCIDRs := flag.String("service-cidrs", "", "the cluster's Service ranges, comma-separated (kube-apiserver --service-cluster-ip-range): routed through ovn0 so the node reaches ClusterIPs")
 	mirrorFlag := flag.String("mirror", string(mirror.Annotated), "traffic mirroring to the node's mirror0: off, annotated (pods annotated ovn.kovn.io/mirror=true) or all (every pod of the node)")
 	remote := flag.String("mirror-remote", "", "also send mirrored traffic to a collector: gre:IP[:KEY] or erspan:IP[:INDEX]")

@@ -1,6 +1,6 @@
 // Command kovn-rig brings up real multi-cluster kovn labs on one Linux host.
 //
-//	kovn-rig up [--clusters N] [--nodes M] [--fake-nodes F] [--bridge-nodes B] [--ic-raft] [--foreign-az] [--dir DIR]
+//	kovn-rig up [--clusters N] [--nodes M] [--fake-nodes F] [--bridge-nodes B] [--ic-raft] [--foreign-az] [--images TAR] [--dir DIR]
 //	kovn-rig status [--dir DIR]
 //	kovn-rig env CLUSTER [--dir DIR]
 //	kovn-rig down [--dir DIR] [--keep-logs]
@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -91,6 +92,12 @@ func up(args []string) error {
 	install := fs.String("install", rig.InstallProcesses, "how kovn runs: processes (supervised by the rig) or chart (helm install of deploy/ onto the rig's kubelets; needs `make images`)")
 	icRaft := fs.Bool("ic-raft", false, "serve IC-NB and IC-SB as 3-member raft clusters (with --clusters > 1 or --foreign-az)")
 	foreignAZ := fs.Bool("foreign-az", false, "add an OVN availability zone kovn does not manage (\"openstack\": a router, two VMs) joined to the rig's IC databases, which a 1-cluster rig then has too")
+	var extra []string
+	fs.Func("images", "a docker-archive `tarball` to import into every node as well (repeatable), e.g. _output/images/upstream-e2e.tar", func(p string) error {
+		abs, err := filepath.Abs(p)
+		extra = append(extra, abs)
+		return err
+	})
 	keep := fs.Bool("keep-on-failure", false, "leave a rig that failed to come up in place for inspection")
 	timeout := fs.Duration("timeout", 3*time.Minute, "give up if the rig is not up within this time")
 	_ = fs.Parse(args)
@@ -98,7 +105,7 @@ func up(args []string) error {
 	defer stop()
 	start := time.Now()
 	r, err := rig.Up(ctx, rig.Config{Dir: *dir, Clusters: *clusters, Nodes: *nodes, ReadyTimeout: *timeout, Kovn: *kovn,
-		FakeNodes: *fake, BridgeNodes: *bridge, IPFamily: *family, ICRaft: *icRaft, ForeignAZ: *foreignAZ, Install: *install, Pinger: *pinger, CentralNodes: *centrals})
+		FakeNodes: *fake, BridgeNodes: *bridge, IPFamily: *family, ICRaft: *icRaft, ForeignAZ: *foreignAZ, Install: *install, Pinger: *pinger, CentralNodes: *centrals, ExtraImages: extra})
 	if err != nil {
 		if r != nil && !*keep && !errors.Is(err, rig.ErrAlreadyUp) {
 			fmt.Fprintf(os.Stderr, "kovn-rig up: %v\nkovn-rig up: tearing the partial rig down (use --keep-on-failure to inspect it)\n", err)

@@ -2,7 +2,8 @@
 // OVS and OVN userspace, iptables and iproute2 from the host's Debian packages with every shared
 // library they load, as one docker-archive tarball with its platform set (containerd's import
 // filters by platform). Nothing is pulled: the files come from this machine, and the same
-// files give the same digest (entries sorted, root-owned, dated at the epoch).
+// files give the same digest (entries sorted, root-owned, dated at the epoch). With
+// -upstream-e2e it writes the images Kubernetes' e2e suite runs instead (upstream.go).
 package main
 
 import (
@@ -49,8 +50,16 @@ func main() {
 	bin := flag.String("bin-dir", "_output/bin", "where `make build` put kovn's binaries")
 	out := flag.String("out", "_output/images", "directory for the docker-archive tarballs")
 	ref := flag.String("ref", "kovn.io/kovn:dev", "the image's name")
+	upstream := flag.String("upstream-e2e", "", "instead, write the images of Kubernetes' e2e suite (upstream.go) from the agnhost and "+
+		"regression-issue-74839 binaries in this `dir` (hack/install-deps.sh builds them) and bin-dir's kovn-coredns")
 	flag.Parse()
-	if err := run(*bin, *out, *ref); err != nil {
+	var err error
+	if *upstream != "" {
+		err = runUpstream(*upstream, filepath.Join(*bin, "kovn-coredns"), *out)
+	} else {
+		err = run(*bin, *out, *ref)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "images:", err)
 		os.Exit(1)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/contract"
+	"github.com/kovn/kovn/pkg/endpoints"
 )
 
 // ServiceReconciler makes each Service's OVN load balancers match the Service and its
@@ -77,7 +78,7 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}); err != nil {
 		return ctrl.Result{}, err
 	}
-	in.Endpoints = endpointsIn(slices.Items)
+	in.Endpoints = endpoints.FromSlices(slices.Items)
 	res, err := applyShard(ctx, r.NB, topology.ForService(in))
 	if err != nil && r.Recorder != nil {
 		r.Recorder.Eventf(&svc, corev1.EventTypeWarning, "ServiceNotProgrammed", "OVN load balancers not updated: %v", err)
@@ -179,43 +180,6 @@ func serviceIn(svc *corev1.Service) (topology.ServiceIn, bool) {
 		}
 	}
 	return in, true
-}
-
-// endpointsIn flattens EndpointSlices into endpoints carrying their own slice's port numbers.
-// Unknown conditions count as true for ready and serving, as the EndpointSlice API says.
-func endpointsIn(slices []discoveryv1.EndpointSlice) []topology.EndpointIn {
-	var out []topology.EndpointIn
-	for _, sl := range slices {
-		if sl.AddressType == discoveryv1.AddressTypeFQDN {
-			continue
-		}
-		ports := map[string]int32{}
-		for _, p := range sl.Ports {
-			if p.Port == nil {
-				continue
-			}
-			name := ""
-			if p.Name != nil {
-				name = *p.Name
-			}
-			ports[name] = *p.Port
-		}
-		for _, e := range sl.Endpoints {
-			c := e.Conditions
-			in := topology.EndpointIn{Ready: c.Ready == nil || *c.Ready, Serving: c.Serving == nil || *c.Serving,
-				Terminating: c.Terminating != nil && *c.Terminating, Ports: ports}
-			if e.NodeName != nil {
-				in.Node = *e.NodeName
-			}
-			for _, a := range e.Addresses {
-				if addr, err := netip.ParseAddr(a); err == nil {
-					in.Addr = addr
-					out = append(out, in)
-				}
-			}
-		}
-	}
-	return out
 }
 
 // SetupWithManager watches Services and their EndpointSlices (by the service-name label).

@@ -55,6 +55,8 @@ type Config struct {
 	MirrorRemote *mirror.Remote
 	// ProxyHealthzAddr is where kube-proxy's health port is answered ("" or "0": not at all).
 	ProxyHealthzAddr string
+	// ProxyStatusAddr is where kube-proxy's status port answers /proxyMode ("" or "0": not at all).
+	ProxyStatusAddr string
 }
 
 // Deps are what Setup's runnables use besides the manager.
@@ -118,8 +120,8 @@ func setupProxyHealth(mgr ctrl.Manager, cfg Config, tracker *proxyhealth.Tracker
 	if err := mgr.Add(closeChecks); err != nil {
 		return err
 	}
-	if cfg.ProxyHealthzAddr == "" || cfg.ProxyHealthzAddr == "0" {
-		return nil
+	if err := serveHTTP(mgr, cfg.ProxyStatusAddr, proxyhealth.StatusHandler(), "the proxy status port"); err != nil {
+		return err
 	}
 	eligible := func() bool { // kube-proxy's: not while the node is being deleted
 		var n corev1.Node
@@ -128,11 +130,20 @@ func setupProxyHealth(mgr ctrl.Manager, cfg Config, tracker *proxyhealth.Tracker
 		}
 		return n.DeletionTimestamp == nil && !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "ToBeDeletedByClusterAutoscaler" })
 	}
-	srv := &http.Server{Handler: tracker.Handler(eligible), ReadHeaderTimeout: 5 * time.Second}
+	return serveHTTP(mgr, cfg.ProxyHealthzAddr, tracker.Handler(eligible), "the proxy health port")
+}
+
+// serveHTTP serves handler on addr ("" or "0": not at all) while the manager runs; an address
+// already taken is logged, not fatal.
+func serveHTTP(mgr ctrl.Manager, addr string, handler http.Handler, what string) error {
+	if addr == "" || addr == "0" {
+		return nil
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		l, err := net.Listen("tcp", cfg.ProxyHealthzAddr)
+		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			ctrl.Log.Error(err, "the proxy health port is not served", "address", cfg.ProxyHealthzAddr)
+			ctrl.Log.Error(err, what+" is not served", "address", addr)
 			<-ctx.Done()
 			return nil
 		}

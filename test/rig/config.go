@@ -61,6 +61,9 @@ type Config struct {
 	// ForeignAZ adds an OVN availability zone kovn does not manage (the OpenStack/Neutron case,
 	// foreignaz.go) joined to the rig's IC databases, which a 1-cluster rig then has too.
 	ForeignAZ bool
+	// ExtraImages are docker-archive tarballs imported into every node after the lab's own pod
+	// images (Kubernetes' e2e suite's images, make images' upstream-e2e.tar).
+	ExtraImages []string
 }
 
 // Interconnected says whether the rig has the OVN-IC databases (and an ovn-ic beside each

@@ -376,6 +376,7 @@ func (r *Rig) startNodes(ctx context.Context) error {
 	if cfg.Chart() {
 		images = append(images, cfg.ChartImage()) // the chart's install-cni puts kovn-cni in place
 	}
+	images = append(images, cfg.ExtraImages...)
 	plugins := cfg.delegatePluginPaths()
 	if cfg.BridgeNodes > 0 {
 		plugins = append(plugins, bridgePlugins...)

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/kovn/kovn/pkg/endpoints"
 )
 
 // OwnerService owns a Service's load balancers.
@@ -47,12 +49,7 @@ type ServicePortIn struct {
 }
 
 // EndpointIn is one address of an EndpointSlice with the slice's port numbers by port name.
-type EndpointIn struct {
-	Addr                        netip.Addr
-	Ready, Serving, Terminating bool
-	Node                        string
-	Ports                       map[string]int32 // service port name -> endpoint port
-}
+type EndpointIn = endpoints.Endpoint
 
 // maxAffinityTimeout is the largest affinity_timeout OVN takes.
 const maxAffinityTimeout = 65535
@@ -189,26 +186,11 @@ func ServiceLBName(namespace, name, protocol string) string {
 	return fmt.Sprintf("Service_%s/%s_%s", namespace, name, strings.ToUpper(protocol))
 }
 
-// usableEndpoints are the endpoints serving the named port: the ready ones, or, when none is
-// ready, the serving ones that are terminating (so a Service whose last pods are shutting down
-// keeps answering until they stop).
+// usableEndpoints are the endpoints serving the named port that take new connections
+// (endpoints.Usable: ready ones first, else serving terminating ones).
 func usableEndpoints(eps []EndpointIn, port string) []EndpointIn {
-	var ready, terminating []EndpointIn
-	for _, e := range eps {
-		if _, ok := e.Ports[port]; !ok || !e.Addr.IsValid() {
-			continue
-		}
-		switch {
-		case e.Ready:
-			ready = append(ready, e)
-		case e.Serving && e.Terminating:
-			terminating = append(terminating, e)
-		}
-	}
-	if len(ready) > 0 {
-		return ready
-	}
-	return terminating
+	usable, _ := endpoints.Usable(eps, func(e EndpointIn) bool { _, ok := e.Ports[port]; return ok })
+	return usable
 }
 
 // backendList renders the endpoints of one family as OVN's "ip:port,ip:port", sorted so an

@@ -88,3 +88,19 @@ func (t *Tracker) Handler(eligible func() bool) http.Handler {
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { serve(w, false) })
 	return mux
 }
+
+// ProxyMode is what kovn answers for kube-proxy's /proxyMode: the Services of the node are
+// kovn's (OVN load balancers and kovn-daemon's node rules), no kube-proxy mode.
+const ProxyMode = "kovn"
+
+// StatusHandler serves kube-proxy's status port: /proxyMode, which operators and Kubernetes' e2e
+// ("should check kube-proxy urls") read to learn which proxy serves the node.
+func StatusHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		_, _ = w.Write([]byte(ProxyMode))
+	})
+	return mux
+}

@@ -125,3 +125,20 @@ func TestHealthCheckPorts(t *testing.T) {
 		t.Errorf("a Service gone: its port still answers %d %s", code, msg)
 	}
 }
+
+// The status port answers /proxyMode with kovn's name, 200; other paths 404.
+func TestStatusHandlerProxyMode(t *testing.T) {
+	srv := httptest.NewServer(StatusHandler())
+	defer srv.Close()
+	for path, want := range map[string]int{"/proxyMode": http.StatusOK, "/metricz": http.StatusNotFound} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || (want == http.StatusOK && string(body) != ProxyMode) {
+			t.Errorf("GET %s = %d %q, want %d", path, resp.StatusCode, body, want)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/contract"
+	"github.com/kovn/kovn/pkg/endpoints"
 	"github.com/kovn/kovn/pkg/node/proxyhealth"
 )
 
@@ -45,16 +46,16 @@ func (r *NodePortReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 	if r.Health != nil {
 		r.Health.Queued()
 	}
-	svcs, err := r.nodePortServices(ctx)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
 	var subnets kovnv1.SubnetList
 	var ips kovnv1.IPList
 	if err := r.List(ctx, &subnets); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.List(ctx, &ips); err != nil { // the daemon caches its own node's only
+		return ctrl.Result{}, err
+	}
+	svcs, err := r.nodePortServices(ctx, subnets.Items, localPodPrefixes(ips.Items, r.NodeName, nil))
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	keep := keepSourcePrefixes(subnets.Items, ips.Items, r.NodeName)
@@ -88,7 +89,6 @@ func healthChecks(svcs []NodePortService) []proxyhealth.ServiceHealth {
 // being masqueraded (see nodeports.go): this node's pods in default-VPC subnets with a
 // distributed gateway, whose replies leave through this node.
 func keepSourcePrefixes(subnets []kovnv1.Subnet, ips []kovnv1.IP, node string) []netip.Prefix {
-	var out []netip.Prefix
 	localPods := map[string]bool{}
 	for i := range subnets {
 		sn := &subnets[i]
@@ -96,9 +96,16 @@ func keepSourcePrefixes(subnets []kovnv1.Subnet, ips []kovnv1.IP, node string) [
 			localPods[sn.Name] = true
 		}
 	}
+	return localPodPrefixes(ips, node, func(subnet string) bool { return localPods[subnet] })
+}
+
+// localPodPrefixes are the addresses (as host prefixes) of the pods on node, of the subnets
+// inSubnet accepts (nil: every subnet).
+func localPodPrefixes(ips []kovnv1.IP, node string, inSubnet func(string) bool) []netip.Prefix {
+	var out []netip.Prefix
 	for i := range ips {
 		ip := &ips[i].Spec
-		if ip.PodName == "" || ip.NodeName != node || !localPods[ip.Subnet] {
+		if ip.PodName == "" || ip.NodeName != node || (inSubnet != nil && !inSubnet(ip.Subnet)) {
 			continue
 		}
 		for _, s := range []string{ip.V4IP, ip.V6IP} {
@@ -110,31 +117,30 @@ func keepSourcePrefixes(subnets []kovnv1.Subnet, ips []kovnv1.IP, node string) [
 	return out
 }
 
-// nodePortServices lists the Services that reach into the cluster through this node.
-func (r *NodePortReconciler) nodePortServices(ctx context.Context) ([]NodePortService, error) {
+// nodePortServices lists the Services that reach into the cluster through this node;
+// localPods are the addresses of this node's pods (an ETP=Local Service's internal clients).
+func (r *NodePortReconciler) nodePortServices(ctx context.Context, subnets []kovnv1.Subnet, localPods []netip.Prefix) ([]NodePortService, error) {
 	var list corev1.ServiceList
 	if err := r.List(ctx, &list); err != nil {
 		return nil, err
 	}
-	var subnets kovnv1.SubnetList
-	if err := r.List(ctx, &subnets); err != nil {
+	inCluster := subnetPrefixes(subnets)
+	bySvc, err := r.endpointsByService(ctx)
+	if err != nil {
 		return nil, err
 	}
-	inCluster := subnetPrefixes(subnets.Items)
 	var out []NodePortService
 	for i := range list.Items {
-		s, ok := nodePortService(&list.Items[i], inCluster)
-		if !ok {
+		svc := &list.Items[i]
+		eps := bySvc[svc.Namespace+"/"+svc.Name]
+		s, ok := nodePortService(svc, inCluster, localPods)
+		s.HostEndpoints = hostEndpoints(svc, eps, r.NodeName, inCluster)
+		if !ok && len(s.HostEndpoints) == 0 {
 			continue
 		}
 		if s.LocalOnly || s.OutsideClusterIPs || s.HealthCheckNodePort > 0 {
-			var slices discoveryv1.EndpointSliceList
-			if err := r.List(ctx, &slices, client.InNamespace(list.Items[i].Namespace),
-				client.MatchingLabels{discoveryv1.LabelServiceName: list.Items[i].Name}); err != nil {
-				return nil, err
-			}
 			var ready bool
-			s.LocalEndpoints, ready = localEndpoints(slices.Items, r.NodeName)
+			s.LocalEndpoints, ready = localEndpoints(eps, r.NodeName)
 			if ready {
 				s.LocalReady = endpointCount(s.LocalEndpoints)
 			}
@@ -142,6 +148,51 @@ func (r *NodePortReconciler) nodePortServices(ctx context.Context) ([]NodePortSe
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// endpointsByService reads every EndpointSlice once, by "namespace/service".
+func (r *NodePortReconciler) endpointsByService(ctx context.Context) (map[string][]LocalEndpoint, error) {
+	var slices discoveryv1.EndpointSliceList
+	if err := r.List(ctx, &slices); err != nil {
+		return nil, err
+	}
+	by := map[string][]discoveryv1.EndpointSlice{}
+	for _, sl := range slices.Items {
+		if name := sl.Labels[discoveryv1.LabelServiceName]; name != "" {
+			by[sl.Namespace+"/"+name] = append(by[sl.Namespace+"/"+name], sl)
+		}
+	}
+	out := make(map[string][]LocalEndpoint, len(by))
+	for k, sls := range by {
+		out[k] = endpoints.FromSlices(sls)
+	}
+	return out, nil
+}
+
+// hostEndpoints are the endpoints the node's own traffic to the Service's ClusterIPs is sent to
+// by the node itself, when one of them is this node's own address (a hostNetwork pod here);
+// nil otherwise, and OVN's load balancer serves the node as any client.
+//
+// The node reaches ClusterIPs through ovn0, from its ovn0 address. A load balancer that picks
+// the node's own address sends the packet back out of ovn0 with that source: the kernel drops
+// it as a martian (its own address arriving from outside), so a node could not reach a Service
+// served from its own host network (Kubernetes' e2e "internalTrafficPolicy=Local Pod and Node,
+// to Pod (hostNetwork: true)"). For those Services only the node's packets are translated here,
+// as kube-proxy would: the node's own endpoint delivered locally, the others through ovn0.
+// internalTrafficPolicy=Local keeps to this node's endpoints.
+func hostEndpoints(svc *corev1.Service, eps []LocalEndpoint, node string, inCluster []netip.Prefix) []LocalEndpoint {
+	if !contract.ServedByKovn(svc.Labels) || len(svc.Spec.ClusterIPs) == 0 || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return nil
+	}
+	itpLocal := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
+	usable, _ := endpoints.Usable(eps, func(e LocalEndpoint) bool { return !itpLocal || e.Node == node })
+	onHost := slices.ContainsFunc(usable, func(e LocalEndpoint) bool {
+		return e.Node == node && !slices.ContainsFunc(inCluster, func(p netip.Prefix) bool { return p.Contains(e.Addr) })
+	})
+	if !onHost {
+		return nil
+	}
+	return usable
 }
 
 // subnetPrefixes are the CIDRs of every Subnet, whatever its VPC or state.
@@ -158,7 +209,7 @@ func subnetPrefixes(subnets []kovnv1.Subnet) []netip.Prefix {
 // nodePortService reads a Service; false when nothing reaches it through a node. External
 // addresses inside inCluster (a Subnet's CIDRs) are left out: translating them would hand a
 // pod's or a node's traffic to the Service (kovn-controller refuses them with an event).
-func nodePortService(svc *corev1.Service, inCluster []netip.Prefix) (NodePortService, bool) {
+func nodePortService(svc *corev1.Service, inCluster, localPods []netip.Prefix) (NodePortService, bool) {
 	if !contract.ServedByKovn(svc.Labels) { // another proxy's, or headless by label
 		return NodePortService{}, false
 	}
@@ -166,7 +217,7 @@ func nodePortService(svc *corev1.Service, inCluster []netip.Prefix) (NodePortSer
 	s := NodePortService{Key: svc.Namespace + "/" + svc.Name, LocalOnly: etpLocal,
 		OutsideClusterIPs: annotation.BGPServicePolicy(svc.Annotations[annotation.BGP], etpLocal) == annotation.BGPLocal}
 	if etpLocal {
-		s.InternalSources = inCluster
+		s.InternalSources, s.PodSources = localPods, inCluster
 		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 			s.HealthCheckNodePort = svc.Spec.HealthCheckNodePort
 		}
@@ -197,50 +248,11 @@ func nodePortService(svc *corev1.Service, inCluster []netip.Prefix) (NodePortSer
 	return s, len(s.ClusterIPs) > 0 && (hasNodePort || len(s.ExternalIPs) > 0 || s.OutsideClusterIPs || s.HealthCheckNodePort > 0)
 }
 
-// localEndpoints are the endpoints of the slices that run on node and may take new
-// connections, and whether they are ready: the ready ones; when none is, the serving ones
-// that are terminating, so a
-// rolling update's last local pod carries the node's traffic until it is gone (KEP-1669, as
-// kube-proxy). Not-serving endpoints never. Unknown ready and serving read as true.
-func localEndpoints(slices []discoveryv1.EndpointSlice, node string) (eps []LocalEndpoint, ready bool) {
-	var readyEps, terminating []LocalEndpoint
-	for _, sl := range slices {
-		ports := map[string]int32{}
-		for _, p := range sl.Ports {
-			if p.Port != nil {
-				name := ""
-				if p.Name != nil {
-					name = *p.Name
-				}
-				ports[name] = *p.Port
-			}
-		}
-		for _, e := range sl.Endpoints {
-			if e.NodeName == nil || *e.NodeName != node {
-				continue
-			}
-			c := e.Conditions
-			isReady := c.Ready == nil || *c.Ready
-			serving := isReady
-			if c.Serving != nil {
-				serving = *c.Serving
-			}
-			for _, a := range e.Addresses {
-				addr, err := netip.ParseAddr(a)
-				switch {
-				case err != nil:
-				case isReady:
-					readyEps = append(readyEps, LocalEndpoint{Addr: addr, Ports: ports})
-				case serving && c.Terminating != nil && *c.Terminating:
-					terminating = append(terminating, LocalEndpoint{Addr: addr, Ports: ports})
-				}
-			}
-		}
-	}
-	if len(readyEps) > 0 {
-		return readyEps, true
-	}
-	return terminating, false
+// localEndpoints are the endpoints of the slices on node that take new connections, and
+// whether they are ready ones (endpoints.Usable: when none is ready, the serving terminating
+// ones, so a rolling update's last local pod carries the node's traffic until it is gone).
+func localEndpoints(eps []LocalEndpoint, node string) (local []LocalEndpoint, ready bool) {
+	return endpoints.Usable(eps, func(e LocalEndpoint) bool { return e.Node == node })
 }
 
 // endpointCount counts endpoints, not addresses: a dual-stack Service lists each pod in one

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kovn/kovn/pkg/endpoints"
 	"github.com/kovn/kovn/pkg/node/bootstrap"
 )
 
@@ -57,15 +58,23 @@ type NodePortService struct {
 	// take new connections (see localEndpoints).
 	LocalOnly      bool
 	LocalEndpoints []LocalEndpoint
-	// InternalSources (with LocalOnly): the cluster's pod CIDRs. Their traffic to a NodePort or
-	// external IP is internal, as kube-proxy defines it: any endpoint serves it, through the
-	// ClusterIP, masqueraded like ETP=Cluster traffic; so is the node's own. Only clients
-	// outside the cluster are held to this node's endpoints.
+	// InternalSources (with LocalOnly): the addresses of this node's own pods. Their traffic to
+	// this node's NodePort or an external IP is local, as kube-proxy defines it: any endpoint
+	// serves it, through the ClusterIP, masqueraded like ETP=Cluster traffic; so is the node's
+	// own. Every other client, a pod on another node included, is external here and held to
+	// this node's endpoints (kube-proxy's detect-local by node, which Kubernetes' e2e expects).
 	InternalSources []netip.Prefix
+	// PodSources (with LocalOnly) are the cluster's pod CIDRs. A pod on another node is external
+	// here and gets this node's endpoints, masqueraded: its reply would otherwise go from pod to
+	// pod through OVN, around this node's translation.
+	PodSources []netip.Prefix
 	// HealthCheckNodePort (an ETP=Local LoadBalancer's) is answered by this node with
 	// LocalReady, its ready endpoints here (LocalEndpoints may be terminating ones).
 	HealthCheckNodePort int32
 	LocalReady          int
+	// HostEndpoints, when set, are where the node's own traffic to the ClusterIPs goes, chosen
+	// here instead of by OVN: one of them is the node's own address (see hostEndpoints).
+	HostEndpoints []LocalEndpoint
 }
 
 // NodePortPort is one Service port; NodePort is 0 when the Service has none.
@@ -76,11 +85,8 @@ type NodePortPort struct {
 	NodePort int32
 }
 
-// LocalEndpoint is a ready endpoint on this node with its port numbers by Service port name.
-type LocalEndpoint struct {
-	Addr  netip.Addr
-	Ports map[string]int32
-}
+// LocalEndpoint is an endpoint on this node with its port numbers by Service port name.
+type LocalEndpoint = endpoints.Endpoint
 
 // NodePortRules is the iptables-restore input rewriting both chains for one family. Services
 // are sorted by key and endpoints by address, so the same input always gives the same text
@@ -106,6 +112,10 @@ func NodePortRules(is4 bool, svcs []NodePortService, keepSource []netip.Prefix) 
 		}
 		for _, p := range s.Ports {
 			proto := strings.ToLower(p.Protocol)
+			if targets := localTargets(s.HostEndpoints, p.Name, is4); len(targets) > 0 {
+				m := fmt.Sprintf("-m addrtype --src-type LOCAL -d %s -p %s --dport %d", netip.PrefixFrom(cip, cip.BitLen()), proto, p.Port)
+				writeLocalTargets(&b, fmt.Sprintf("-A %s %s -m comment --comment %q", nodePortChain, m, s.Key+":"+p.Name), targets)
+			}
 			var matches []string
 			if p.NodePort > 0 {
 				matches = append(matches, fmt.Sprintf("-m addrtype --dst-type LOCAL -p %s --dport %d", proto, p.NodePort))
@@ -130,6 +140,9 @@ func NodePortRules(is4 bool, svcs []NodePortService, keepSource []netip.Prefix) 
 						fmt.Fprintf(&b, "%s -j MARK --set-xmark %s\n", internal, nodePortMark)
 						fmt.Fprintf(&b, "%s -j DNAT --to-destination %s\n", internal, netip.AddrPortFrom(cip, uint16(p.Port)))
 					}
+					for _, src := range sourceMatches(s.PodSources, is4) {
+						fmt.Fprintf(&b, "-A %s %s %s -m comment --comment %q -j MARK --set-xmark %s\n", nodePortChain, src, m, s.Key+":"+p.Name, nodePortMark)
+					}
 					if !writeLocalTargets(&b, head, localTargets(s.LocalEndpoints, p.Name, is4)) {
 						fmt.Fprintf(&reject, "-A %s %s -m comment --comment %q -j REJECT\n", nodePortRejectChain, m, s.Key+":"+p.Name)
 					}
@@ -146,17 +159,21 @@ func NodePortRules(is4 bool, svcs []NodePortService, keepSource []netip.Prefix) 
 }
 
 // internalSources are the source matches of an ETP=Local Service's internal clients in one
-// family: the node itself, then the cluster's pod CIDRs (sorted).
+// family: the node itself, then its pods' addresses (sorted).
 func internalSources(pods []netip.Prefix, is4 bool) []string {
-	out := []string{"-m addrtype --src-type LOCAL"}
-	var cidrs []string
-	for _, p := range pods {
+	return append([]string{"-m addrtype --src-type LOCAL"}, sourceMatches(pods, is4)...)
+}
+
+// sourceMatches are "-s PREFIX" matches of one family, sorted, each once.
+func sourceMatches(prefixes []netip.Prefix, is4 bool) []string {
+	var out []string
+	for _, p := range prefixes {
 		if p.IsValid() && p.Addr().Is4() == is4 {
-			cidrs = append(cidrs, "-s "+p.Masked().String())
+			out = append(out, "-s "+p.Masked().String())
 		}
 	}
-	sort.Strings(cidrs)
-	return append(out, slices.Compact(cidrs)...)
+	sort.Strings(out)
+	return slices.Compact(out)
 }
 
 // writeLocalTargets spreads a match evenly over this node's endpoints (the n-th of k rules

@@ -1,6 +1,7 @@
 package servicenat
 
 import (
+	"fmt"
 	"net/netip"
 	"os/exec"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/endpoints"
 	"github.com/kovn/kovn/pkg/hostnet/netnstest"
 )
 
@@ -107,12 +109,12 @@ func TestNodePortServiceSkipsInClusterExternalIPs(t *testing.T) {
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "thief"}, Spec: corev1.ServiceSpec{
 		ClusterIPs: []string{"10.96.0.30"}, ExternalIPs: []string{"10.16.0.5", "198.51.100.10"},
 		Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 8080}}}}
-	s, ok := nodePortService(svc, []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16")})
+	s, ok := nodePortService(svc, []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16")}, nil)
 	if !ok || len(s.ExternalIPs) != 1 || s.ExternalIPs[0] != netip.MustParseAddr("198.51.100.10") {
 		t.Errorf("external IPs %v (ok %v), want only 198.51.100.10", s.ExternalIPs, ok)
 	}
 	svc.Spec.ExternalIPs = []string{"10.16.0.5"}
-	if s, ok := nodePortService(svc, []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16")}); ok {
+	if s, ok := nodePortService(svc, []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16")}, nil); ok {
 		t.Errorf("a Service left with no node-facing address was kept: %+v", s)
 	}
 }
@@ -163,20 +165,21 @@ func TestKeepSourceAndOutsideClusterIPs(t *testing.T) {
 	}
 }
 
-// TestNodePortRulesLocalInternalClients: the cluster's pods and the node itself reach an
+// TestNodePortRulesLocalInternalClients: the node's own pods and the node itself reach an
 // ETP=Local NodePort as kube-proxy lets them, through the ClusterIP (any endpoint, masqueraded),
 // ports without a local endpoint included; those rules come before the local-only ones.
 func TestNodePortRulesLocalInternalClients(t *testing.T) {
 	svc := webLocal
-	svc.InternalSources = []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16"), netip.MustParsePrefix("fd00:10:16::/64")}
+	svc.InternalSources = []netip.Prefix{netip.MustParsePrefix("10.16.0.9/32"), netip.MustParsePrefix("fd00:10:16::9/128")}
+	svc.PodSources = []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16"), netip.MustParsePrefix("fd00:10:16::/64")}
 	v4 := NodePortRules(true, []NodePortService{svc}, nil)
 	mark := " -j MARK --set-xmark 0x4000/0x4000"
 	wants := []string{
 		`-A KOVN-NODEPORTS -m addrtype --src-type LOCAL -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http"` + mark,
 		`-A KOVN-NODEPORTS -m addrtype --src-type LOCAL -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http" -j DNAT --to-destination 10.96.0.21:80`,
-		`-A KOVN-NODEPORTS -s 10.16.0.0/16 -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http"` + mark,
-		`-A KOVN-NODEPORTS -s 10.16.0.0/16 -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http" -j DNAT --to-destination 10.96.0.21:80`,
-		`-A KOVN-NODEPORTS -s 10.16.0.0/16 -m addrtype --dst-type LOCAL -p udp --dport 30053 -m comment --comment "ns/local:dns" -j DNAT --to-destination 10.96.0.21:53`,
+		`-A KOVN-NODEPORTS -s 10.16.0.9/32 -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http"` + mark,
+		`-A KOVN-NODEPORTS -s 10.16.0.9/32 -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http" -j DNAT --to-destination 10.96.0.21:80`,
+		`-A KOVN-NODEPORTS -s 10.16.0.9/32 -m addrtype --dst-type LOCAL -p udp --dport 30053 -m comment --comment "ns/local:dns" -j DNAT --to-destination 10.96.0.21:53`,
 	}
 	for _, want := range wants {
 		if !strings.Contains(v4, want+"\n") {
@@ -187,8 +190,13 @@ func TestNodePortRulesLocalInternalClients(t *testing.T) {
 	if i, j := strings.Index(v4, wants[3]), strings.Index(v4, local); j < 0 || i > j {
 		t.Errorf("internal clients' rules must come before the local-only ones (at %d and %d):\n%s", i, j, v4)
 	}
+	// A pod of another node gets this node's endpoints, masqueraded so its reply comes back here.
+	podMark := `-A KOVN-NODEPORTS -s 10.16.0.0/16 -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http"` + mark + "\n"
+	if i, j, k := strings.Index(v4, wants[1]), strings.Index(v4, podMark), strings.Index(v4, local); i < 0 || j < i || k < j {
+		t.Errorf("the other pods' masquerade mark must come after the node's own pods and before the local targets (at %d, %d, %d):\n%s", i, j, k, v4)
+	}
 	if strings.Contains(v4, "fd00:10:16::") {
-		t.Errorf("IPv4 rules name an IPv6 CIDR:\n%s", v4)
+		t.Errorf("IPv4 rules name an IPv6 address:\n%s", v4)
 	}
 	if !strings.Contains(v4, `-A KOVN-NODEPORT-REJECT -m addrtype --dst-type LOCAL -p udp --dport 30053 -m comment --comment "ns/local:dns" -j REJECT`) {
 		t.Errorf("outside clients of a port without a local endpoint are no longer rejected:\n%s", v4)
@@ -226,7 +234,7 @@ func TestLocalEndpointsFallBackToTerminating(t *testing.T) {
 		{"no ready one: the serving terminating ones", slice(ep("10.16.0.3", node, &no, &yes, &yes), ep("10.16.0.6", node, &no, &no, &yes), ep("10.16.0.4", other, &yes, nil, nil)), "10.16.0.3", false},
 		{"not ready, not terminating: none", slice(ep("10.16.0.7", node, &no, &no, &no)), "", false},
 	} {
-		eps, ready := localEndpoints(c.eps, node)
+		eps, ready := localEndpoints(endpoints.FromSlices(c.eps), node)
 		if got := addrs(eps); got != c.local || ready != c.ready {
 			t.Errorf("%s: local endpoints %q (ready %t), want %q (%t)", c.what, got, ready, c.local, c.ready)
 		}
@@ -239,11 +247,11 @@ func TestNodePortServiceSkipsOtherProxies(t *testing.T) {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "np", Labels: map[string]string{label: "x"}},
 			Spec: corev1.ServiceSpec{ClusterIPs: []string{"10.96.0.30"}, Type: corev1.ServiceTypeNodePort,
 				Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30090}}}}
-		if s, ok := nodePortService(svc, nil); ok {
+		if s, ok := nodePortService(svc, nil, nil); ok {
 			t.Errorf("labelled %s: kept %+v", label, s)
 		}
 		delete(svc.Labels, label)
-		if _, ok := nodePortService(svc, nil); !ok {
+		if _, ok := nodePortService(svc, nil, nil); !ok {
 			t.Errorf("without %s: dropped", label)
 		}
 	}
@@ -258,5 +266,65 @@ func TestEndpointCountCountsEndpointsNotAddresses(t *testing.T) {
 	}
 	if n := endpointCount(eps[2:3]); n != 1 {
 		t.Errorf("1 IPv4-only endpoint counted as %d", n)
+	}
+}
+
+// TestLocalPodPrefixes: an ETP=Local Service's internal clients are this node's pods only (a
+// pod on another node is external here, as kube-proxy's detect-local by node has it), both
+// families, any subnet unless the filter says.
+func TestLocalPodPrefixes(t *testing.T) {
+	ip := func(pod, node, subnet, v4, v6 string) kovnv1.IP {
+		return kovnv1.IP{Spec: kovnv1.IPSpec{PodName: pod, NodeName: node, Subnet: subnet, V4IP: v4, V6IP: v6}}
+	}
+	ips := []kovnv1.IP{ip("a", "n1", "ovn-default", "10.16.0.5", "fd00:10:16::5"), ip("b", "n2", "ovn-default", "10.16.0.6", ""),
+		ip("c", "n1", "private", "10.20.0.7", ""), ip("", "n1", "ovn-default", "10.16.0.8", "")}
+	got := fmt.Sprint(localPodPrefixes(ips, "n1", nil))
+	if want := "[10.16.0.5/32 fd00:10:16::5/128 10.20.0.7/32]"; got != want {
+		t.Errorf("local pods of n1 = %s, want %s", got, want)
+	}
+	got = fmt.Sprint(localPodPrefixes(ips, "n1", func(s string) bool { return s == "private" }))
+	if want := "[10.20.0.7/32]"; got != want {
+		t.Errorf("local pods of n1 in private = %s, want %s", got, want)
+	}
+}
+
+// TestHostEndpoints: the node's own traffic to a ClusterIP is translated on the node only for a
+// Service with a usable endpoint at this node's own (host network) address: over every usable
+// endpoint, or this node's with internalTrafficPolicy=Local; other Services are left to OVN.
+func TestHostEndpoints(t *testing.T) {
+	pods := []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16")}
+	eps := []LocalEndpoint{
+		{Addr: netip.MustParseAddr("172.30.1.11"), Ready: true, Serving: true, Node: "n1", Ports: map[string]int32{"http": 10180}},
+		{Addr: netip.MustParseAddr("10.16.0.5"), Ready: true, Serving: true, Node: "n2", Ports: map[string]int32{"http": 10180}},
+	}
+	local := corev1.ServiceInternalTrafficPolicyLocal
+	svc := func(itp *corev1.ServiceInternalTrafficPolicy) *corev1.Service {
+		return &corev1.Service{Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.30", ClusterIPs: []string{"10.96.0.30"}, InternalTrafficPolicy: itp}}
+	}
+	cases := []struct {
+		name string
+		svc  *corev1.Service
+		node string
+		want string
+	}{
+		{"cluster policy, host endpoint here: every endpoint", svc(nil), "n1", "[172.30.1.11 10.16.0.5]"},
+		{"cluster policy, no host endpoint here: OVN's", svc(nil), "n2", "[]"},
+		{"local policy, host endpoint here: this node's", svc(&local), "n1", "[172.30.1.11]"},
+		{"local policy, only a pod here: OVN's", svc(&local), "n2", "[]"},
+	}
+	for _, c := range cases {
+		var got []string
+		for _, e := range hostEndpoints(c.svc, eps, c.node, pods) {
+			got = append(got, e.Addr.String())
+		}
+		if g := fmt.Sprint(got); g != c.want && !(c.want == "[]" && got == nil) {
+			t.Errorf("%s: %s, want %s", c.name, g, c.want)
+		}
+	}
+	s := NodePortService{Key: "ns/hn", ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.30")},
+		Ports: []NodePortPort{{Name: "http", Protocol: "TCP", Port: 80}}, HostEndpoints: eps[:1]}
+	want := `-A KOVN-NODEPORTS -m addrtype --src-type LOCAL -d 10.96.0.30/32 -p tcp --dport 80 -m comment --comment "ns/hn:http" -j DNAT --to-destination 172.30.1.11:10180` + "\n"
+	if v4 := NodePortRules(true, []NodePortService{s}, nil); !strings.Contains(v4, want) {
+		t.Errorf("IPv4 rules lack %q:\n%s", want, v4)
 	}
 }
