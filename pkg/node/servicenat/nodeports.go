@@ -149,7 +149,12 @@ func NodePortRules(is4 bool, svcs []NodePortService, keepSource []netip.Prefix) 
 					continue
 				}
 				fmt.Fprintf(&b, "%s -j MARK --set-xmark %s\n", head, nodePortMark)
-				fmt.Fprintf(&b, "%s -j DNAT --to-destination %s\n", head, netip.AddrPortFrom(cip, uint16(p.Port)))
+				// A Service served from this node's host network: through the ClusterIP, OVN
+				// would send the node's own endpoint back out of ovn0 (a martian here), so the
+				// node spreads its NodePort over the endpoints itself, masqueraded as above.
+				if !writeLocalTargets(&b, head, localTargets(s.HostEndpoints, p.Name, is4)) {
+					fmt.Fprintf(&b, "%s -j DNAT --to-destination %s\n", head, netip.AddrPortFrom(cip, uint16(p.Port)))
+				}
 			}
 		}
 	}

@@ -327,4 +327,16 @@ func TestHostEndpoints(t *testing.T) {
 	if v4 := NodePortRules(true, []NodePortService{s}, nil); !strings.Contains(v4, want) {
 		t.Errorf("IPv4 rules lack %q:\n%s", want, v4)
 	}
+	// Its NodePort too: spread over the endpoints by the node, masqueraded, not via the ClusterIP.
+	s.Ports[0].NodePort = 30180
+	v4 := NodePortRules(true, []NodePortService{s}, nil)
+	np := `-A KOVN-NODEPORTS -m addrtype --dst-type LOCAL -p tcp --dport 30180 -m comment --comment "ns/hn:http"`
+	for _, w := range []string{np + " -j MARK --set-xmark 0x4000/0x4000\n", np + " -j DNAT --to-destination 172.30.1.11:10180\n"} {
+		if !strings.Contains(v4, w) {
+			t.Errorf("IPv4 rules lack %q:\n%s", w, v4)
+		}
+	}
+	if strings.Contains(v4, np+" -j DNAT --to-destination 10.96.0.30:80") {
+		t.Errorf("the NodePort still goes through the ClusterIP:\n%s", v4)
+	}
 }
