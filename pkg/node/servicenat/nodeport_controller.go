@@ -54,7 +54,7 @@ func (r *NodePortReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 	if err := r.List(ctx, &ips); err != nil { // the daemon caches its own node's only
 		return ctrl.Result{}, err
 	}
-	svcs, err := r.nodePortServices(ctx, subnets.Items, localPodPrefixes(ips.Items, r.NodeName, nil))
+	svcs, err := r.nodePortServices(ctx, subnets.Items)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -117,9 +117,8 @@ func localPodPrefixes(ips []kovnv1.IP, node string, inSubnet func(string) bool) 
 	return out
 }
 
-// nodePortServices lists the Services that reach into the cluster through this node;
-// localPods are the addresses of this node's pods (an ETP=Local Service's internal clients).
-func (r *NodePortReconciler) nodePortServices(ctx context.Context, subnets []kovnv1.Subnet, localPods []netip.Prefix) ([]NodePortService, error) {
+// nodePortServices lists the Services that reach into the cluster through this node.
+func (r *NodePortReconciler) nodePortServices(ctx context.Context, subnets []kovnv1.Subnet) ([]NodePortService, error) {
 	var list corev1.ServiceList
 	if err := r.List(ctx, &list); err != nil {
 		return nil, err
@@ -133,7 +132,7 @@ func (r *NodePortReconciler) nodePortServices(ctx context.Context, subnets []kov
 	for i := range list.Items {
 		svc := &list.Items[i]
 		eps := bySvc[svc.Namespace+"/"+svc.Name]
-		s, ok := nodePortService(svc, inCluster, localPods)
+		s, ok := nodePortService(svc, inCluster)
 		s.HostEndpoints = hostEndpoints(svc, eps, r.NodeName, inCluster)
 		if !ok && len(s.HostEndpoints) == 0 {
 			continue
@@ -209,7 +208,7 @@ func subnetPrefixes(subnets []kovnv1.Subnet) []netip.Prefix {
 // nodePortService reads a Service; false when nothing reaches it through a node. External
 // addresses inside inCluster (a Subnet's CIDRs) are left out: translating them would hand a
 // pod's or a node's traffic to the Service (kovn-controller refuses them with an event).
-func nodePortService(svc *corev1.Service, inCluster, localPods []netip.Prefix) (NodePortService, bool) {
+func nodePortService(svc *corev1.Service, inCluster []netip.Prefix) (NodePortService, bool) {
 	if !contract.ServedByKovn(svc.Labels) { // another proxy's, or headless by label
 		return NodePortService{}, false
 	}
@@ -217,7 +216,7 @@ func nodePortService(svc *corev1.Service, inCluster, localPods []netip.Prefix) (
 	s := NodePortService{Key: svc.Namespace + "/" + svc.Name, LocalOnly: etpLocal,
 		OutsideClusterIPs: annotation.BGPServicePolicy(svc.Annotations[annotation.BGP], etpLocal) == annotation.BGPLocal}
 	if etpLocal {
-		s.InternalSources, s.PodSources = localPods, inCluster
+		s.InternalSources = inCluster
 		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 			s.HealthCheckNodePort = svc.Spec.HealthCheckNodePort
 		}

@@ -58,16 +58,12 @@ type NodePortService struct {
 	// take new connections (see localEndpoints).
 	LocalOnly      bool
 	LocalEndpoints []LocalEndpoint
-	// InternalSources (with LocalOnly): the addresses of this node's own pods. Their traffic to
-	// this node's NodePort or an external IP is local, as kube-proxy defines it: any endpoint
-	// serves it, through the ClusterIP, masqueraded like ETP=Cluster traffic; so is the node's
-	// own. Every other client, a pod on another node included, is external here and held to
-	// this node's endpoints (kube-proxy's detect-local by node, which Kubernetes' e2e expects).
+	// InternalSources (with LocalOnly): the cluster's pod CIDRs. Their traffic to a NodePort or
+	// external IP is internal: any endpoint serves it, through the ClusterIP, masqueraded like
+	// ETP=Cluster traffic; so is the node's own. Only clients outside the cluster are held to
+	// this node's endpoints. (kube-proxy's detect-local by node holds a pod of another node to
+	// them too, which Kubernetes' e2e checks: not yet, see docs/upstream-e2e.md.)
 	InternalSources []netip.Prefix
-	// PodSources (with LocalOnly) are the cluster's pod CIDRs. A pod on another node is external
-	// here and gets this node's endpoints, masqueraded: its reply would otherwise go from pod to
-	// pod through OVN, around this node's translation.
-	PodSources []netip.Prefix
 	// HealthCheckNodePort (an ETP=Local LoadBalancer's) is answered by this node with
 	// LocalReady, its ready endpoints here (LocalEndpoints may be terminating ones).
 	HealthCheckNodePort int32
@@ -140,9 +136,6 @@ func NodePortRules(is4 bool, svcs []NodePortService, keepSource []netip.Prefix) 
 						fmt.Fprintf(&b, "%s -j MARK --set-xmark %s\n", internal, nodePortMark)
 						fmt.Fprintf(&b, "%s -j DNAT --to-destination %s\n", internal, netip.AddrPortFrom(cip, uint16(p.Port)))
 					}
-					for _, src := range sourceMatches(s.PodSources, is4) {
-						fmt.Fprintf(&b, "-A %s %s %s -m comment --comment %q -j MARK --set-xmark %s\n", nodePortChain, src, m, s.Key+":"+p.Name, nodePortMark)
-					}
 					if !writeLocalTargets(&b, head, localTargets(s.LocalEndpoints, p.Name, is4)) {
 						fmt.Fprintf(&reject, "-A %s %s -m comment --comment %q -j REJECT\n", nodePortRejectChain, m, s.Key+":"+p.Name)
 					}
@@ -164,21 +157,17 @@ func NodePortRules(is4 bool, svcs []NodePortService, keepSource []netip.Prefix) 
 }
 
 // internalSources are the source matches of an ETP=Local Service's internal clients in one
-// family: the node itself, then its pods' addresses (sorted).
+// family: the node itself, then the cluster's pod CIDRs (sorted).
 func internalSources(pods []netip.Prefix, is4 bool) []string {
-	return append([]string{"-m addrtype --src-type LOCAL"}, sourceMatches(pods, is4)...)
-}
-
-// sourceMatches are "-s PREFIX" matches of one family, sorted, each once.
-func sourceMatches(prefixes []netip.Prefix, is4 bool) []string {
-	var out []string
-	for _, p := range prefixes {
+	out := []string{"-m addrtype --src-type LOCAL"}
+	var cidrs []string
+	for _, p := range pods {
 		if p.IsValid() && p.Addr().Is4() == is4 {
-			out = append(out, "-s "+p.Masked().String())
+			cidrs = append(cidrs, "-s "+p.Masked().String())
 		}
 	}
-	sort.Strings(out)
-	return slices.Compact(out)
+	sort.Strings(cidrs)
+	return append(out, slices.Compact(cidrs)...)
 }
 
 // writeLocalTargets spreads a match evenly over this node's endpoints (the n-th of k rules

@@ -109,12 +109,12 @@ func TestNodePortServiceSkipsInClusterExternalIPs(t *testing.T) {
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "thief"}, Spec: corev1.ServiceSpec{
 		ClusterIPs: []string{"10.96.0.30"}, ExternalIPs: []string{"10.16.0.5", "198.51.100.10"},
 		Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 8080}}}}
-	s, ok := nodePortService(svc, []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16")}, nil)
+	s, ok := nodePortService(svc, []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16")})
 	if !ok || len(s.ExternalIPs) != 1 || s.ExternalIPs[0] != netip.MustParseAddr("198.51.100.10") {
 		t.Errorf("external IPs %v (ok %v), want only 198.51.100.10", s.ExternalIPs, ok)
 	}
 	svc.Spec.ExternalIPs = []string{"10.16.0.5"}
-	if s, ok := nodePortService(svc, []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16")}, nil); ok {
+	if s, ok := nodePortService(svc, []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16")}); ok {
 		t.Errorf("a Service left with no node-facing address was kept: %+v", s)
 	}
 }
@@ -165,21 +165,20 @@ func TestKeepSourceAndOutsideClusterIPs(t *testing.T) {
 	}
 }
 
-// TestNodePortRulesLocalInternalClients: the node's own pods and the node itself reach an
+// TestNodePortRulesLocalInternalClients: the cluster's pods and the node itself reach an
 // ETP=Local NodePort as kube-proxy lets them, through the ClusterIP (any endpoint, masqueraded),
 // ports without a local endpoint included; those rules come before the local-only ones.
 func TestNodePortRulesLocalInternalClients(t *testing.T) {
 	svc := webLocal
-	svc.InternalSources = []netip.Prefix{netip.MustParsePrefix("10.16.0.9/32"), netip.MustParsePrefix("fd00:10:16::9/128")}
-	svc.PodSources = []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16"), netip.MustParsePrefix("fd00:10:16::/64")}
+	svc.InternalSources = []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16"), netip.MustParsePrefix("fd00:10:16::/64")}
 	v4 := NodePortRules(true, []NodePortService{svc}, nil)
 	mark := " -j MARK --set-xmark 0x4000/0x4000"
 	wants := []string{
 		`-A KOVN-NODEPORTS -m addrtype --src-type LOCAL -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http"` + mark,
 		`-A KOVN-NODEPORTS -m addrtype --src-type LOCAL -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http" -j DNAT --to-destination 10.96.0.21:80`,
-		`-A KOVN-NODEPORTS -s 10.16.0.9/32 -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http"` + mark,
-		`-A KOVN-NODEPORTS -s 10.16.0.9/32 -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http" -j DNAT --to-destination 10.96.0.21:80`,
-		`-A KOVN-NODEPORTS -s 10.16.0.9/32 -m addrtype --dst-type LOCAL -p udp --dport 30053 -m comment --comment "ns/local:dns" -j DNAT --to-destination 10.96.0.21:53`,
+		`-A KOVN-NODEPORTS -s 10.16.0.0/16 -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http"` + mark,
+		`-A KOVN-NODEPORTS -s 10.16.0.0/16 -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http" -j DNAT --to-destination 10.96.0.21:80`,
+		`-A KOVN-NODEPORTS -s 10.16.0.0/16 -m addrtype --dst-type LOCAL -p udp --dport 30053 -m comment --comment "ns/local:dns" -j DNAT --to-destination 10.96.0.21:53`,
 	}
 	for _, want := range wants {
 		if !strings.Contains(v4, want+"\n") {
@@ -190,13 +189,8 @@ func TestNodePortRulesLocalInternalClients(t *testing.T) {
 	if i, j := strings.Index(v4, wants[3]), strings.Index(v4, local); j < 0 || i > j {
 		t.Errorf("internal clients' rules must come before the local-only ones (at %d and %d):\n%s", i, j, v4)
 	}
-	// A pod of another node gets this node's endpoints, masqueraded so its reply comes back here.
-	podMark := `-A KOVN-NODEPORTS -s 10.16.0.0/16 -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http"` + mark + "\n"
-	if i, j, k := strings.Index(v4, wants[1]), strings.Index(v4, podMark), strings.Index(v4, local); i < 0 || j < i || k < j {
-		t.Errorf("the other pods' masquerade mark must come after the node's own pods and before the local targets (at %d, %d, %d):\n%s", i, j, k, v4)
-	}
 	if strings.Contains(v4, "fd00:10:16::") {
-		t.Errorf("IPv4 rules name an IPv6 address:\n%s", v4)
+		t.Errorf("IPv4 rules name an IPv6 CIDR:\n%s", v4)
 	}
 	if !strings.Contains(v4, `-A KOVN-NODEPORT-REJECT -m addrtype --dst-type LOCAL -p udp --dport 30053 -m comment --comment "ns/local:dns" -j REJECT`) {
 		t.Errorf("outside clients of a port without a local endpoint are no longer rejected:\n%s", v4)
@@ -247,11 +241,11 @@ func TestNodePortServiceSkipsOtherProxies(t *testing.T) {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "np", Labels: map[string]string{label: "x"}},
 			Spec: corev1.ServiceSpec{ClusterIPs: []string{"10.96.0.30"}, Type: corev1.ServiceTypeNodePort,
 				Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30090}}}}
-		if s, ok := nodePortService(svc, nil, nil); ok {
+		if s, ok := nodePortService(svc, nil); ok {
 			t.Errorf("labelled %s: kept %+v", label, s)
 		}
 		delete(svc.Labels, label)
-		if _, ok := nodePortService(svc, nil, nil); !ok {
+		if _, ok := nodePortService(svc, nil); !ok {
 			t.Errorf("without %s: dropped", label)
 		}
 	}
@@ -269,9 +263,8 @@ func TestEndpointCountCountsEndpointsNotAddresses(t *testing.T) {
 	}
 }
 
-// TestLocalPodPrefixes: an ETP=Local Service's internal clients are this node's pods only (a
-// pod on another node is external here, as kube-proxy's detect-local by node has it), both
-// families, any subnet unless the filter says.
+// TestLocalPodPrefixes: the addresses of this node's pods (not another node's, not a node
+// port's), both families, any subnet unless the filter says.
 func TestLocalPodPrefixes(t *testing.T) {
 	ip := func(pod, node, subnet, v4, v6 string) kovnv1.IP {
 		return kovnv1.IP{Spec: kovnv1.IPSpec{PodName: pod, NodeName: node, Subnet: subnet, V4IP: v4, V6IP: v6}}
