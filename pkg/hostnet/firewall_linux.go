@@ -3,25 +3,17 @@ package hostnet
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/coreos/go-iptables/iptables"
 )
 
-// The firewall is iptables, driven through go-iptables: it runs iptables with --wait, so a
-// kovn rule change waits for the xtables lock another agent (kube-proxy, a CNI plugin, an
-// admin) holds instead of failing or racing it. Every chain kovn owns is written here, its
-// clean-up included.
-
-// normalizeChain is a scratch chain: rules are appended to it once to learn how iptables
-// lists them (it adds "-m tcp", reorders matches, writes /32), so the wanted rules can be
-// compared with a chain's listing. Its name carries kovn's chain prefix, so a clean-up
-// removes one left behind by a crash.
-const normalizeChain = "KOVN-NORMALIZE"
-
-// normalizedCacheMax bounds the cache of learned listings; past it the cache starts over.
-const normalizedCacheMax = 20000
+// The firewall is iptables: checks, listings and the clean-up through go-iptables, chain
+// contents through iptables-restore (ReplaceChains); both run with --wait, so a kovn rule
+// change waits for the xtables lock another agent (kube-proxy, a CNI plugin, an admin) holds
+// instead of failing or racing it. Every chain kovn owns is written here, its clean-up included.
 
 // Firewall is the node's packet filter, one handle per IP family.
 type Firewall struct {
@@ -29,13 +21,12 @@ type Firewall struct {
 	families map[bool]*familyState
 }
 
-// familyState is what one family's handles share: a lock serialising kovn's own changes
-// (the scratch chain is shared) and the rules' learned listings.
+// familyState is what one family's handles share: a lock serialising kovn's own chain
+// replacements, and the family's go-iptables handle.
 type familyState struct {
-	mu         sync.Mutex
-	normalized map[string]string  // table + rule words -> the rule as iptables lists it
-	iptMu      sync.Mutex         // guards ipt alone: a sync holds mu for its whole length
-	ipt        *iptables.IPTables // the family's handle once created (see Family)
+	mu    sync.Mutex
+	iptMu sync.Mutex         // guards ipt alone
+	ipt   *iptables.IPTables // the family's handle once created (see Family)
 }
 
 // FirewallOption configures a Firewall.
@@ -50,8 +41,8 @@ func IptablesPaths(v4, v6 string) FirewallOption {
 // NewFirewall returns a Firewall; nothing runs until a family is used.
 func NewFirewall(opts ...FirewallOption) *Firewall {
 	f := &Firewall{paths: map[bool]string{}, families: map[bool]*familyState{
-		true:  {normalized: map[string]string{}},
-		false: {normalized: map[string]string{}},
+		true:  {},
+		false: {},
 	}}
 	for _, o := range opts {
 		o(f)
@@ -63,6 +54,7 @@ func NewFirewall(opts ...FirewallOption) *Firewall {
 // network namespace (iptables is run from it).
 type FirewallFamily struct {
 	name string // "IPv4" / "IPv6", for errors
+	tool string // the family's iptables binary; its -restore runs a sync's edits
 	ipt  *iptables.IPTables
 	st   *familyState
 }
@@ -102,7 +94,7 @@ func (f *Firewall) Family(is4 bool) (*FirewallFamily, error) {
 		st.ipt = ipt
 		st.iptMu.Unlock()
 	}
-	return &FirewallFamily{name: name, ipt: ipt, st: st}, nil
+	return &FirewallFamily{name: name, tool: f.Tool(is4), ipt: ipt, st: st}, nil
 }
 
 // Name is "IPv4" or "IPv6".
@@ -118,6 +110,24 @@ func (ff *FirewallFamily) EnsureChain(table, chain string) error {
 		return nil
 	}
 	return fmt.Errorf("creating %s chain %s in %s: %w", ff.name, chain, table, err)
+}
+
+// EnsureChains creates the chains of table that do not exist yet, listing the table once.
+func (ff *FirewallFamily) EnsureChains(table string, chains ...string) error {
+	have, err := ff.ipt.ListChains(table)
+	if err != nil {
+		return fmt.Errorf("listing %s chains in %s: %w", ff.name, table, err)
+	}
+	for _, c := range chains {
+		if slices.Contains(have, c) {
+			continue
+		}
+		if err := ff.EnsureChain(table, c); err != nil {
+			return err
+		}
+		have = append(have, c)
+	}
+	return nil
 }
 
 // EnsureJump makes from jump to chain, inserting the jump first in from when it is missing

@@ -6,7 +6,7 @@ import (
 )
 
 // kovn renders its chains as iptables-restore text (readable, diffable, what the unit tests
-// compare); ParseRestore turns that text into the per-chain rule lists SyncChain applies.
+// compare); ParseRestore turns that text into the per-chain rule lists ReplaceChains applies.
 
 // ChainRules is one chain's wanted rules: each rule's words after "-A CHAIN".
 type ChainRules struct {
@@ -90,4 +90,13 @@ func RuleFields(line string) []string {
 		fields = append(fields, word.String())
 	}
 	return fields
+}
+
+// restoreWord is w as iptables-restore reads it back as one word (RuleFields' inverse): quoted
+// when it holds a blank, a quote or a backslash, or is empty.
+func restoreWord(w string) string {
+	if w != "" && !strings.ContainsAny(w, " \t\"\\") {
+		return w
+	}
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(w) + `"`
 }

@@ -2,6 +2,7 @@ package hostnet
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -36,5 +37,17 @@ func TestParseRestore(t *testing.T) {
 		if _, err := ParseRestore(bad); err == nil {
 			t.Errorf("%q parsed without an error", bad)
 		}
+	}
+}
+
+// TestRestoreWordRoundTrip: a word written for iptables-restore reads back as the same word.
+func TestRestoreWordRoundTrip(t *testing.T) {
+	words := []string{"-j", "ns/web:http", "a comment", `say "hi"`, `back\slash`, ""}
+	var line []string
+	for _, w := range words {
+		line = append(line, restoreWord(w))
+	}
+	if got := RuleFields(strings.Join(line, " ")); !slices.Equal(got, words) {
+		t.Errorf("RuleFields(%q) = %q, want %q", strings.Join(line, " "), got, words)
 	}
 }

@@ -24,10 +24,13 @@ import (
 
 // TestServices: kovn is the Service implementation (the rig runs no kube-proxy). Every check
 // runs over both families of a dual-stack Service. It runs on kovn installed from the chart;
-// KOVN_E2E_INSTALL=processes runs it on the rig's supervised processes.
+// KOVN_E2E_INSTALL=processes runs it on the rig's supervised processes. Its last step runs
+// Kubernetes' own e2e specs of kube-proxy's behaviour (the upstream "ci" set) on the same lab.
 func TestServices(t *testing.T) {
+	e2eDir, upstreamImages := upstreamInputs(t)
 	cfg := rigConfig(t, 1, 2)
 	cfg.Kovn = true
+	cfg.ExtraImages = []string{upstreamImages}
 	preferInstall(&cfg, rig.InstallChart)
 	r := upRig(t, cfg)
 	c := newCluster(t, r, "c1")
@@ -137,6 +140,11 @@ func TestServices(t *testing.T) {
 	})
 	t.Run("ovs-vswitchd aborts on c1-n2: the node heals (pods across nodes, node to ClusterIP)", func(t *testing.T) {
 		vswitchdCrash(t, c, r.State, echo)
+	})
+	// After the restarts, on the healed lab: upstream's framework first waits for every node and
+	// kube-system pod to be ready.
+	t.Run("Kubernetes' own e2e specs of kube-proxy's behaviour (upstream set ci)", func(t *testing.T) {
+		runUpstreamSet(t, c, e2eDir, upstreamSets["ci"])
 	})
 }
 

@@ -18,12 +18,13 @@ import (
 // TestUpstreamSigNetwork runs Kubernetes' own sig-network e2e suite (e2e.test built from the
 // k8s.io/kubernetes module by hack/install-deps.sh, hack/k8s-e2e) against a 2-node lab cluster
 // with no kube-proxy: kovn is the cluster's network, NetworkPolicy and Service implementation.
-// Its pods run the upstream test images written locally (make images: upstream-e2e.tar).
+// Its pods run the upstream test images written locally (make upstream-images).
 //
-// KOVN_UPSTREAM_E2E picks the sets (comma-separated; upstreamSets): `make test` runs "ci", the
-// specs kube-proxy's replacement is judged by; `make upstream-e2e` runs the three whole sets
-// docs/upstream-e2e.md reports. Every spec a set selects must pass, and a set must select as
-// many specs as it names, so a focus that matches nothing (or a new spec) fails, never passes.
+// KOVN_UPSTREAM_E2E picks the sets (comma-separated; upstreamSets). `make upstream-e2e` runs
+// this test with the three whole sets docs/upstream-e2e.md reports; `make test` leaves it out
+// and runs the "ci" set on TestServices' lab instead, where it costs no lab of its own. Every
+// spec a set selects must pass, and a set must select as many specs as it names, so a focus
+// that matches nothing (or a new spec) fails, never passes.
 func TestUpstreamSigNetwork(t *testing.T) {
 	concurrent(t)
 	names := strings.Split(envOr("KOVN_UPSTREAM_E2E", "ci"), ",")
@@ -35,16 +36,7 @@ func TestUpstreamSigNetwork(t *testing.T) {
 		}
 		sets = append(sets, s)
 	}
-	e2eDir := filepath.Join(rig.DefaultK8sBinDir(), "e2e")
-	for _, b := range []string{"e2e.test", "ginkgo"} {
-		if _, err := os.Stat(filepath.Join(e2eDir, b)); err != nil {
-			t.Fatalf("%v: Kubernetes' e2e suite is not built (hack/install-deps.sh builds it)", err)
-		}
-	}
-	images := filepath.Join(filepath.Dir(os.Getenv("KOVN_BIN_DIR")), "images", "upstream-e2e.tar")
-	if _, err := os.Stat(images); err != nil {
-		t.Fatalf("%v: the upstream test images are not written (make images writes them)", err)
-	}
+	e2eDir, images := upstreamInputs(t)
 	cfg := rigConfig(t, 1, 2)
 	cfg.Kovn = true
 	cfg.ExtraImages = []string{images}
@@ -53,6 +45,23 @@ func TestUpstreamSigNetwork(t *testing.T) {
 	for _, s := range sets {
 		t.Run(s.name, func(t *testing.T) { runUpstreamSet(t, c, e2eDir, s) })
 	}
+}
+
+// upstreamInputs are the directory of the built e2e suite and the archive of its images; a
+// missing one fails the test, naming what builds it.
+func upstreamInputs(t *testing.T) (e2eDir, images string) {
+	t.Helper()
+	e2eDir = filepath.Join(rig.DefaultK8sBinDir(), "e2e")
+	for _, b := range []string{"e2e.test", "ginkgo"} {
+		if _, err := os.Stat(filepath.Join(e2eDir, b)); err != nil {
+			t.Fatalf("%v: Kubernetes' e2e suite is not built (hack/install-deps.sh builds it)", err)
+		}
+	}
+	images = filepath.Join(filepath.Dir(os.Getenv("KOVN_BIN_DIR")), "images", "upstream-e2e.tar")
+	if _, err := os.Stat(images); err != nil {
+		t.Fatalf("%v: the upstream test images are not written (make upstream-images writes them)", err)
+	}
+	return e2eDir, images
 }
 
 // upstreamSet is a selection of the suite's specs: focus and skip are ginkgo regular

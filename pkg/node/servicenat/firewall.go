@@ -2,6 +2,7 @@ package servicenat
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/kovn/kovn/pkg/hostnet"
 )
@@ -14,10 +15,9 @@ var hostFirewall = hostnet.NewFirewall()
 // chainJump is a kovn chain in table and the built-in chain that jumps to it.
 type chainJump struct{ table, from, chain string }
 
-// applyChains makes sure each chain exists and is jumped to (first, so nothing earlier in the
-// built-in chain decides before kovn does), then makes every chain rules declares (rendered as
-// iptables-restore input) hold exactly its rules there, changing only what differs. Chains
-// rules does not declare are left alone.
+// applyChains makes every chain rules declares (rendered as iptables-restore input) hold
+// exactly its rules, then makes sure each chain of jumps is jumped to (first, so nothing earlier
+// in the built-in chain decides before kovn does). Chains rules does not declare are left alone.
 func applyChains(is4 bool, jumps []chainJump, rules string) error {
 	fw, err := hostFirewall.Family(is4)
 	if err != nil {
@@ -26,27 +26,38 @@ func applyChains(is4 bool, jumps []chainJump, rules string) error {
 	return applyChainsTo(fw, jumps, rules)
 }
 
-// applyChainsTo is applyChains on one family's handle.
+// applyChainsTo is applyChains on one family's handle: each table's chains replaced in one
+// transaction (created when missing), then the jumps to them made sure of.
 func applyChainsTo(fw *hostnet.FirewallFamily, jumps []chainJump, rules string) error {
 	chains, err := hostnet.ParseRestore(rules)
 	if err != nil {
 		return fmt.Errorf("kovn's own %s rules do not parse: %w", fw.Name(), err)
 	}
-	for _, j := range jumps {
-		if err := fw.EnsureChain(j.table, j.chain); err != nil {
-			return err
-		}
-		if err := fw.EnsureJump(j.table, j.from, j.chain); err != nil {
-			return err
-		}
-	}
-	for _, c := range chains { // all first: a rule may jump to a chain declared after its own
-		if err := fw.EnsureChain(c.Table, c.Chain); err != nil {
-			return err
-		}
-	}
+	byTable, tables := map[string][]hostnet.ChainRules{}, []string{}
 	for _, c := range chains {
-		if err := fw.SyncChain(c.Table, c.Chain, c.Rules); err != nil {
+		if _, ok := byTable[c.Table]; !ok {
+			tables = append(tables, c.Table)
+		}
+		byTable[c.Table] = append(byTable[c.Table], c)
+	}
+	for _, table := range tables {
+		if err := fw.ReplaceChains(table, byTable[table]); err != nil {
+			return err
+		}
+	}
+	undeclared := map[string][]string{} // jump targets the rules leave out: made, left empty
+	for _, j := range jumps {
+		if !slices.ContainsFunc(byTable[j.table], func(c hostnet.ChainRules) bool { return c.Chain == j.chain }) {
+			undeclared[j.table] = append(undeclared[j.table], j.chain)
+		}
+	}
+	for table, names := range undeclared {
+		if err := fw.EnsureChains(table, names...); err != nil {
+			return err
+		}
+	}
+	for _, j := range jumps {
+		if err := fw.EnsureJump(j.table, j.from, j.chain); err != nil {
 			return err
 		}
 	}
