@@ -3,7 +3,6 @@ package hostnet
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 
@@ -54,7 +53,7 @@ func NewFirewall(opts ...FirewallOption) *Firewall {
 // network namespace (iptables is run from it).
 type FirewallFamily struct {
 	name string // "IPv4" / "IPv6", for errors
-	tool string // the family's iptables binary; its -restore runs a sync's edits
+	tool string // the family's iptables binary; <tool>-restore replaces kovn's chains
 	ipt  *iptables.IPTables
 	st   *familyState
 }
@@ -110,24 +109,6 @@ func (ff *FirewallFamily) EnsureChain(table, chain string) error {
 		return nil
 	}
 	return fmt.Errorf("creating %s chain %s in %s: %w", ff.name, chain, table, err)
-}
-
-// EnsureChains creates the chains of table that do not exist yet, listing the table once.
-func (ff *FirewallFamily) EnsureChains(table string, chains ...string) error {
-	have, err := ff.ipt.ListChains(table)
-	if err != nil {
-		return fmt.Errorf("listing %s chains in %s: %w", ff.name, table, err)
-	}
-	for _, c := range chains {
-		if slices.Contains(have, c) {
-			continue
-		}
-		if err := ff.EnsureChain(table, c); err != nil {
-			return err
-		}
-		have = append(have, c)
-	}
-	return nil
 }
 
 // EnsureJump makes from jump to chain, inserting the jump first in from when it is missing

@@ -134,39 +134,6 @@ func TestFamilyRunsTheToolsVersionOnce(t *testing.T) {
 	}
 }
 
-// TestEnsureChainsCreatesOnlyTheMissing, in a throwaway netns: chains that exist (one of
-// someone else's with a rule in it) are left as they are, missing ones are created, and a
-// second call changes nothing.
-func TestEnsureChainsCreatesOnlyTheMissing(t *testing.T) {
-	ns, fw := newNetNS(t), NewFirewall()
-	err := inFamily(t, fw, ns, func(ff *FirewallFamily) error {
-		if out, err := exec.Command("sh", "-c", "iptables -t nat -N OTHER && iptables -t nat -A OTHER -j RETURN").CombinedOutput(); err != nil {
-			t.Fatalf("someone else's chain: %v %s", err, out)
-		}
-		for i := 0; i < 2; i++ {
-			if err := ff.EnsureChains("nat", "OTHER", "KOVN-A", "KOVN-B", "KOVN-A"); err != nil {
-				return err
-			}
-		}
-		chains, err := ff.Chains("nat")
-		if err != nil {
-			return err
-		}
-		for _, c := range []string{"OTHER", "KOVN-A", "KOVN-B"} {
-			if !slices.Contains(chains, c) {
-				t.Errorf("chain %s missing from %v", c, chains)
-			}
-		}
-		if rules, err := ff.Rules("nat", "OTHER"); err != nil || len(rules) != 1 {
-			t.Errorf("OTHER's rule: %v %v", rules, err)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestReplaceChainsIsOneTransaction, in a throwaway netns: the declared chains hold exactly
 // the new rules (one created), someone else's chain and rules stay, and input iptables refuses
 // changes nothing (all or nothing).

@@ -27,7 +27,8 @@ func applyChains(is4 bool, jumps []chainJump, rules string) error {
 }
 
 // applyChainsTo is applyChains on one family's handle: each table's chains replaced in one
-// transaction (created when missing), then the jumps to them made sure of.
+// transaction (created when missing), then the jumps to them made sure of. Every chain jumped
+// to must be declared in rules.
 func applyChainsTo(fw *hostnet.FirewallFamily, jumps []chainJump, rules string) error {
 	chains, err := hostnet.ParseRestore(rules)
 	if err != nil {
@@ -45,15 +46,9 @@ func applyChainsTo(fw *hostnet.FirewallFamily, jumps []chainJump, rules string) 
 			return err
 		}
 	}
-	undeclared := map[string][]string{} // jump targets the rules leave out: made, left empty
-	for _, j := range jumps {
+	for _, j := range jumps { // a jump's chain is one the rules replace, so it exists by now
 		if !slices.ContainsFunc(byTable[j.table], func(c hostnet.ChainRules) bool { return c.Chain == j.chain }) {
-			undeclared[j.table] = append(undeclared[j.table], j.chain)
-		}
-	}
-	for table, names := range undeclared {
-		if err := fw.EnsureChains(table, names...); err != nil {
-			return err
+			return fmt.Errorf("kovn's own %s rules do not declare %s in %s, which %s jumps to", fw.Name(), j.chain, j.table, j.from)
 		}
 	}
 	for _, j := range jumps {
