@@ -129,6 +129,22 @@ const NodeConditionNetworkReady = "KovnNetworkReady"
 // nothing changed; readers treat a heartbeat older than three of these as kovn-daemon down.
 const NodeConditionHeartbeat = 30 * time.Second
 
+// NodeConditionTunnelsUp is the second Node condition kovn-daemon keeps: True while every BFD
+// session on the node's tunnels is up and forwarding (OVN runs them toward the chassis of HA
+// gateways), False naming the remote addresses whose session is not, Unknown while the node's
+// OVS database does not answer. The interconnect's gateway hold reads it: a gateway back from
+// a failure takes its port again only once it and the other gateways see each other over BFD,
+// since a standby that still sees it down keeps claiming the port too (each ovn-controller
+// decides from its own sessions) and the two take it from each other for seconds.
+const NodeConditionTunnelsUp = "KovnTunnelsUp"
+
+// Reasons of NodeConditionTunnelsUp.
+const (
+	ReasonBFDUp         = "BFDUp"
+	ReasonBFDDown       = "BFDDown"
+	ReasonTunnelsUnread = "TunnelsUnread"
+)
+
 // Reasons of NodeConditionNetworkReady.
 const (
 	ReasonNodeNetworkReady  = "Ready"

@@ -22,19 +22,19 @@ type BFDTimers struct {
 	// MinRxMillis is the slowest rate, in ms, at which this end wants BFD packets.
 	// +kubebuilder:validation:Minimum=10
 	// +kubebuilder:validation:Maximum=10000
-	// +kubebuilder:default=60
+	// +kubebuilder:default=100
 	// +optional
 	MinRxMillis int32 `json:"minRxMillis,omitempty"`
 	// MinTxMillis is the fastest rate, in ms, at which this end sends BFD packets.
 	// +kubebuilder:validation:Minimum=10
 	// +kubebuilder:validation:Maximum=10000
-	// +kubebuilder:default=60
+	// +kubebuilder:default=100
 	// +optional
 	MinTxMillis int32 `json:"minTxMillis,omitempty"`
 	// Multiplier is how many missed packets declare the session down.
 	// +kubebuilder:validation:Minimum=2
 	// +kubebuilder:validation:Maximum=255
-	// +kubebuilder:default=3
+	// +kubebuilder:default=5
 	// +optional
 	Multiplier int32 `json:"multiplier,omitempty"`
 }
@@ -96,7 +96,7 @@ type InterConnectSpec struct {
 	// +optional
 	RefuseCIDRs []string `json:"refuseCIDRs,omitempty"`
 
-	// BFD tunes gateway failure detection (default 60 ms x 3).
+	// BFD tunes gateway failure detection (default 100 ms x 5).
 	// +optional
 	BFD *BFDTimers `json:"bfd,omitempty"`
 }

@@ -11,13 +11,15 @@ import (
 )
 
 // The BFD timers kovn gives every gateway failover (centralized subnet gateways, interconnect
-// gateways without their own bfd settings): 60 ms x 3, a lost gateway detected in 0.18 s and
-// replaced within 0.3 s (OVN's own 1 s x 3 took 2.8 s in the lab; 100 ms x 3 took 0.28-0.34 s).
-// Faster timers flap on a busy node; on the 2-core lab, 12 sessions saw 0 flaps in 6 min of
-// full-CPU compile load at 50 ms x 3, so 60 ms leaves a margin.
+// gateways without their own bfd settings): 100 ms x 5, a lost gateway detected in 0.5 s (OVN's
+// own 1 s x 3 took 2.8 s in the lab). The detection time must outlast how late a starved node
+// sends: OVS sends BFD from its monitor thread, which on the loaded 2-core lab (two clusters of
+// three nodes) ran up to 457 ms late (228 late sends in 5 min: 25 of them 200 ms or more), so
+// the former 60 ms x 3 (0.18 s) flapped 22-27 times per node in those 5 min, each flap a
+// failover and a fight over the port. Faster timers suit nodes with CPU to spare: spec.bfd.
 const (
-	GatewayBFDIntervalMillis = 60
-	GatewayBFDMult           = 3
+	GatewayBFDIntervalMillis = 100
+	GatewayBFDMult           = 5
 )
 
 // GatewayBFDOptions are those timers as NB_Global options. An InterConnect's spec.bfd overrides

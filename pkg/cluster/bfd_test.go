@@ -27,7 +27,7 @@ func TestEnsureGatewayBFD(t *testing.T) {
 		t.Fatalf("NB_Global: %v", err)
 	}
 	row := rows[0]
-	row.Options = map[string]string{"bfd-mult": "5", "northd-probe": "5000"}
+	row.Options = map[string]string{"bfd-mult": "4", "northd-probe": "5000"}
 	ops, _ := c.Where(&row).Update(&row, &row.Options)
 	if _, err := ovn.Transact(ctx, c, ops); err != nil {
 		t.Fatal(err)
@@ -35,7 +35,7 @@ func TestEnsureGatewayBFD(t *testing.T) {
 	if err := EnsureGatewayBFD(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"bfd-min-rx": "60", "bfd-min-tx": "60", "bfd-mult": "5", "northd-probe": "5000"}
+	want := map[string]string{"bfd-min-rx": "100", "bfd-min-tx": "100", "bfd-mult": "4", "northd-probe": "5000"}
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		rows = nil
 		if err := c.List(ctx, &rows); err == nil && len(rows) == 1 && maps.Equal(rows[0].Options, want) {

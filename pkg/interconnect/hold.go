@@ -20,6 +20,11 @@ const (
 	ReasonGatewayReleased = "GatewayReleased"
 )
 
+// holdMin is the shortest hold: a gateway's BFD sessions go down with it, and kovn-daemon
+// reports that on the Node within about 1 s; a hold shorter than that could be released on
+// the conditions of before the failure.
+const holdMin = 3 * time.Second
+
 // holdPoll is how often a reconcile looks for held gateways that caught up (the failback is
 // not urgent: the standby carries the traffic meanwhile).
 const holdPoll = time.Second
@@ -34,10 +39,11 @@ type holds struct {
 }
 
 // updateHolds holds the gateways OVN just found dead (their transit port moved down the order)
-// and releases those whose ovn-controller caught up, and sets in.Held. Without the southbound
+// and releases those whose ovn-controller caught up once every gateway's BFD sessions are up
+// (tunnelsUp), and sets in.Held. Without the southbound
 // monitor (no --ovn-sb-addr) no gateway is held: OVN fails back as soon as BFD sees the node.
 // pending says some gateway is still held, so the reconciler looks again.
-func (r *Reconciler) updateHolds(ctx context.Context, ic *kovnv1.InterConnect, in *Input, cs clusterset) (pending bool, err error) {
+func (r *Reconciler) updateHolds(ctx context.Context, ic *kovnv1.InterConnect, in *Input, cs clusterset, nodes []corev1.Node) (pending bool, err error) {
 	h := &r.holds
 	if !h.loaded {
 		h.held = map[string]kovnv1.GatewayHold{}
@@ -84,14 +90,38 @@ func (r *Reconciler) updateHolds(ctx context.Context, ic *kovnv1.InterConnect, i
 	}
 	h.bound = now
 	for g, hold := range h.held {
-		if ok, _ := r.Health.CaughtUp(g, hold.NbCfg); ok {
+		if time.Since(hold.Since.Time) < holdMin {
+			continue
+		}
+		if ok, _ := r.Health.CaughtUp(g, hold.NbCfg); ok && tunnelsUp(nodes, in.Gateways) {
 			delete(h.held, g)
 			r.event(ic, corev1.EventTypeNormal, ReasonGatewayReleased, fmt.Sprintf(
-				"gateway %s is in step again (nb_cfg %d) after %s: back to its priority", g, hold.NbCfg, time.Since(hold.Since.Time).Round(100*time.Millisecond)))
+				"gateway %s is in step again (nb_cfg %d) and the gateways' BFD sessions are up after %s: back to its priority",
+				g, hold.NbCfg, time.Since(hold.Since.Time).Round(100*time.Millisecond)))
 		}
 	}
 	in.Held = slices.Sorted(maps.Keys(h.held))
 	return len(h.held) > 0, nil
+}
+
+// tunnelsUp says whether none of the gateways reports a BFD session not up
+// (kovnv1.NodeConditionTunnelsUp). OVN decides which gateway holds a port on each chassis from
+// that chassis' own sessions: a gateway given its port back while a standby still sees it down
+// (a link just restored, its sessions coming up one end at a time) is fought over by both, and
+// the port changes hands for seconds. A gateway whose daemon reports no such condition does not
+// block the release (without it, the hold ends as soon as ovn-controller is in step).
+func tunnelsUp(nodes []corev1.Node, gateways []string) bool {
+	for i := range nodes {
+		if !slices.Contains(gateways, nodes[i].Name) {
+			continue
+		}
+		for _, c := range nodes[i].Status.Conditions {
+			if c.Type == kovnv1.NodeConditionTunnelsUp && c.Status != corev1.ConditionTrue {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (r *Reconciler) event(ic *kovnv1.InterConnect, kind, reason, msg string) {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/cluster"
@@ -110,10 +112,19 @@ func TestUpdateHolds(t *testing.T) {
 
 	r := &Reconciler{NB: nbc, Health: health}
 	ic := &kovnv1.InterConnect{}
+	tunnels := func(n2 corev1.ConditionStatus) []corev1.Node {
+		cond := func(s corev1.ConditionStatus) []corev1.NodeCondition {
+			return []corev1.NodeCondition{{Type: kovnv1.NodeConditionTunnelsUp, Status: s}}
+		}
+		return []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Conditions: cond(corev1.ConditionTrue)}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "n2"}, Status: corev1.NodeStatus{Conditions: cond(n2)}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "n3"}, Status: corev1.NodeStatus{Conditions: cond(corev1.ConditionFalse)}}} // no gateway
+	}
+	nodes := tunnels(corev1.ConditionTrue)
 	step := func(bound string) Input {
 		t.Helper()
 		in := Input{AZ: "az1", Gateways: []string{"n1", "n2"}, TransitSwitches: []string{DefaultTransitSwitch}, SwitchPortKeys: keyedPorts("az1")}
-		if _, err := r.updateHolds(ctx, ic, &in, clusterset{portGateway: map[string]string{"kovn-ts-az1": bound}}); err != nil {
+		if _, err := r.updateHolds(ctx, ic, &in, clusterset{portGateway: map[string]string{"kovn-ts-az1": bound}}, nodes); err != nil {
 			t.Fatal(err)
 		}
 		return in
@@ -135,7 +146,7 @@ func TestUpdateHolds(t *testing.T) {
 	ic.Status.Gateways = []kovnv1.InterConnectGateway{{Node: "n2", Priority: 100}, {Node: "n1", Priority: 99, Held: &hold}}
 	r2 := &Reconciler{NB: nbc, Health: health}
 	in := Input{AZ: "az1", Gateways: []string{"n1", "n2"}, TransitSwitches: []string{DefaultTransitSwitch}, SwitchPortKeys: keyedPorts("az1")}
-	if pending, err := r2.updateHolds(ctx, ic, &in, clusterset{portGateway: map[string]string{"kovn-ts-az1": "n2"}}); err != nil || !pending || !slices.Equal(in.Held, []string{"n1"}) {
+	if pending, err := r2.updateHolds(ctx, ic, &in, clusterset{portGateway: map[string]string{"kovn-ts-az1": "n2"}}, nodes); err != nil || !pending || !slices.Equal(in.Held, []string{"n1"}) {
 		t.Fatalf("new leader: held %v pending %v %v", in.Held, pending, err)
 	}
 
@@ -147,6 +158,19 @@ func TestUpdateHolds(t *testing.T) {
 	if err := eventuallyTrue(ctx, func() bool { ok, _ := health.CaughtUp("n1", 1); return ok }); err != nil {
 		t.Fatal("n1 caught up:", err)
 	}
+	// In step, but held for holdMin: the daemons' BFD reports may still be of before the failure.
+	if in := step("n2"); !slices.Equal(in.Held, []string{"n1"}) {
+		t.Fatalf("n1 caught up within holdMin: held %v, want n1", in.Held)
+	}
+	h := r.holds.held["n1"]
+	h.Since = metav1.NewTime(h.Since.Add(-holdMin))
+	r.holds.held["n1"] = h
+	// n2 still sees a BFD session down (n1's, a link just back): n1 stays held, or both claim.
+	nodes = tunnels(corev1.ConditionFalse)
+	if in := step("n2"); !slices.Equal(in.Held, []string{"n1"}) {
+		t.Fatalf("n2's BFD sessions not up: held %v, want n1", in.Held)
+	}
+	nodes = tunnels(corev1.ConditionTrue)
 	if in := step("n2"); len(in.Held) != 0 || !slices.Equal(portOrder(in, 0), []string{"n1", "n2"}) {
 		t.Fatalf("n1 caught up: held %v, order %v", in.Held, portOrder(in, 0))
 	}

@@ -196,7 +196,7 @@ func (r *Reconciler) gatewayHandshake(ctx context.Context, run *joinRun) error {
 			return err
 		}
 	}
-	if run.holding, err = r.updateHolds(ctx, run.ic, &run.in, run.cs); err != nil {
+	if run.holding, err = r.updateHolds(ctx, run.ic, &run.in, run.cs, run.nodes); err != nil {
 		setCondition(run.ic, kovnv1.ConditionReady, false, kovnv1.ReasonReconcileFailed, err.Error())
 		return err
 	}

@@ -1,6 +1,7 @@
 // Package nodecond keeps kovn-daemon's node heartbeat from waking kovn's controllers: the
-// KovnNetworkReady condition is re-written every kovnv1.NodeConditionHeartbeat, and a Node
-// update that changes nothing but that heartbeat is no change to anything they read.
+// KovnNetworkReady and KovnTunnelsUp conditions are re-written every
+// kovnv1.NodeConditionHeartbeat, and a Node update that changes nothing but that heartbeat is no
+// change to anything they read.
 package nodecond
 
 import (
@@ -14,13 +15,13 @@ import (
 )
 
 // HeartbeatOnly reports whether updated differs from old only in the heartbeat time of
-// kovn's condition (and the object's version and managed fields).
+// kovn's conditions (and the object's version and managed fields).
 func HeartbeatOnly(old, updated *corev1.Node) bool {
 	o, n := old.DeepCopy(), updated.DeepCopy()
 	for _, x := range []*corev1.Node{o, n} {
 		x.ResourceVersion, x.ManagedFields = "", nil
 		for i := range x.Status.Conditions {
-			if x.Status.Conditions[i].Type == kovnv1.NodeConditionNetworkReady {
+			if t := x.Status.Conditions[i].Type; t == kovnv1.NodeConditionNetworkReady || t == kovnv1.NodeConditionTunnelsUp {
 				x.Status.Conditions[i].LastHeartbeatTime = metav1.Time{}
 			}
 		}

@@ -137,7 +137,7 @@ func TestInterconnect(t *testing.T) {
 		}
 	}
 	t.Run("active gateway's fabric link cut: traffic resumes through the standby, then fails back", func(t *testing.T) {
-		failover(t, "fabric link", "< 0.3 s", func() { setFabricLink(t, cfg, 1, 1, false) }, func() { setFabricLink(t, cfg, 1, 1, true) })
+		failover(t, "fabric link", "< 0.7 s", func() { setFabricLink(t, cfg, 1, 1, false) }, func() { setFabricLink(t, cfg, 1, 1, true) })
 	})
 	t.Run("active gateway's ovn-controller crashed: the standby takes over, then fails back", func(t *testing.T) {
 		failover(t, "ovn-controller", "< 1 s", func() {

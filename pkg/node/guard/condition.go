@@ -15,9 +15,11 @@ import (
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 )
 
-// The Node condition kovn-daemon keeps (kovnv1.NodeConditionNetworkReady) and its reasons.
+// The Node conditions kovn-daemon keeps (kovnv1.NodeConditionNetworkReady,
+// kovnv1.NodeConditionTunnelsUp) and their reasons.
 const (
 	ConditionNetworkReady   = corev1.NodeConditionType(kovnv1.NodeConditionNetworkReady)
+	ConditionTunnelsUp      = corev1.NodeConditionType(kovnv1.NodeConditionTunnelsUp)
 	ConditionHeartbeat      = kovnv1.NodeConditionHeartbeat
 	ReasonNodeNetworkReady  = kovnv1.ReasonNodeNetworkReady
 	ReasonOVSDown           = kovnv1.ReasonOVSDown
@@ -31,6 +33,9 @@ const (
 type nodeReading struct {
 	ovsUp, ovnControllerUp, plumbed bool
 	ovnControllerPidfile            string
+	tunnelsRead                     bool   // the tunnels' BFD sessions were read
+	bfdNotUp                        string // remote addresses of the sessions not up, comma-separated
+	bfdSessions                     int
 }
 
 // networkCondition is the condition for a reading; the transition time is prev's while the
@@ -51,14 +56,36 @@ func networkCondition(r nodeReading, now metav1.Time, prev *corev1.NodeCondition
 	default:
 		c.Status, c.Reason, c.Message = corev1.ConditionTrue, ReasonNodeNetworkReady, "OVS, ovn-controller and the node's plumbing are up"
 	}
-	if prev != nil && prev.Status == c.Status && !prev.LastTransitionTime.IsZero() {
-		c.LastTransitionTime = prev.LastTransitionTime
-	}
+	keepTransition(&c, prev)
 	return c
 }
 
-// NodeConditionReporter keeps ConditionNetworkReady on this node's status: at once when the
-// reading changes (checked every second), else every ConditionHeartbeat.
+// tunnelsCondition is NodeConditionTunnelsUp for a reading.
+func tunnelsCondition(r nodeReading, now metav1.Time, prev *corev1.NodeCondition) corev1.NodeCondition {
+	c := corev1.NodeCondition{Type: ConditionTunnelsUp, Status: corev1.ConditionTrue, LastHeartbeatTime: now, LastTransitionTime: now,
+		Reason: kovnv1.ReasonBFDUp, Message: fmt.Sprintf("all %d BFD sessions on this node's tunnels are up", r.bfdSessions)}
+	switch {
+	case !r.tunnelsRead:
+		c.Status, c.Reason = corev1.ConditionUnknown, kovnv1.ReasonTunnelsUnread
+		c.Message = "the tunnels' BFD sessions cannot be read: the node's OVS database does not answer"
+	case r.bfdNotUp != "":
+		c.Status, c.Reason = corev1.ConditionFalse, kovnv1.ReasonBFDDown
+		c.Message = "BFD sessions not up toward " + r.bfdNotUp
+	}
+	keepTransition(&c, prev)
+	return c
+}
+
+// keepTransition keeps prev's transition time while the status stays the same.
+func keepTransition(c *corev1.NodeCondition, prev *corev1.NodeCondition) {
+	if prev != nil && prev.Status == c.Status && !prev.LastTransitionTime.IsZero() {
+		c.LastTransitionTime = prev.LastTransitionTime
+	}
+}
+
+// NodeConditionReporter keeps ConditionNetworkReady and ConditionTunnelsUp on this node's
+// status: at once when the reading changes (checked every second), else every
+// ConditionHeartbeat.
 type NodeConditionReporter struct {
 	Client   client.Client // the daemon's: its cache holds this node
 	NodeName string
@@ -79,6 +106,7 @@ func (n *NodeConditionReporter) Start(ctx context.Context) error {
 	for {
 		r := nodeReading{ovsUp: n.Health.ovsUp() == 1, ovnControllerUp: n.Health.ovnControllerUp() == 1,
 			plumbed: n.Plumbed(), ovnControllerPidfile: n.Health.OVNControllerPidfile}
+		r.tunnelsRead, r.bfdSessions, r.bfdNotUp = n.Health.bfdSessions(ctx)
 		if r != last || time.Since(written) >= ConditionHeartbeat {
 			if err := n.write(ctx, r); err != nil {
 				log.Error(err, "writing the node's network condition")
@@ -99,15 +127,18 @@ func (n *NodeConditionReporter) write(ctx context.Context, r nodeReading) error 
 	if err := n.Client.Get(ctx, k8stypes.NamespacedName{Name: n.NodeName}, &node); err != nil {
 		return err
 	}
-	var prev *corev1.NodeCondition
-	for i := range node.Status.Conditions {
-		if node.Status.Conditions[i].Type == ConditionNetworkReady {
-			prev = &node.Status.Conditions[i]
+	prev := func(typ corev1.NodeConditionType) *corev1.NodeCondition {
+		for i := range node.Status.Conditions {
+			if node.Status.Conditions[i].Type == typ {
+				return &node.Status.Conditions[i]
+			}
 		}
+		return nil
 	}
-	c := networkCondition(r, metav1.Now(), prev)
+	now := metav1.Now()
+	conds := []corev1.NodeCondition{networkCondition(r, now, prev(ConditionNetworkReady)), tunnelsCondition(r, now, prev(ConditionTunnelsUp))}
 	// A strategic merge patch merges conditions by type: the kubelet's own stay untouched.
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{c}}})
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": conds}})
 	if err != nil {
 		return err
 	}

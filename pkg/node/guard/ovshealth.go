@@ -1,9 +1,11 @@
 package guard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -162,6 +164,33 @@ func (o *ovsHealth) collectTunnels(ch chan<- prometheus.Metric) {
 	for state, n := range byState {
 		ch <- prometheus.MustNewConstMetric(tunnelsBFDDesc, prometheus.GaugeValue, float64(n), state)
 	}
+}
+
+// bfdSessions reads the node's tunnels' BFD sessions for NodeConditionTunnelsUp: how many
+// there are and the remote addresses of those not up and forwarding (sorted, comma-separated).
+// read is false while the database does not answer (its cache may be stale then).
+func (h *NodeHealth) bfdSessions(ctx context.Context) (read bool, sessions int, notUp string) {
+	if h.OVSClient == nil || (h.OVS != nil && !h.OVS.Answers()) {
+		return false, 0, ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, ovsHealthTimeout)
+	defer cancel()
+	tunnels, err := ovn.Find(ctx, h.OVSClient, func(i *vswitch.Interface) bool { return tunnelTypes[i.Type] })
+	if err != nil {
+		return false, 0, ""
+	}
+	var down []string
+	for _, t := range tunnels {
+		if _, ok := t.BFDStatus["state"]; !ok {
+			continue
+		}
+		sessions++
+		if bfdUp(t.BFDStatus) == 0 {
+			down = append(down, cmp.Or(t.Options["remote_ip"], t.Name))
+		}
+	}
+	slices.Sort(down)
+	return true, sessions, strings.Join(down, ",")
 }
 
 // bfdUp is 1 for a session that is up and forwarding. OVS reports forwarding apart from the

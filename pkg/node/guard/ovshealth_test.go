@@ -218,6 +218,11 @@ func TestOVSHealthTunnels(t *testing.T) {
 	if problems, err := testutil.CollectAndLint(o); err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %v", problems, err)
 	}
+	// The node condition's reading: the five sessions, three not up and forwarding.
+	h := &NodeHealth{OVSClient: c}
+	if read, n, notUp := h.bfdSessions(context.Background()); !read || n != 5 || notUp != "172.18.0.4,172.18.0.5,172.18.0.7" {
+		t.Errorf("bfdSessions: read %v, %d sessions, not up %q", read, n, notUp)
+	}
 	live = false
 	if got := gathered(t, o); len(got) != 0 {
 		t.Errorf("database not answering: want no series, got\n%s", dumpSamples(got))
