@@ -73,14 +73,22 @@ const (
 	eachClusterTries    = 32
 	maxFailed           = 6
 	maxFailedUnanswered = 18
+	anyOneTries         = 5
 )
 
-// check: up to 3 requests for any-one targets, up to eachClusterTries for each-cluster ones,
-// 2 s each (see maxFailed).
+// retryGap is the least time between the starts of two requests after a failed one: a refused
+// connection fails at once, and a path whose flows a node is still installing (a pod that just
+// started, a node busy recomputing) would otherwise fail all its tries within milliseconds.
+// An any-one check so fails only when its path stays down for anyOneTries x retryGap (10 s);
+// each-cluster checks keep their own bounds (maxFailed).
+var retryGap = 2 * time.Second
+
+// check: up to anyOneTries requests for any-one targets, up to eachClusterTries for
+// each-cluster ones, 2 s each (see maxFailed, retryGap).
 func check(ctx context.Context, t Target) Result {
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
 		DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext}}
-	tries := 3
+	tries := anyOneTries
 	if len(t.EachCluster) > 0 {
 		tries = eachClusterTries
 	}
@@ -90,9 +98,16 @@ func check(ctx context.Context, t Target) Result {
 	start := time.Now()
 	sent := 0
 	for ; sent < tries && failed < maxFailedUnanswered && (failed < maxFailed || len(seen) == 0); sent++ {
+		began := time.Now()
 		name, err := get(ctx, client, t.URL)
 		if err != nil {
 			lastErr, failed = err, failed+1
+			if len(t.EachCluster) == 0 && sent+1 < tries {
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Until(began.Add(retryGap))):
+				}
+			}
 			continue
 		}
 		if !slices.Contains(t.Expect, name) {
@@ -102,8 +117,12 @@ func check(ctx context.Context, t Target) Result {
 		seen[name] = true
 		clusters[strings.SplitN(name, "/", 2)[0]] = true
 		if len(t.EachCluster) == 0 || len(clusters) == len(t.EachCluster) {
-			return Result{Target: t, OK: true, Detail: fmt.Sprintf("answered by %s in %s", strings.Join(sortedKeys(seen), ","),
-				time.Since(start).Round(time.Millisecond))}
+			after := ""
+			if failed > 0 {
+				after = fmt.Sprintf(" after %d failed requests (the last: %v)", failed, lastErr)
+			}
+			return Result{Target: t, OK: true, Detail: fmt.Sprintf("answered by %s in %s%s", strings.Join(sortedKeys(seen), ","),
+				time.Since(start).Round(time.Millisecond), after)}
 		}
 	}
 	if len(t.EachCluster) > 0 && len(seen) > 0 {
@@ -120,7 +139,7 @@ func check(ctx context.Context, t Target) Result {
 		return Result{Target: t, Detail: fmt.Sprintf("%d requests%s: answered by %s; never by a backend in %s", sent, unanswered,
 			strings.Join(sortedKeys(seen), ","), strings.Join(missing, ","))}
 	}
-	return Result{Target: t, Detail: fmt.Sprintf("%d requests failed, the last: %v", sent, lastErr)}
+	return Result{Target: t, Detail: fmt.Sprintf("%d requests over %s failed, the last: %v", sent, time.Since(start).Round(100*time.Millisecond), lastErr)}
 }
 
 func get(ctx context.Context, c *http.Client, url string) (string, error) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // echo answers name; a counter lets a test see how many requests it got.
@@ -23,6 +24,8 @@ func echo(t *testing.T, name string, hits *atomic.Int32) string {
 }
 
 func TestCheck(t *testing.T) {
+	defer func(g time.Duration) { retryGap = g }(retryGap)
+	retryGap = 50 * time.Millisecond
 	var hits atomic.Int32
 	c1 := echo(t, "c1/server-n1", &hits)
 	wrong := echo(t, "c9/other", &hits)
@@ -46,6 +49,17 @@ func TestCheck(t *testing.T) {
 	defer halfBlocked.Close()
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closed.Close()
+	// Drops its first 2 requests: a path still being programmed.
+	var late atomic.Int32
+	lateServer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if late.Add(1) <= 2 {
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			conn.Close()
+			return
+		}
+		fmt.Fprintln(w, "c1/server-n1")
+	}))
+	defer lateServer.Close()
 	for _, tc := range []struct {
 		name string
 		t    Target
@@ -54,7 +68,8 @@ func TestCheck(t *testing.T) {
 	}{
 		{"answers", Target{URL: c1, Expect: []string{"c1/server-n1"}}, true, "answered by c1/server-n1"},
 		{"wrong server", Target{URL: wrong, Expect: []string{"c1/server-n1"}}, false, "answered by c9/other, which is not one of"},
-		{"nothing listens", Target{URL: closed.URL + "/", Expect: []string{"c1/server-n1"}}, false, "3 requests failed"},
+		{"nothing listens", Target{URL: closed.URL + "/", Expect: []string{"c1/server-n1"}}, false, "5 requests over 200ms failed"},
+		{"answers on the third request", Target{URL: lateServer.URL + "/", Expect: []string{"c1/server-n1"}}, true, "after 2 failed requests"},
 		{"each cluster answers", Target{URL: both.URL + "/", Expect: []string{"c1/server-n1", "c2/server-m1"}, EachCluster: []string{"c1", "c2"}},
 			true, "answered by c1/server-n1,c2/server-m1"},
 		{"one cluster never answers", Target{URL: c1, Expect: []string{"c1/server-n1", "c2/server-m1"}, EachCluster: []string{"c1", "c2"}},
