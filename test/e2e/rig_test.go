@@ -59,7 +59,9 @@ func preferInstall(cfg *rig.Config, install string) {
 // test output (KOVN_E2E_LOGS, default _output/e2e-logs) before Down removes them.
 func upRig(t *testing.T, cfg rig.Config) *rig.Rig {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// A bound, not a wait: two multi-cluster chart labs coming up at once on a starved CI
+	// machine took over 5 min (helm's --wait killed with the pods all but ready).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()
 	r, err := rig.Up(ctx, cfg)
