@@ -6,14 +6,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kovn/kovn/pkg/hostnet"
 	"github.com/kovn/kovn/test/rig"
 )
 
@@ -138,8 +141,36 @@ func TestChartInstall(t *testing.T) {
 	})
 }
 
+// ipsetsIn are the names of the ipsets starting with prefix in the named netns. It runs on a
+// thread of its own that never leaves the goroutine locked to it, so the thread ends with the
+// goroutine and nothing else ever runs in that netns.
+func ipsetsIn(nsName, prefix string) ([]string, error) {
+	type result struct {
+		names []string
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // no unlock: the thread goes when the goroutine returns
+		ns, err := netns.GetFromName(nsName)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		defer ns.Close()
+		if err := netns.Set(ns); err != nil {
+			done <- result{err: err}
+			return
+		}
+		names, err := hostnet.AddrSetNames(prefix)
+		done <- result{names, err}
+	}()
+	r := <-done
+	return r.names, r.err
+}
+
 // kovnStateOn lists what of kovn is left on node (cl, n): processes, CNI config, links,
-// iptables chains, routes, OVS bridges and external_ids, run and OVN central files.
+// iptables chains, ipsets, routes, OVS bridges and external_ids, run and OVN central files.
 func kovnStateOn(t *testing.T, cfg rig.Config, cl, n int) []string {
 	t.Helper()
 	var left []string
@@ -170,6 +201,9 @@ func kovnStateOn(t *testing.T, cfg rig.Config, cl, n int) []string {
 				left = append(left, save+": "+l)
 			}
 		}
+	}
+	if sets, err := ipsetsIn(cfg.NodeNS(cl, n), "KOVN-"); err != nil || len(sets) > 0 {
+		left = append(left, fmt.Sprintf("ipsets %v %v", sets, err))
 	}
 	for _, fam := range []string{"-4", "-6"} {
 		if out, _ := nodeCmd(cfg, cl, n, "ip", fam, "route", "show", "proto", "75"); out != "" {

@@ -19,8 +19,10 @@ import (
 
 // kubeProxySemantics checks what a cluster that swaps kube-proxy for kovn relies on, as
 // kube-proxy defines it. An ETP=Local LoadBalancer Service whose one backend, be1, runs on
-// c1-n1: an outside client of c1-n2's NodePort is refused, while a pod (on c1-n1) and c1-n2
-// itself reach it there through the Service (internal clients); the health check node port
+// c1-n1: an outside client of c1-n2's NodePort and a pod on c1-n1 are refused, while a pod on
+// c1-n2 and c1-n2 itself reach it there through the Service (internal clients, as kube-proxy's
+// detect-local by node has them); a pod on c1-n2 is external at c1-n1's NodePort and gets
+// be1 there, masqueraded (its reply comes back through c1-n1); the health check node port
 // answers 200 with one local endpoint on c1-n1 and 503 on c1-n2; the proxy health port answers.
 // Then a backend on c1-n2 starts terminating (a preStop hook holds it): c1-n2's NodePort still
 // answers from outside through it (no ready endpoint left there: the serving terminating one
@@ -44,14 +46,24 @@ func kubeProxySemantics(t *testing.T, c *cluster, st *rig.State) {
 	np, hc := got.Spec.Ports[0].NodePort, got.Spec.HealthCheckNodePort
 	at := func(ip fmt.Stringer, port int32) string { return hostPort(ip.String(), int(port)) }
 
-	c.waitBackendsAt("svc", "client", at(n2, np), []string{"be1"}, 20*time.Second)
+	// be2 runs on c1-n2: a pod of the node is internal there, as the node itself. The client pod
+	// runs on c1-n1: at c1-n2 it is external, as Kubernetes' e2e "should fallback to local
+	// terminating endpoints ... externalTrafficPolicy=Local" has it.
+	c.waitBackendsAt("svc", "be2", at(n2, np), []string{"be1"}, 20*time.Second)
+	if out, _ := c.exec("svc", "client", "get", "http://"+at(n2, np)+"/"); !strings.Contains(out, "error") {
+		t.Errorf("a pod on c1-n1 -> c1-n2's ETP=Local NodePort (no endpoint there): answered, want refused:\n%s", out)
+	}
+	if out, _ := c.exec("svc", "be2", "get", "-n", "3", "http://"+at(n1, np)+"/"); len(backendsSeen(out)) != 1 || strings.Contains(out, "error") {
+		t.Errorf("a pod on c1-n2 -> c1-n1's ETP=Local NodePort: want be1 (external, masqueraded), got:\n%s", out)
+	}
 	if out := nodeTestbox(t, st, cfg.NodeNS(1, 2), "get", "-n", "3", "http://"+at(n2, np)+"/"); len(backendsSeen(out)) != 1 || strings.Contains(out, "error") {
 		t.Errorf("c1-n2 itself -> its own ETP=Local NodePort %d (no endpoint there): want be1 through the Service, got:\n%s", np, out)
 	}
 	if out := nodeTestbox(t, st, ext, "get", "http://"+at(n2, np)+"/"); !strings.Contains(out, "error") {
 		t.Errorf("outside -> c1-n2's ETP=Local NodePort (no endpoint there): answered, want refused:\n%s", out)
 	}
-	t.Logf("ETP=Local NodePort %d on c1-n2 (no endpoint there): a pod and the node reach be1 through the Service, an outside client is refused", np)
+	t.Logf("ETP=Local NodePort %d on c1-n2 (no endpoint there): its own pod and the node reach be1 through the Service; "+
+		"a pod on c1-n1 and an outside client are refused; c1-n2's pod gets be1 at c1-n1's", np)
 
 	waitHealth := func(ip fmt.Stringer, port int32, path string, want ...string) string {
 		t.Helper()

@@ -99,6 +99,7 @@ func Node(ctx context.Context, opts Options) (Report, error) {
 	for _, fam := range firewallFamilies {
 		c.removeChains(ctx, fam)
 	}
+	c.removeAddrSets() // after the chains: a set a rule still matches cannot go
 	c.removeRoutes()
 	c.cleanOVS(ctx)
 	c.removeLinks(ctx)

@@ -41,6 +41,23 @@ func (c *cleanup) removeRoutes() {
 	}
 }
 
+// removeAddrSets removes kovn's ipsets (named as its chains: the node's own pods, which its
+// NodePort rules match).
+func (c *cleanup) removeAddrSets() {
+	names, err := hostnet.AddrSetNames(kovnChainPrefix)
+	if err != nil {
+		c.failed("ipsets "+kovnChainPrefix+"*", err)
+		return
+	}
+	for _, n := range names {
+		if err := hostnet.DestroyAddrSet(n); err != nil {
+			c.failed("ipset "+n, err)
+			continue
+		}
+		c.removed("ipset %s", n)
+	}
+}
+
 // describeRoute says a route the way `ip route` would.
 func describeRoute(r *netlink.Route) string {
 	s := "route " + r.Dst.String()

@@ -16,6 +16,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/kovn/kovn/pkg/cni"
+	"github.com/kovn/kovn/pkg/hostnet"
 	"github.com/kovn/kovn/pkg/hostnet/netnstest"
 	"github.com/kovn/kovn/pkg/node/bootstrap"
 	"github.com/kovn/kovn/pkg/node/servicenat"
@@ -150,6 +151,9 @@ func TestCleanupNodeRemovesKovnChainsOnly(t *testing.T) {
 			is4  bool
 			src  string
 		}{{"iptables", true, "192.0.2.0/24"}, {"ip6tables", false, "2001:db8::/64"}} {
+			if err := servicenat.SyncOwnPodsSet(fam.is4, addrList("10.16.0.9", "fd00:10:16::9")); err != nil {
+				t.Fatal(err)
+			}
 			if err := servicenat.ApplyNodePortRules(fam.is4, servicenat.NodePortRules(fam.is4, []servicenat.NodePortService{webCluster, webLocal}, nil)); err != nil {
 				t.Fatal(err)
 			}
@@ -168,6 +172,9 @@ func TestCleanupNodeRemovesKovnChainsOnly(t *testing.T) {
 		opts := cleanupDirs(t)
 		opts.OVSDB, _ = cleanupOVSDB(context.Background(), t, nil)
 		rep := runCleanup(t, opts)
+		if left, err := hostnet.AddrSetNames("KOVN-"); err != nil || len(left) > 0 {
+			t.Errorf("ipsets left: %v %v", left, err)
+		}
 		for tool, keep := range foreign {
 			out, err := exec.Command(tool + "-save").Output()
 			if err != nil {
@@ -183,7 +190,8 @@ func TestCleanupNodeRemovesKovnChainsOnly(t *testing.T) {
 			}
 		}
 		for _, want := range []string{"IPv4 iptables nat chain KOVN-POSTROUTING, jumped to from POSTROUTING",
-			"IPv6 iptables filter chain KOVN-NODEPORT-REJECT, jumped to from INPUT, FORWARD", "IPv6 iptables nat chain KOVN-OLD, jumped to from FOREIGN"} {
+			"IPv6 iptables filter chain KOVN-NODEPORT-REJECT, jumped to from INPUT, FORWARD", "IPv6 iptables nat chain KOVN-OLD, jumped to from FOREIGN",
+			"ipset KOVN-OWN-PODS4", "ipset KOVN-OWN-PODS6"} {
 			if !reported(rep.Removed, want) {
 				t.Errorf("report lacks %q: %q", want, rep.Removed)
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/contract"
 	"github.com/kovn/kovn/pkg/endpoints"
+	"github.com/kovn/kovn/pkg/hostnet"
 	"github.com/kovn/kovn/pkg/node/proxyhealth"
 )
 
@@ -34,6 +35,9 @@ type NodePortReconciler struct {
 	HealthChecks *proxyhealth.HealthCheckPorts
 	// Apply writes one family's rules; nil: iptables / ip6tables.
 	Apply func(is4 bool, rules string) error
+	// SyncOwnPods makes the family's OwnPodsSet hold the addresses of this node's pods; nil:
+	// the node's ipsets. It runs before Apply, whose rules match the set.
+	SyncOwnPods func(is4 bool, addrs []netip.Addr) error
 
 	chains familyChains
 }
@@ -59,9 +63,23 @@ func (r *NodePortReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 		return ctrl.Result{}, err
 	}
 	keep := keepSourcePrefixes(subnets.Items, ips.Items, r.NodeName)
-	apply := r.Apply
+	apply, syncOwn := r.Apply, r.SyncOwnPods
 	if apply == nil {
 		apply = ApplyNodePortRules
+	}
+	if syncOwn == nil {
+		syncOwn = SyncOwnPodsSet
+	}
+	var own []netip.Addr
+	for _, p := range localPodPrefixes(ips.Items, r.NodeName, nil) {
+		own = append(own, p.Addr())
+	}
+	var setErrs []error
+	for _, is4 := range []bool{true, false} {
+		setErrs = append(setErrs, syncOwn(is4, own))
+	}
+	if err := errors.Join(setErrs...); err != nil {
+		return ctrl.Result{}, err // the rules would match a set that is not there or not right
 	}
 	err = r.chains.sync(func(is4 bool) string { return NodePortRules(is4, svcs, keep) }, apply)
 	if err == nil && r.Health != nil {
@@ -216,7 +234,7 @@ func nodePortService(svc *corev1.Service, inCluster []netip.Prefix) (NodePortSer
 	s := NodePortService{Key: svc.Namespace + "/" + svc.Name, LocalOnly: etpLocal,
 		OutsideClusterIPs: annotation.BGPServicePolicy(svc.Annotations[annotation.BGP], etpLocal) == annotation.BGPLocal}
 	if etpLocal {
-		s.InternalSources = inCluster
+		s.PodSources = inCluster
 		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 			s.HealthCheckNodePort = svc.Spec.HealthCheckNodePort
 		}
@@ -272,6 +290,11 @@ func endpointCount(eps []LocalEndpoint) int {
 func ApplyNodePortRules(is4 bool, rules string) error {
 	return applyChains(is4, []chainJump{{"nat", "PREROUTING", nodePortChain}, {"nat", "OUTPUT", nodePortChain},
 		{"nat", "POSTROUTING", nodePortMasqChain}, {"filter", "INPUT", nodePortRejectChain}, {"filter", "FORWARD", nodePortRejectChain}}, rules)
+}
+
+// SyncOwnPodsSet makes the node's OwnPodsSet of the family hold addrs.
+func SyncOwnPodsSet(is4 bool, addrs []netip.Addr) error {
+	return hostnet.SyncAddrSet(OwnPodsSet(is4), is4, addrs)
 }
 
 // SetupWithManager: every Service or EndpointSlice event enqueues the one key.

@@ -27,6 +27,22 @@ const (
 	nodePortMark        = "0x4000/0x4000"
 )
 
+// The ipsets of this node's own pods' addresses, one per family: an ETP=Local Service's
+// internal clients (see NodePortService.PodSources). A set, not a rule per pod: a pod that
+// comes or goes changes the set and leaves the rules as they are.
+const (
+	ownPodsSet4 = "KOVN-OWN-PODS4"
+	ownPodsSet6 = "KOVN-OWN-PODS6"
+)
+
+// OwnPodsSet is the name of the family's ipset of this node's pods.
+func OwnPodsSet(is4 bool) string {
+	if is4 {
+		return ownPodsSet4
+	}
+	return ownPodsSet6
+}
+
 // enterOverlayMasq masquerades every other connection this node forwards into the overlay from
 // outside (the control plane reaching a pod or a ClusterIP for webhooks, aggregated APIs and
 // pods/proxy; anything routed to this node for the cluster's ranges) to the node's ovn0
@@ -58,12 +74,13 @@ type NodePortService struct {
 	// take new connections (see localEndpoints).
 	LocalOnly      bool
 	LocalEndpoints []LocalEndpoint
-	// InternalSources (with LocalOnly): the cluster's pod CIDRs. Their traffic to a NodePort or
-	// external IP is internal: any endpoint serves it, through the ClusterIP, masqueraded like
-	// ETP=Cluster traffic; so is the node's own. Only clients outside the cluster are held to
-	// this node's endpoints. (kube-proxy's detect-local by node holds a pod of another node to
-	// them too, which Kubernetes' e2e checks: not yet, see docs/upstream-e2e.md.)
-	InternalSources []netip.Prefix
+	// PodSources (with LocalOnly) are the cluster's pod CIDRs. This node's own pods (the
+	// OwnPodsSet ipset) and the node itself are internal clients, as kube-proxy's detect-local
+	// by node has it: any endpoint serves them, through the ClusterIP, masqueraded like
+	// ETP=Cluster traffic. Every other client is external and held to this node's endpoints; a
+	// pod of another node among them is masqueraded, or its reply would go from pod to pod
+	// through OVN, around this node's translation.
+	PodSources []netip.Prefix
 	// HealthCheckNodePort (an ETP=Local LoadBalancer's) is answered by this node with
 	// LocalReady, its ready endpoints here (LocalEndpoints may be terminating ones).
 	HealthCheckNodePort int32
@@ -131,10 +148,13 @@ func NodePortRules(is4 bool, svcs []NodePortService, keepSource []netip.Prefix) 
 			for _, m := range matches {
 				head := fmt.Sprintf("-A %s %s -m comment --comment %q", nodePortChain, m, s.Key+":"+p.Name)
 				if s.LocalOnly {
-					for _, src := range internalSources(s.InternalSources, is4) {
+					for _, src := range internalSources(is4) {
 						internal := fmt.Sprintf("-A %s %s %s -m comment --comment %q", nodePortChain, src, m, s.Key+":"+p.Name)
 						fmt.Fprintf(&b, "%s -j MARK --set-xmark %s\n", internal, nodePortMark)
 						fmt.Fprintf(&b, "%s -j DNAT --to-destination %s\n", internal, netip.AddrPortFrom(cip, uint16(p.Port)))
+					}
+					for _, src := range sourceMatches(s.PodSources, is4) {
+						fmt.Fprintf(&b, "-A %s %s %s -m comment --comment %q -j MARK --set-xmark %s\n", nodePortChain, src, m, s.Key+":"+p.Name, nodePortMark)
 					}
 					if !writeLocalTargets(&b, head, localTargets(s.LocalEndpoints, p.Name, is4)) {
 						fmt.Fprintf(&reject, "-A %s %s -m comment --comment %q -j REJECT\n", nodePortRejectChain, m, s.Key+":"+p.Name)
@@ -157,17 +177,21 @@ func NodePortRules(is4 bool, svcs []NodePortService, keepSource []netip.Prefix) 
 }
 
 // internalSources are the source matches of an ETP=Local Service's internal clients in one
-// family: the node itself, then the cluster's pod CIDRs (sorted).
-func internalSources(pods []netip.Prefix, is4 bool) []string {
-	out := []string{"-m addrtype --src-type LOCAL"}
-	var cidrs []string
-	for _, p := range pods {
+// family: the node itself, then its own pods.
+func internalSources(is4 bool) []string {
+	return []string{"-m addrtype --src-type LOCAL", "-m set --match-set " + OwnPodsSet(is4) + " src"}
+}
+
+// sourceMatches are "-s PREFIX" matches of one family, sorted, each once.
+func sourceMatches(prefixes []netip.Prefix, is4 bool) []string {
+	var out []string
+	for _, p := range prefixes {
 		if p.IsValid() && p.Addr().Is4() == is4 {
-			cidrs = append(cidrs, "-s "+p.Masked().String())
+			out = append(out, "-s "+p.Masked().String())
 		}
 	}
-	sort.Strings(cidrs)
-	return append(out, slices.Compact(cidrs)...)
+	sort.Strings(out)
+	return slices.Compact(out)
 }
 
 // writeLocalTargets spreads a match evenly over this node's endpoints (the n-th of k rules

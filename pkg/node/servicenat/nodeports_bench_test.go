@@ -34,6 +34,11 @@ func BenchmarkNodePortSyncOnEndpointChange(b *testing.B) {
 		return out
 	}
 	netnstest.Do(b, func() {
+		for _, is4 := range []bool{true, false} {
+			if err := SyncOwnPodsSet(is4, nil); err != nil { // the ETP=Local rules match it
+				b.Fatal(err)
+			}
+		}
 		var chains familyChains
 		sync := func(gen int) {
 			svcs := services(gen)

@@ -83,6 +83,9 @@ func TestNodePortRulesApply(t *testing.T) {
 	netnstest.Do(t, func() {
 		for _, is4 := range []bool{true, false} {
 			tool := map[bool]string{true: "iptables", false: "ip6tables"}[is4]
+			if err := SyncOwnPodsSet(is4, nil); err != nil { // matched by ns/local's rules
+				t.Fatal(err)
+			}
 			for _, svcs := range [][]NodePortService{{webCluster, webLocal}, {webCluster}} {
 				if err := ApplyNodePortRules(is4, NodePortRules(is4, svcs, nil)); err != nil {
 					t.Fatal(err)
@@ -165,20 +168,22 @@ func TestKeepSourceAndOutsideClusterIPs(t *testing.T) {
 	}
 }
 
-// TestNodePortRulesLocalInternalClients: the cluster's pods and the node itself reach an
-// ETP=Local NodePort as kube-proxy lets them, through the ClusterIP (any endpoint, masqueraded),
-// ports without a local endpoint included; those rules come before the local-only ones.
+// TestNodePortRulesLocalInternalClients: the node's own pods (its ipset) and the node itself
+// reach an ETP=Local NodePort as kube-proxy (detect-local by node) lets them, through the
+// ClusterIP (any endpoint, masqueraded), ports without a local endpoint included; those rules
+// come before the local-only ones. A pod of another node is external here: held to this node's
+// endpoints, masqueraded so its reply comes back through this node.
 func TestNodePortRulesLocalInternalClients(t *testing.T) {
 	svc := webLocal
-	svc.InternalSources = []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16"), netip.MustParsePrefix("fd00:10:16::/64")}
+	svc.PodSources = []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16"), netip.MustParsePrefix("fd00:10:16::/64")}
 	v4 := NodePortRules(true, []NodePortService{svc}, nil)
 	mark := " -j MARK --set-xmark 0x4000/0x4000"
 	wants := []string{
 		`-A KOVN-NODEPORTS -m addrtype --src-type LOCAL -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http"` + mark,
 		`-A KOVN-NODEPORTS -m addrtype --src-type LOCAL -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http" -j DNAT --to-destination 10.96.0.21:80`,
-		`-A KOVN-NODEPORTS -s 10.16.0.0/16 -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http"` + mark,
-		`-A KOVN-NODEPORTS -s 10.16.0.0/16 -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http" -j DNAT --to-destination 10.96.0.21:80`,
-		`-A KOVN-NODEPORTS -s 10.16.0.0/16 -m addrtype --dst-type LOCAL -p udp --dport 30053 -m comment --comment "ns/local:dns" -j DNAT --to-destination 10.96.0.21:53`,
+		`-A KOVN-NODEPORTS -m set --match-set KOVN-OWN-PODS4 src -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http"` + mark,
+		`-A KOVN-NODEPORTS -m set --match-set KOVN-OWN-PODS4 src -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http" -j DNAT --to-destination 10.96.0.21:80`,
+		`-A KOVN-NODEPORTS -m set --match-set KOVN-OWN-PODS4 src -m addrtype --dst-type LOCAL -p udp --dport 30053 -m comment --comment "ns/local:dns" -j DNAT --to-destination 10.96.0.21:53`,
 	}
 	for _, want := range wants {
 		if !strings.Contains(v4, want+"\n") {
@@ -189,8 +194,17 @@ func TestNodePortRulesLocalInternalClients(t *testing.T) {
 	if i, j := strings.Index(v4, wants[3]), strings.Index(v4, local); j < 0 || i > j {
 		t.Errorf("internal clients' rules must come before the local-only ones (at %d and %d):\n%s", i, j, v4)
 	}
-	if strings.Contains(v4, "fd00:10:16::") {
-		t.Errorf("IPv4 rules name an IPv6 CIDR:\n%s", v4)
+	// A pod of another node gets this node's endpoints, masqueraded so its reply comes back here.
+	podMark := `-A KOVN-NODEPORTS -s 10.16.0.0/16 -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http"` + mark + "\n"
+	if i, j, k := strings.Index(v4, wants[3]), strings.Index(v4, podMark), strings.Index(v4, local); i < 0 || j < i || k < j {
+		t.Errorf("the other pods' masquerade mark must come after the node's own pods and before the local targets (at %d, %d, %d):\n%s", i, j, k, v4)
+	}
+	if strings.Contains(v4, "fd00:10:16::") || strings.Contains(v4, "KOVN-OWN-PODS6") {
+		t.Errorf("IPv4 rules name an IPv6 CIDR or set:\n%s", v4)
+	}
+	svc.ClusterIPs = []netip.Addr{netip.MustParseAddr("fd00:10:96::21")}
+	if v6 := NodePortRules(false, []NodePortService{svc}, nil); !strings.Contains(v6, "-m set --match-set KOVN-OWN-PODS6 src") {
+		t.Errorf("IPv6 rules do not match the IPv6 set:\n%s", v6)
 	}
 	if !strings.Contains(v4, `-A KOVN-NODEPORT-REJECT -m addrtype --dst-type LOCAL -p udp --dport 30053 -m comment --comment "ns/local:dns" -j REJECT`) {
 		t.Errorf("outside clients of a port without a local endpoint are no longer rejected:\n%s", v4)
