@@ -99,7 +99,7 @@ func up(args []string) error {
 		return err
 	})
 	keep := fs.Bool("keep-on-failure", false, "leave a rig that failed to come up in place for inspection")
-	timeout := fs.Duration("timeout", 3*time.Minute, "give up if the rig is not up within this time")
+	timeout := fs.Duration("timeout", rig.DefaultReadyTimeout, "give up if the rig is not up within this time")
 	_ = fs.Parse(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

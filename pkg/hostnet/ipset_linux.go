@@ -57,24 +57,6 @@ func SyncAddrSet(name string, is4 bool, addrs []netip.Addr) error {
 	return errors.Join(errs...)
 }
 
-// AddrSetMembers are the addresses in the ipset name; an absent set has none.
-func AddrSetMembers(name string) ([]netip.Addr, error) {
-	set, err := netlink.IpsetList(name)
-	if errors.Is(err, unix.ENOENT) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []netip.Addr
-	for _, e := range set.Entries {
-		if a, ok := netip.AddrFromSlice(e.IP); ok {
-			out = append(out, a.Unmap())
-		}
-	}
-	return out, nil
-}
-
 // AddrSetNames are the names of the ipsets whose name starts with prefix.
 func AddrSetNames(prefix string) ([]string, error) {
 	sets, err := netlink.IpsetListAll()

@@ -1,10 +1,14 @@
 package hostnet
 
 import (
+	"errors"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/kovn/kovn/pkg/hostnet/netnstest"
 )
@@ -17,7 +21,7 @@ func TestSyncAddrSet(t *testing.T) {
 		a := netip.MustParseAddr
 		members := func(name string) []string {
 			t.Helper()
-			got, err := AddrSetMembers(name)
+			got, err := addrSetMembers(name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,4 +68,22 @@ func TestSyncAddrSet(t *testing.T) {
 			t.Errorf("destroyed set: %v", got)
 		}
 	})
+}
+
+// addrSetMembers are the addresses in the ipset name; an absent set has none.
+func addrSetMembers(name string) ([]netip.Addr, error) {
+	set, err := netlink.IpsetList(name)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Addr
+	for _, e := range set.Entries {
+		if a, ok := netip.AddrFromSlice(e.IP); ok {
+			out = append(out, a.Unmap())
+		}
+	}
+	return out, nil
 }

@@ -89,11 +89,12 @@ func (r *Reconciler) updateHolds(ctx context.Context, ic *kovnv1.InterConnect, i
 		}
 	}
 	h.bound = now
+	up := tunnelsUp(nodes, in.Gateways)
 	for g, hold := range h.held {
-		if time.Since(hold.Since.Time) < holdMin {
+		if time.Since(hold.Since.Time) < holdMin || !up {
 			continue
 		}
-		if ok, _ := r.Health.CaughtUp(g, hold.NbCfg); ok && tunnelsUp(nodes, in.Gateways) {
+		if ok, _ := r.Health.CaughtUp(g, hold.NbCfg); ok {
 			delete(h.held, g)
 			r.event(ic, corev1.EventTypeNormal, ReasonGatewayReleased, fmt.Sprintf(
 				"gateway %s is in step again (nb_cfg %d) and the gateways' BFD sessions are up after %s: back to its priority",

@@ -629,8 +629,8 @@ func icControllerRestart(t *testing.T, a *cluster, st *rig.State, pb *corev1.Pod
 	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("kill -> new leader after %.1fs; 0 of %d probes lost; %d transit/router ports and NB_Global unchanged (same _version); bfd multiplier 4 programmed %.1fs after the patch",
-		takeover.Seconds(), sent, len(ports), time.Since(changed).Seconds())
+	t.Logf("kill -> new leader after %.1fs; %d of %d probes lost; %d transit/router ports and NB_Global unchanged (same _version); bfd multiplier 4 programmed %.1fs after the patch",
+		takeover.Seconds(), lost, sent, len(ports), time.Since(changed).Seconds())
 }
 
 // bfdSessionsUp: node n of cluster cl (a chassis with ports on the router the gateways serve)

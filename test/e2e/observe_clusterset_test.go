@@ -45,14 +45,18 @@ func TestObserveClusterSet(t *testing.T) {
 	}
 	sort.Strings(remote)
 	kinds := []string{"node", "pod", "external", "remote-pod"}
-	lossy := func() []string {
+	lossy := func() ([]string, error) {
 		var out []string
 		for _, c := range clusters {
 			c.t = t
-			out = append(out, c.lossyFromNodes(t, kinds...)...)
+			got, err := c.lossyFromNodes(t, kinds...)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, got...)
 		}
 		sort.Strings(out)
-		return out
+		return out, nil
 	}
 	// Healthy: every remote path probed in two rounds (6 probes), none lossy.
 	var last string
@@ -62,12 +66,16 @@ func TestObserveClusterSet(t *testing.T) {
 			target, fam, _ := strings.Cut(rest, "/")
 			cl, n := nodeIndex(t, src)
 			series := fmt.Sprintf(`kovn_pinger_probes_total{family="%s",kind="remote-pod",source="%s",target="%s"}`, fam, src, target)
-			if last = clusters[cl-1].pingerMetricsFromNode(t, n); value(last, series) < 6 {
+			var err error
+			if last, err = clusters[cl-1].pingerMetricsFromNode(t, n); err != nil {
+				return err
+			}
+			if value(last, series) < 6 {
 				return fmt.Errorf("%s: %v probes", series, value(last, series))
 			}
 		}
-		if got := lossy(); len(got) != 0 {
-			return fmt.Errorf("lossy %v", got)
+		if got, err := lossy(); err != nil || len(got) != 0 {
+			return fmt.Errorf("lossy %v (%v)", got, err)
 		}
 		return nil
 	}); err != nil {
@@ -82,8 +90,9 @@ func TestObserveClusterSet(t *testing.T) {
 	start := time.Now()
 	var got []string
 	err := eventually(30*time.Second, func() error {
-		if got = lossy(); !slices.Equal(got, remote) {
-			return fmt.Errorf("lossy %v", got)
+		var err error
+		if got, err = lossy(); err != nil || !slices.Equal(got, remote) {
+			return fmt.Errorf("lossy %v (%v)", got, err)
 		}
 		return nil
 	})
@@ -102,8 +111,9 @@ func TestObserveClusterSet(t *testing.T) {
 	unblockGeneve(t, cfg, 2, 1, gw1)
 	start = time.Now()
 	if err := eventually(30*time.Second, func() error {
-		if got = lossy(); len(got) != 0 {
-			return fmt.Errorf("lossy %v", got)
+		var err error
+		if got, err = lossy(); err != nil || len(got) != 0 {
+			return fmt.Errorf("lossy %v (%v)", got, err)
 		}
 		return nil
 	}); err != nil {

@@ -661,7 +661,10 @@ func networkQuality(t *testing.T, c *cluster) {
 	sort.Strings(want)
 	var got []string
 	err := eventually(30*time.Second, func() error {
-		got = c.lossyFromNodes(t, "node", "pod", "external")
+		var err error
+		if got, err = c.lossyFromNodes(t, "node", "pod", "external"); err != nil {
+			return err
+		}
 		if !slices.Equal(got, want) {
 			return fmt.Errorf("lossy %v", got)
 		}
@@ -683,7 +686,11 @@ func networkQuality(t *testing.T, c *cluster) {
 	unblockGeneve(t, cfg, 1, 1, cfg.NodeIPs(1, 2)[0])
 	unblockGeneve(t, cfg, 1, 2, cfg.NodeIPs(1, 1)[0])
 	if err := eventually(30*time.Second, func() error {
-		if got = c.lossyFromNodes(t, "node", "pod", "external", "dns", "service"); len(got) != 0 {
+		var err error
+		if got, err = c.lossyFromNodes(t, "node", "pod", "external", "dns", "service"); err != nil {
+			return err
+		}
+		if len(got) != 0 {
 			return fmt.Errorf("lossy %v", got)
 		}
 		if _, lossy = c.pingerStatus(); len(lossy) != 0 {
@@ -697,8 +704,10 @@ func networkQuality(t *testing.T, c *cluster) {
 }
 
 // pingerMetricsFromNode reads the metrics of the pinger on node n of c from that node's network
-// namespace (a local path, whatever the state of the paths between nodes).
-func (c *cluster) pingerMetricsFromNode(t *testing.T, n int) string {
+// namespace (a local path, whatever the state of the paths between nodes). An error, not a
+// failure: callers wait on it, and a lab just up on a loaded machine may not route its node to
+// its pods yet (CI: "no route to host" to the pinger of c1-n1 right after the charts were up).
+func (c *cluster) pingerMetricsFromNode(t *testing.T, n int) (string, error) {
 	t.Helper()
 	cfg := c.st.Config
 	cl, _ := nodeIndex(t, c.info.Name+"-n1")
@@ -707,21 +716,24 @@ func (c *cluster) pingerMetricsFromNode(t *testing.T, n int) string {
 		"spec.nodeName="+node, "-o", "jsonpath={.items[0].status.podIP}"))
 	body, err := nsTestbox(cfg, cfg.NodeNS(cl, n), "get", "http://"+net.JoinHostPort(ip, "9476")+"/metrics")
 	if err != nil {
-		t.Fatalf("%s's pinger metrics from its node: %v %s", node, err, body)
+		return "", fmt.Errorf("%s's pinger metrics from its node: %v %s", node, err, body)
 	}
-	return body
+	return body, nil
 }
 
 var lossyLine = regexp.MustCompile(`(?m)^kovn_pinger_path_lossy\{family="([^"]*)",kind="([^"]*)",source="([^"]*)",target="([^"]*)"\} 1$`)
 
 // lossyFromNodes reads every pinger's metrics from its own node's network namespace and
 // returns its lossy paths of the given kinds, as "source->kind/target/family", sorted.
-func (c *cluster) lossyFromNodes(t *testing.T, kinds ...string) []string {
+func (c *cluster) lossyFromNodes(t *testing.T, kinds ...string) ([]string, error) {
 	t.Helper()
 	cfg := c.st.Config
 	var out []string
 	for n := 1; n <= cfg.Nodes; n++ {
-		body := c.pingerMetricsFromNode(t, n)
+		body, err := c.pingerMetricsFromNode(t, n)
+		if err != nil {
+			return nil, err
+		}
 		for _, m := range lossyLine.FindAllStringSubmatch(body, -1) {
 			if slices.Contains(kinds, m[2]) {
 				out = append(out, m[3]+"->"+m[2]+"/"+m[4]+"/"+m[1])
@@ -729,7 +741,7 @@ func (c *cluster) lossyFromNodes(t *testing.T, kinds ...string) []string {
 		}
 	}
 	sort.Strings(out)
-	return out
+	return out, nil
 }
 
 // nodeAppctl runs ovs-appctl against node n's ovs-vswitchd (diagnostics).

@@ -29,7 +29,7 @@ type Config struct {
 	KovnBinDir string
 	// Prefix is put in front of every netns name so several rigs can share a host.
 	Prefix string
-	// ReadyTimeout bounds the whole bring-up.
+	// ReadyTimeout bounds the whole bring-up (DefaultReadyTimeout when zero).
 	ReadyTimeout time.Duration
 	// Kovn installs kovn: kovn-controller beside each control plane, kovn-daemon on each node
 	// (restarted if it exits, like a Deployment/DaemonSet), kovn-cni as the nodes' CNI plugin.
@@ -145,10 +145,15 @@ func (c Config) Defaults() (Config, error) {
 		c.Prefix = PrefixFor(c.Dir)
 	}
 	if c.ReadyTimeout == 0 {
-		c.ReadyTimeout = 3 * time.Minute
+		c.ReadyTimeout = DefaultReadyTimeout
 	}
 	return c, nil
 }
+
+// DefaultReadyTimeout is a bound, not a wait: a multi-cluster chart lab on a 2-core machine
+// busy with another lab took 3.6 min to come up (two such labs importing kovn's image on 8 nodes
+// at once, then helm --wait), past the 3 min this once was.
+const DefaultReadyTimeout = 9 * time.Minute
 
 // PrefixFor derives a short, stable per-rig prefix from the state directory, so two rigs with
 // different state dirs never share a namespace name.

@@ -5,12 +5,17 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/kovn/kovn/pkg/annotation"
 )
 
 // Paths containerd, kubelet, libcni and cAdvisor hard-code: each node gets its own view of them
 // by bind mounts in its private mount namespace (see ../shared/anchors/node-netns.md).
+// imageImportTimeout bounds one image import on a node (ctr images import); the whole bring-up
+// stays bounded by Config.ReadyTimeout.
+const imageImportTimeout = 5 * time.Minute
+
 var nodeBindPaths = map[string]string{
 	"run-containerd":     "/run/containerd",
 	"var-lib-containerd": "/var/lib/containerd",
@@ -131,8 +136,12 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 	steps = append(steps, daemon("containerd", Ready{Unix: "/run/containerd/containerd.sock"}, "containerd", "--config",
 		filepath.Join(c.NodeDir(cl, n), "containerd.toml")))
 	for i, img := range images {
+		// An import unpacks the archive's layers onto the node's disk: kovn's image alone is
+		// 365 MB unpacked, and two multi-cluster chart labs coming up together import it on 8
+		// nodes at once, which outlasted the 1 min default on a 2-core machine (CI, twice).
 		steps = append(steps, Step{Name: fmt.Sprintf("import-image-%d", i), Log: filepath.Join(logs, "images.log"),
-			Argv: []string{"ctr", "-n", "k8s.io", "images", "import", "--snapshotter", "overlayfs", img}})
+			Timeout: imageImportTimeout,
+			Argv:    []string{"ctr", "-n", "k8s.io", "images", "import", "--snapshotter", "overlayfs", img}})
 	}
 	// Like a node's service manager, the rig starts kubelet again when it exits; a test holds it
 	// down (StopDaemon) to keep a chart pod's dead container from being restarted.

@@ -46,6 +46,11 @@ var (
 // tunnelTypes are the Interface types of OVN's tunnels between chassis.
 var tunnelTypes = map[string]bool{"geneve": true, "vxlan": true, "stt": true}
 
+// findTunnels are the node's tunnel interfaces, from the OVS client's cache.
+func findTunnels(ctx context.Context, db libovsdb.Client) ([]*vswitch.Interface, error) {
+	return ovn.Find(ctx, db, func(i *vswitch.Interface) bool { return tunnelTypes[i.Type] })
+}
+
 // bfdStates are the session states OVS writes to bfd_status:state. Each is exported, 0
 // included, so a dashboard's "down" panel shows 0 rather than no data on a healthy node.
 var bfdStates = []string{"up", "down", "init", "admin_down"}
@@ -141,7 +146,7 @@ func (o *ovsHealth) collectTunnels(ch chan<- prometheus.Metric) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	tunnels, err := ovn.Find(ctx, o.db, func(i *vswitch.Interface) bool { return tunnelTypes[i.Type] })
+	tunnels, err := findTunnels(ctx, o.db)
 	if err != nil {
 		unreadable("Interface table", err)
 		return
@@ -175,7 +180,7 @@ func (h *NodeHealth) bfdSessions(ctx context.Context) (read bool, sessions int, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, ovsHealthTimeout)
 	defer cancel()
-	tunnels, err := ovn.Find(ctx, h.OVSClient, func(i *vswitch.Interface) bool { return tunnelTypes[i.Type] })
+	tunnels, err := findTunnels(ctx, h.OVSClient)
 	if err != nil {
 		return false, 0, ""
 	}

@@ -40,6 +40,9 @@ type NodePortReconciler struct {
 	SyncOwnPods func(is4 bool, addrs []netip.Addr) error
 
 	chains familyChains
+	// ownSynced is each family's set as last synced (addresses in order), so a pass that
+	// changes no pod of the node costs no netlink dump. One key, so one pass at a time.
+	ownSynced map[bool]string
 }
 
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
@@ -74,11 +77,7 @@ func (r *NodePortReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 	for _, p := range localPodPrefixes(ips.Items, r.NodeName, nil) {
 		own = append(own, p.Addr())
 	}
-	var setErrs []error
-	for _, is4 := range []bool{true, false} {
-		setErrs = append(setErrs, syncOwn(is4, own))
-	}
-	if err := errors.Join(setErrs...); err != nil {
+	if err := r.syncOwnPods(syncOwn, own); err != nil {
 		return ctrl.Result{}, err // the rules would match a set that is not there or not right
 	}
 	err = r.chains.sync(func(is4 bool) string { return NodePortRules(is4, svcs, keep) }, apply)
@@ -89,6 +88,33 @@ func (r *NodePortReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 		err = errors.Join(err, r.HealthChecks.Sync(healthChecks(svcs)))
 	}
 	return ctrl.Result{}, err
+}
+
+// syncOwnPods syncs each family's OwnPodsSet whose addresses changed since its last sync.
+func (r *NodePortReconciler) syncOwnPods(syncOwn func(bool, []netip.Addr) error, own []netip.Addr) error {
+	if r.ownSynced == nil {
+		r.ownSynced = map[bool]string{}
+	}
+	slices.SortFunc(own, func(a, b netip.Addr) int { return a.Compare(b) })
+	var errs []error
+	for _, is4 := range []bool{true, false} {
+		var key strings.Builder
+		for _, a := range own {
+			if a.Is4() == is4 {
+				key.WriteString(a.String() + " ")
+			}
+		}
+		if synced, ok := r.ownSynced[is4]; ok && synced == key.String() {
+			continue
+		}
+		if err := syncOwn(is4, own); err != nil {
+			errs = append(errs, err)
+			delete(r.ownSynced, is4)
+			continue
+		}
+		r.ownSynced[is4] = key.String()
+	}
+	return errors.Join(errs...)
 }
 
 // healthChecks are the health check node ports this node answers, with its ready endpoints.

@@ -1,9 +1,11 @@
 package servicenat
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -345,5 +347,49 @@ func TestHostEndpoints(t *testing.T) {
 	}
 	if strings.Contains(v4, np+" -j DNAT --to-destination 10.96.0.30:80") {
 		t.Errorf("the NodePort still goes through the ClusterIP:\n%s", v4)
+	}
+}
+
+// TestSyncOwnPodsOnlyOnChange: a family's set is synced on the first pass, again only when its
+// addresses change (in any order), and again after a failed sync.
+func TestSyncOwnPodsOnlyOnChange(t *testing.T) {
+	var r NodePortReconciler
+	var calls []bool
+	fail := false
+	sync := func(is4 bool, _ []netip.Addr) error {
+		calls = append(calls, is4)
+		if fail && is4 {
+			return errors.New("netlink")
+		}
+		return nil
+	}
+	a := netip.MustParseAddr
+	pass := func(addrs ...string) []bool {
+		t.Helper()
+		calls = nil
+		var own []netip.Addr
+		for _, s := range addrs {
+			own = append(own, a(s))
+		}
+		_ = r.syncOwnPods(sync, own)
+		return calls
+	}
+	steps := []struct {
+		name  string
+		fail  bool
+		addrs []string
+		want  []bool
+	}{
+		{"first pass syncs both", false, []string{"10.16.0.2", "fd00::2"}, []bool{true, false}},
+		{"unchanged, reordered", false, []string{"fd00::2", "10.16.0.2"}, nil},
+		{"a v4 pod more", false, []string{"10.16.0.2", "10.16.0.3", "fd00::2"}, []bool{true}},
+		{"v4 sync fails", true, []string{"10.16.0.2", "fd00::2"}, []bool{true}},
+		{"retried after the failure", false, []string{"10.16.0.2", "fd00::2"}, []bool{true}},
+	}
+	for _, s := range steps {
+		fail = s.fail
+		if got := pass(s.addrs...); !slices.Equal(got, s.want) {
+			t.Errorf("%s: synced %v, want %v", s.name, got, s.want)
+		}
 	}
 }
