@@ -179,6 +179,11 @@ func checkPodSpec(t *testing.T, name string, spec *corev1.PodSpec) {
 		}
 	}
 	for _, c := range spec.Containers {
+		// A starved node answers slowly: the kubelet must not take that for a hang (an exec
+		// probe runs through the container runtime, so it gets longer still).
+		if p := c.LivenessProbe; p != nil && (p.TimeoutSeconds < 5 || p.Exec != nil && p.TimeoutSeconds < 15 || p.FailureThreshold < 6) {
+			t.Errorf("%s/%s: liveness probe timeout %d s, %d misses: a busy node restarts it", name, c.Name, p.TimeoutSeconds, p.FailureThreshold)
+		}
 		if !strings.HasPrefix(c.Command[0], "/kovn-") {
 			continue
 		}

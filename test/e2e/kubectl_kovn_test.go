@@ -161,10 +161,23 @@ func TestKubectlKovn(t *testing.T) {
 	t.Run("connectivity-test: every path passes on a healthy rig", func(t *testing.T) {
 		results := connTest(t)
 		kinds := map[string]int{}
+		failed := false
 		for _, r := range results {
 			kinds[r.Check]++
 			if !r.OK {
+				failed = true
 				t.Errorf("FAIL %s %s -> %s: %s", r.From, r.Check, r.To, r.Detail)
+			}
+		}
+		if failed {
+			// Still a failure; what the rig says and a second run tell a path that came back
+			// (slow to converge) from one that stays down.
+			st, _, _ := kovnStreams("status")
+			t.Logf("kubectl kovn status after the failed run:\n%s", st)
+			for _, r := range connTest(t) {
+				if !r.OK {
+					t.Logf("second run: still FAIL %s %s -> %s: %s", r.From, r.Check, r.To, r.Detail)
+				}
 			}
 		}
 		// 2 clusters x 2 clients; pod checks per family.

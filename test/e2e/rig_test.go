@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,15 +56,31 @@ func preferInstall(cfg *rig.Config, install string) {
 	}
 }
 
+// bringUpMu lets one rig come up at a time. Bring-up is the heaviest part of a test (images
+// unpacked on every node, databases created, every pod of a chart started at once): two
+// multi-cluster chart labs coming up together on CI's 2 cores took 6 min, and one of them
+// outlasted helm's 5 min --wait, while either alone comes up in under 2.5 min. Tests that run
+// concurrently still overlap: one's bring-up runs beside the other's body.
+var bringUpMu sync.Mutex
+
+// bringUp is rig.Up within timeout, one rig at a time (bringUpMu); the time it took does not
+// count the wait for another rig's.
+func bringUp(cfg rig.Config, timeout time.Duration) (*rig.Rig, time.Duration, error) {
+	bringUpMu.Lock()
+	defer bringUpMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	start := time.Now()
+	r, err := rig.Up(ctx, cfg)
+	return r, time.Since(start), err
+}
+
 // upRig starts a rig and registers its teardown; on failure the logs are copied next to the
 // test output (KOVN_E2E_LOGS, default _output/e2e-logs) before Down removes them.
 func upRig(t *testing.T, cfg rig.Config) *rig.Rig {
 	t.Helper()
 	// Past the rig's own bound (rig.DefaultReadyTimeout), so the rig names the step that hung.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	start := time.Now()
-	r, err := rig.Up(ctx, cfg)
+	r, took, err := bringUp(cfg, 10*time.Minute)
 	t.Cleanup(func() {
 		assertNoForbidden(t, cfg.Dir)
 		crashed := reportVswitchdCrashes(t, cfg)
@@ -87,7 +104,7 @@ func upRig(t *testing.T, cfg rig.Config) *rig.Rig {
 	if err != nil {
 		t.Fatalf("rig up: %v", err)
 	}
-	t.Logf("rig up: %d cluster(s) x %d node(s) in %.1fs (%s)", cfg.Clusters, cfg.Nodes, time.Since(start).Seconds(), r.State.UpPhases)
+	t.Logf("rig up: %d cluster(s) x %d node(s) in %.1fs (%s)", cfg.Clusters, cfg.Nodes, took.Seconds(), r.State.UpPhases)
 	return r
 }
 

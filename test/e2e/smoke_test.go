@@ -43,16 +43,15 @@ func TestRigSmoke(t *testing.T) {
 	concurrent(t)
 	cfg := rigConfig(t, 1, 2)
 	before := hostNetSnapshot(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	start := time.Now()
-	r, err := rig.Up(ctx, cfg)
+	r, took, err := bringUp(cfg, 5*time.Minute)
 	if err != nil {
 		saveLogs(t, cfg.Dir)
 		_ = rig.Down(cfg.Dir, false)
 		t.Fatalf("rig up: %v", err)
 	}
-	t.Logf("rig up in %.1fs", time.Since(start).Seconds())
+	t.Logf("rig up in %.1fs", took.Seconds())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	downed := false
 	defer func() {
 		if !downed {
