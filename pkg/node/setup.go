@@ -96,11 +96,18 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) error {
 	if err := setupProxyHealth(mgr, cfg, tracker, checks); err != nil {
 		return err
 	}
+	nodes, err := servicenat.NodeAddressCache(mgr.GetConfig(), mgr.GetScheme(), mgr.GetRESTMapper())
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(nodes); err != nil {
+		return err
+	}
 	ul := &underlay.Reconciler{Client: c, OVS: deps.OVS, NodeName: cfg.NodeName, Integration: cfg.Bridge,
 		Recorder: mgr.GetEventRecorderFor("kovn-daemon")}
 	reconcilers := []interface{ SetupWithManager(ctrl.Manager) error }{
 		ul,
-		&servicenat.NodePortReconciler{Client: c, NodeName: cfg.NodeName, Health: tracker, HealthChecks: checks},
+		&servicenat.NodePortReconciler{Client: c, NodeName: cfg.NodeName, JoinSubnet: cfg.JoinSubnet, Nodes: nodes, Health: tracker, HealthChecks: checks},
 		&mirror.Reconciler{Client: c, OVS: deps.OVS, Bridge: cfg.Bridge, Mode: cfg.Mirror, Remote: cfg.MirrorRemote},
 		&servicenat.HostPortReconciler{Client: c, NodeName: cfg.NodeName, JoinSubnet: cfg.JoinSubnet},
 	}

@@ -62,8 +62,23 @@ func kubeProxySemantics(t *testing.T, c *cluster, st *rig.State) {
 	if out := nodeTestbox(t, st, ext, "get", "http://"+at(n2, np)+"/"); !strings.Contains(out, "error") {
 		t.Errorf("outside -> c1-n2's ETP=Local NodePort (no endpoint there): answered, want refused:\n%s", out)
 	}
+	// c1-n2 itself at c1-n1's ETP=Local NodePort: translated on c1-n2 to c1-n1's endpoint, so be1
+	// sees c1-n2's own address and its reply comes back through c1-n2 (Kubernetes' e2e "should
+	// support externalTrafficPolicy=Local for type=NodePort"; sent on to c1-n1 untranslated, the
+	// reply went from be1 through OVN straight to c1-n2's ovn0 and the connection never opened).
+	var out string
+	if err := eventually(20*time.Second, func() error {
+		out = nodeTestbox(t, st, cfg.NodeNS(1, 2), "get", "http://"+at(n1, np)+"/")
+		if f := strings.Fields(out + " - -"); f[0] != "be1" || !strings.HasPrefix(f[1], strings.TrimSuffix(hostPort(n2.String(), 0), "0")) {
+			return fmt.Errorf("want be1 seeing %s", n2)
+		}
+		return nil
+	}); err != nil {
+		t.Errorf("c1-n2 itself -> c1-n1's ETP=Local NodePort %d: %v, got:\n%s", np, err, out)
+	}
 	t.Logf("ETP=Local NodePort %d on c1-n2 (no endpoint there): its own pod and the node reach be1 through the Service; "+
-		"a pod on c1-n1 and an outside client are refused; c1-n2's pod gets be1 at c1-n1's", np)
+		"a pod on c1-n1 and an outside client are refused; c1-n2's pod gets be1 at c1-n1's, and c1-n2 itself too, be1 seeing it as %s",
+		np, strings.Fields(out + " - -")[1])
 
 	waitHealth := func(ip fmt.Stringer, port int32, path string, want ...string) string {
 		t.Helper()
@@ -96,14 +111,22 @@ func kubeProxySemantics(t *testing.T, c *cluster, st *rig.State) {
 }
 
 // hostNetworkHostname: a hostNetwork pod shares its node's UTS namespace, as on a real node:
-// it answers with the node's name (the rig runs each node under its own hostname).
+// it answers with the node's name (the rig runs each node under its own hostname). With a
+// second one on c1-n1, a Service served from both nodes' host network: each node reaches both
+// endpoints through the ClusterIP (Kubernetes' e2e "should function for service endpoints using
+// hostNetwork": a node's connection to the other node's endpoint left with ovn0's join address
+// and was never answered).
 func hostNetworkHostname(t *testing.T, c *cluster, st *rig.State) {
-	p := testboxPod("svc", "hostnet", onNode("c1-n2"))
-	p.Spec.HostNetwork = true
-	p.Spec.Containers[0].Args = []string{"serve", "-http", ":18080", "-tcp", ":19000", "-udp", ":19001"}
-	c.createPod(p)
+	for i, name := range []string{"hostnet", "hostnet1"} {
+		p := testboxPod("svc", name, onNode(rig.NodeName(1, 2-i)))
+		p.Labels = map[string]string{"hostnet": "yes"}
+		p.Spec.HostNetwork = true
+		p.Spec.Containers[0].Args = []string{"serve", "-http", ":18080", "-tcp", ":19000", "-udp", ":19001"}
+		c.createPod(p)
+		defer c.deletePod("svc", name)
+	}
 	c.waitRunning("svc", "hostnet", 90*time.Second)
-	defer c.deletePod("svc", "hostnet")
+	c.waitRunning("svc", "hostnet1", 90*time.Second)
 	url := "http://" + hostPort(st.Config.NodeIPs(1, 2)[0].String(), 18080) + "/"
 	var out string
 	if err := eventually(20*time.Second, func() error {
@@ -117,6 +140,36 @@ func hostNetworkHostname(t *testing.T, c *cluster, st *rig.State) {
 		t.Errorf("a hostNetwork pod on c1-n2 answers as %q, want its node's name c1-n2:\n%s", host, out)
 	}
 	t.Logf("hostNetwork pod on c1-n2 answers as %s", strings.TrimSpace(out))
+
+	svc := serviceSpec("hostnet", map[string]string{"hostnet": "yes"})
+	svc.Spec.Ports = svc.Spec.Ports[:1]
+	svc.Spec.Ports[0].TargetPort = intstr.FromInt32(18080)
+	cip := c.createService(svc)[0]
+	defer func() {
+		_ = c.kc.CoreV1().Services("svc").Delete(context.Background(), "hostnet", metav1.DeleteOptions{})
+	}()
+	for n := 1; n <= 2; n++ {
+		// 20 requests, each on a new connection: every one answered, by both endpoints (once the
+		// nodes have the new Service: until then OVN may pick the node's own address).
+		var seen map[string]int
+		var out string
+		err := eventually(30*time.Second, func() error {
+			seen = map[string]int{}
+			out = nodeTestbox(t, st, st.Config.NodeNS(1, n), "get", "-n", "20", "http://"+hostPort(cip, 80)+"/")
+			for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+				seen[strings.Fields(l + " -")[0]]++
+			}
+			if seen["c1-n1"] == 0 || seen["c1-n2"] == 0 || seen["c1-n1"]+seen["c1-n2"] != 20 {
+				return fmt.Errorf("answers by first word %v, want 20 by c1-n1 and c1-n2", seen)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("c1-n%d -> ClusterIP %s served from both nodes' host network: %v:\n%s", n, cip, err, out)
+		} else {
+			t.Logf("c1-n%d -> ClusterIP %s served from both nodes' host network: %v", n, cip, seen)
+		}
+	}
 }
 
 // terminatingFallback: be-term on c1-n2 joins lblocal, then is deleted with a preStop hook that

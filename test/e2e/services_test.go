@@ -124,7 +124,7 @@ func TestServices(t *testing.T) {
 	t.Run("NodePort, externalTrafficPolicy=Local and external IPs from outside the cluster", func(t *testing.T) {
 		fromOutside(t, c, r.State)
 	})
-	t.Run("kube-proxy's semantics: ETP=Local from pods and nodes, health check node ports, the proxy health port, terminating endpoints, another proxy's Service, a hostNetwork pod's hostname", func(t *testing.T) {
+	t.Run("kube-proxy's semantics: ETP=Local from pods and nodes, health check node ports, the proxy health port, terminating endpoints, another proxy's Service, a hostNetwork pod's hostname, a Service on both nodes' host network", func(t *testing.T) {
 		kubeProxySemantics(t, c, r.State)
 	})
 	t.Run("rolling update under 20 ms request streams, to a ClusterIP and an ETP=Local NodePort: no request fails", func(t *testing.T) {

@@ -154,7 +154,7 @@ func TestCleanupNodeRemovesKovnChainsOnly(t *testing.T) {
 			if err := servicenat.SyncOwnPodsSet(fam.is4, addrList("10.16.0.9", "fd00:10:16::9")); err != nil {
 				t.Fatal(err)
 			}
-			if err := servicenat.ApplyNodePortRules(fam.is4, servicenat.NodePortRules(fam.is4, []servicenat.NodePortService{webCluster, webLocal}, nil)); err != nil {
+			if err := servicenat.ApplyNodePortRules(fam.is4, servicenat.NodePortRules(fam.is4, []servicenat.NodePortService{webCluster, webLocal}, servicenat.NodeSide{})); err != nil {
 				t.Fatal(err)
 			}
 			if err := servicenat.ApplyHostPortRules(fam.is4, servicenat.HostPortRules(fam.is4, []servicenat.HostPortMapping{hpTCP})); err != nil {

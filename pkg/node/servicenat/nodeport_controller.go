@@ -9,11 +9,19 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
@@ -29,6 +37,11 @@ import (
 type NodePortReconciler struct {
 	client.Client
 	NodeName string
+	// JoinSubnet names the join Subnet, whose CIDRs the node's masquerade rules need.
+	JoinSubnet string
+	// Nodes caches every Node's addresses (NodeAddressCache), for the other nodes' ETP=Local
+	// NodePorts (NodePortService.Peers); nil: no such rules.
+	Nodes cache.Cache
 	// Health follows the programming for the proxy health port; HealthChecks serves the ETP=Local
 	// LoadBalancer Services' health check node ports. Either may be nil.
 	Health       *proxyhealth.Tracker
@@ -65,7 +78,11 @@ func (r *NodePortReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	keep := keepSourcePrefixes(subnets.Items, ips.Items, r.NodeName)
+	peers, err := r.peerAddrs(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	side := NodeSide{KeepSource: keepSourcePrefixes(subnets.Items, ips.Items, r.NodeName), Join: joinPrefixes(subnets.Items, r.JoinSubnet), PeerAddrs: peers}
 	apply, syncOwn := r.Apply, r.SyncOwnPods
 	if apply == nil {
 		apply = ApplyNodePortRules
@@ -80,7 +97,7 @@ func (r *NodePortReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 	if err := r.syncOwnPods(syncOwn, own); err != nil {
 		return ctrl.Result{}, err // the rules would match a set that is not there or not right
 	}
-	err = r.chains.sync(func(is4 bool) string { return NodePortRules(is4, svcs, keep) }, apply)
+	err = r.chains.sync(func(is4 bool) string { return NodePortRules(is4, svcs, side) }, apply)
 	if err == nil && r.Health != nil {
 		r.Health.Programmed()
 	}
@@ -181,6 +198,9 @@ func (r *NodePortReconciler) nodePortServices(ctx context.Context, subnets []kov
 		if !ok && len(s.HostEndpoints) == 0 {
 			continue
 		}
+		if s.LocalOnly {
+			s.Peers = peerEndpoints(eps, r.NodeName)
+		}
 		if s.LocalOnly || s.OutsideClusterIPs || s.HealthCheckNodePort > 0 {
 			var ready bool
 			s.LocalEndpoints, ready = localEndpoints(eps, r.NodeName)
@@ -236,6 +256,17 @@ func hostEndpoints(svc *corev1.Service, eps []LocalEndpoint, node string, inClus
 		return nil
 	}
 	return usable
+}
+
+// joinPrefixes are the join Subnet's CIDRs (none while it is not listed or not valid).
+func joinPrefixes(subnets []kovnv1.Subnet, join string) []netip.Prefix {
+	for i := range subnets {
+		if subnets[i].Name == join {
+			cidrs, _ := subnets[i].Spec.CIDRs()
+			return cidrs
+		}
+	}
+	return nil
 }
 
 // subnetPrefixes are the CIDRs of every Subnet, whatever its VPC or state.
@@ -298,6 +329,66 @@ func localEndpoints(eps []LocalEndpoint, node string) (local []LocalEndpoint, re
 	return endpoints.Usable(eps, func(e LocalEndpoint) bool { return e.Node == node })
 }
 
+// peerEndpoints are the endpoints of every other node that take new connections (ready ones,
+// else serving terminating ones: the rule that node applies to its own endpoints), by node.
+func peerEndpoints(eps []LocalEndpoint, node string) []PeerEndpoints {
+	var nodes []string
+	for _, e := range eps {
+		if e.Node != "" && e.Node != node {
+			nodes = append(nodes, e.Node)
+		}
+	}
+	slices.Sort(nodes)
+	var out []PeerEndpoints
+	for _, n := range slices.Compact(nodes) {
+		if usable, _ := endpoints.Usable(eps, func(e LocalEndpoint) bool { return e.Node == n }); len(usable) > 0 {
+			out = append(out, PeerEndpoints{Node: n, Endpoints: usable})
+		}
+	}
+	return out
+}
+
+// peerAddrs are the other nodes' InternalIP and ExternalIP addresses, by node name.
+func (r *NodePortReconciler) peerAddrs(ctx context.Context) (map[string][]netip.Addr, error) {
+	if r.Nodes == nil {
+		return nil, nil
+	}
+	var nodes corev1.NodeList
+	if err := r.Nodes.List(ctx, &nodes); err != nil {
+		return nil, err
+	}
+	out := map[string][]netip.Addr{}
+	for _, n := range nodes.Items {
+		if n.Name == r.NodeName {
+			continue
+		}
+		for _, a := range n.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && (a.Type == corev1.NodeInternalIP || a.Type == corev1.NodeExternalIP) {
+				out[n.Name] = append(out[n.Name], ip)
+			}
+		}
+	}
+	return out, nil
+}
+
+// NodeAddressCache caches every Node with its name and addresses only, so that a daemon's
+// memory grows by a few bytes per node, not by each Node's images and conditions (the
+// manager's cache holds only the daemon's own Node). Add it to the manager to start it.
+func NodeAddressCache(cfg *rest.Config, scheme *runtime.Scheme, mapper meta.RESTMapper) (cache.Cache, error) {
+	return cache.New(cfg, cache.Options{Scheme: scheme, Mapper: mapper, ByObject: map[client.Object]cache.ByObject{
+		&corev1.Node{}: {Transform: nodeAddressesOnly},
+	}})
+}
+
+func nodeAddressesOnly(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok { // a tombstone
+		return obj, nil
+	}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion},
+		Status: corev1.NodeStatus{Addresses: n.Status.Addresses}}, nil
+}
+
 // endpointCount counts endpoints, not addresses: a dual-stack Service lists each pod in one
 // EndpointSlice per family, so the larger family's count is the number of endpoints.
 func endpointCount(eps []LocalEndpoint) int {
@@ -328,7 +419,17 @@ func (r *NodePortReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	one := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: "nodeports"}}}
 	})
-	return ctrl.NewControllerManagedBy(mgr).Named("nodeports").
+	b := ctrl.NewControllerManagedBy(mgr).Named("nodeports").
 		Watches(&corev1.Service{}, one).Watches(&discoveryv1.EndpointSlice{}, one).
-		Watches(&kovnv1.Subnet{}, one).Watches(&kovnv1.IP{}, one).Complete(r)
+		Watches(&kovnv1.Subnet{}, one).Watches(&kovnv1.IP{}, one)
+	if r.Nodes != nil {
+		toKey := handler.TypedEnqueueRequestsFromMapFunc(func(context.Context, *corev1.Node) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: "nodeports"}}}
+		})
+		addressesChanged := predicate.TypedFuncs[*corev1.Node]{UpdateFunc: func(e event.TypedUpdateEvent[*corev1.Node]) bool {
+			return !slices.Equal(e.ObjectOld.Status.Addresses, e.ObjectNew.Status.Addresses)
+		}}
+		b = b.WatchesRawSource(source.Kind(r.Nodes, &corev1.Node{}, toKey, addressesChanged))
+	}
+	return b.Complete(r)
 }

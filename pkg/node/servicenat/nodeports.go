@@ -60,6 +60,28 @@ const enterOverlayMasq = "-A " + nodePortMasqChain + " -o " + bootstrap.Ovn0 +
 // address. Traffic for a pod on another node is still masqueraded: its reply would leave
 // through that node, and OVN's stateful stages there drop a reply they never saw the start of.
 
+// leaveOverlayMasq masquerades the node's own connections that it translated itself
+// (hostEndpoints) to an address outside the overlay, another node's host network: the node
+// routed the ClusterIP through ovn0, so the connection took ovn0's join address as its source
+// before the translation, and that node's reply to a join address would go into its own ovn0
+// and never come back to this node's translation. Masqueraded, the connection leaves with the
+// address of the interface it leaves through, as kube-proxy's masquerade of node-to-ClusterIP
+// traffic does. The node's own address (delivered locally) keeps the source.
+func leaveOverlayMasq(join netip.Prefix) string {
+	return fmt.Sprintf("-A %s -s %s ! -o %s -m addrtype --src-type LOCAL ! --dst-type LOCAL -m conntrack --ctstate DNAT -j MASQUERADE",
+		nodePortMasqChain, join.Masked(), bootstrap.Ovn0)
+}
+
+// NodeSide is what the node's rules need besides the Services: KeepSource (destinations that
+// keep the client's address, see keepSourcePrefixes), Join, the join subnet's CIDRs (see
+// leaveOverlayMasq), and PeerAddrs, the other nodes' addresses by node name (see
+// NodePortService.Peers).
+type NodeSide struct {
+	KeepSource []netip.Prefix
+	Join       []netip.Prefix
+	PeerAddrs  map[string][]netip.Addr
+}
+
 // NodePortService is what the node translates for one Service.
 type NodePortService struct {
 	Key         string       // namespace/name, for rule comments
@@ -85,9 +107,25 @@ type NodePortService struct {
 	// LocalReady, its ready endpoints here (LocalEndpoints may be terminating ones).
 	HealthCheckNodePort int32
 	LocalReady          int
+	// Peers (with LocalOnly) are the other nodes' endpoints of the Service that take new
+	// connections, by node. The node's own connections to another node's ETP=Local NodePort
+	// are translated here, to that node's endpoints, keeping the node's address: sent to that
+	// node, they would be translated there without masquerade (an external client), and the
+	// pod's reply to this node's address would go from the pod through OVN straight to this
+	// node's ovn0, around that node's translation. kube-proxy's nodes reach each other's Local
+	// NodePorts, with their own address seen by the endpoint (Kubernetes' e2e "should support
+	// externalTrafficPolicy=Local for type=NodePort"). A node without endpoints gets no rule:
+	// the traffic reaches that node, which refuses it.
+	Peers []PeerEndpoints
 	// HostEndpoints, when set, are where the node's own traffic to the ClusterIPs goes, chosen
 	// here instead of by OVN: one of them is the node's own address (see hostEndpoints).
 	HostEndpoints []LocalEndpoint
+}
+
+// PeerEndpoints are another node's endpoints of a Service.
+type PeerEndpoints struct {
+	Node      string
+	Endpoints []LocalEndpoint
 }
 
 // NodePortPort is one Service port; NodePort is 0 when the Service has none.
@@ -104,11 +142,11 @@ type LocalEndpoint = endpoints.Endpoint
 // NodePortRules is the iptables-restore input rewriting both chains for one family. Services
 // are sorted by key and endpoints by address, so the same input always gives the same text
 // (an unchanged cluster causes no rewrite).
-func NodePortRules(is4 bool, svcs []NodePortService, keepSource []netip.Prefix) string {
+func NodePortRules(is4 bool, svcs []NodePortService, node NodeSide) string {
 	var b, reject strings.Builder
 	fmt.Fprintf(&b, "*nat\n:%s - [0:0]\n:%s - [0:0]\n", nodePortChain, nodePortMasqChain)
 	fmt.Fprintf(&b, "-A %s -m mark --mark %s -j MASQUERADE\n", nodePortMasqChain, nodePortMark)
-	keep := append([]netip.Prefix(nil), keepSource...)
+	keep := append([]netip.Prefix(nil), node.KeepSource...)
 	sort.Slice(keep, func(i, j int) bool { return keep[i].String() < keep[j].String() })
 	for _, p := range keep {
 		if p.Addr().Is4() == is4 {
@@ -116,6 +154,11 @@ func NodePortRules(is4 bool, svcs []NodePortService, keepSource []netip.Prefix) 
 		}
 	}
 	fmt.Fprintf(&b, "%s\n", enterOverlayMasq)
+	for _, p := range node.Join {
+		if p.Addr().Is4() == is4 {
+			fmt.Fprintf(&b, "%s\n", leaveOverlayMasq(p))
+		}
+	}
 	sorted := append([]NodePortService(nil), svcs...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Key < sorted[j].Key })
 	for _, s := range sorted {
@@ -144,6 +187,9 @@ func NodePortRules(is4 bool, svcs []NodePortService, keepSource []netip.Prefix) 
 				if !writeLocalTargets(&b, head, localTargets(s.LocalEndpoints, p.Name, is4)) {
 					fmt.Fprintf(&reject, "-A %s %s -m comment --comment %q -j REJECT\n", nodePortRejectChain, m, s.Key+":"+p.Name)
 				}
+			}
+			if s.LocalOnly && p.NodePort > 0 {
+				writePeerTargets(&b, s, p, is4, node.PeerAddrs)
 			}
 			for _, m := range matches {
 				head := fmt.Sprintf("-A %s %s -m comment --comment %q", nodePortChain, m, s.Key+":"+p.Name)
@@ -174,6 +220,26 @@ func NodePortRules(is4 bool, svcs []NodePortService, keepSource []netip.Prefix) 
 	b.WriteString("COMMIT\n")
 	fmt.Fprintf(&b, "*filter\n:%s - [0:0]\n%sCOMMIT\n", nodePortRejectChain, reject.String())
 	return b.String()
+}
+
+// writePeerTargets translates the node's own connections to another node's address and this
+// port's NodePort to that node's endpoints (NodePortService.Peers), unmasqueraded.
+func writePeerTargets(b *strings.Builder, s NodePortService, p NodePortPort, is4 bool, peerAddrs map[string][]netip.Addr) {
+	for _, peer := range s.Peers {
+		targets := localTargets(peer.Endpoints, p.Name, is4)
+		if len(targets) == 0 {
+			continue
+		}
+		addrs := append([]netip.Addr(nil), peerAddrs[peer.Node]...)
+		slices.SortFunc(addrs, func(a, b netip.Addr) int { return a.Compare(b) })
+		for _, a := range slices.Compact(addrs) {
+			if a.Is4() != is4 {
+				continue
+			}
+			m := fmt.Sprintf("-m addrtype --src-type LOCAL -d %s -p %s --dport %d", netip.PrefixFrom(a, a.BitLen()), strings.ToLower(p.Protocol), p.NodePort)
+			writeLocalTargets(b, fmt.Sprintf("-A %s %s -m comment --comment %q", nodePortChain, m, s.Key+":"+p.Name+"@"+peer.Node), targets)
+		}
+	}
 }
 
 // internalSources are the source matches of an ETP=Local Service's internal clients in one

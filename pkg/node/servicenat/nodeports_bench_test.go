@@ -42,7 +42,7 @@ func BenchmarkNodePortSyncOnEndpointChange(b *testing.B) {
 		var chains familyChains
 		sync := func(gen int) {
 			svcs := services(gen)
-			if err := chains.sync(func(is4 bool) string { return NodePortRules(is4, svcs, nil) }, ApplyNodePortRules); err != nil {
+			if err := chains.sync(func(is4 bool) string { return NodePortRules(is4, svcs, NodeSide{}) }, ApplyNodePortRules); err != nil {
 				b.Fatal(err)
 			}
 		}

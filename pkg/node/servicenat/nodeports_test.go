@@ -38,7 +38,7 @@ var (
 // TestNodePortRulesCluster: ETP=Cluster NodePorts and external IPs are marked for masquerade
 // and sent to the ClusterIP of their family.
 func TestNodePortRulesCluster(t *testing.T) {
-	v4 := NodePortRules(true, []NodePortService{webCluster}, nil)
+	v4 := NodePortRules(true, []NodePortService{webCluster}, NodeSide{})
 	for _, want := range []string{
 		`-A KOVN-NODEPORT-MASQ -m mark --mark 0x4000/0x4000 -j MASQUERADE`,
 		`-A KOVN-NODEPORT-MASQ -o ovn0 -m addrtype ! --src-type LOCAL -m conntrack ! --ctstate DNAT -j MASQUERADE`,
@@ -50,7 +50,7 @@ func TestNodePortRulesCluster(t *testing.T) {
 			t.Errorf("IPv4 rules lack %q:\n%s", want, v4)
 		}
 	}
-	v6 := NodePortRules(false, []NodePortService{webCluster}, nil)
+	v6 := NodePortRules(false, []NodePortService{webCluster}, NodeSide{})
 	if !strings.Contains(v6, "--dport 30080 -m comment --comment \"ns/web:http\" -j DNAT --to-destination [fd00:10:96::14]:80\n") ||
 		strings.Contains(v6, "172.30.200.1") {
 		t.Errorf("IPv6 rules:\n%s", v6)
@@ -60,7 +60,7 @@ func TestNodePortRulesCluster(t *testing.T) {
 // TestNodePortRulesLocal: ETP=Local goes straight to this node's endpoints, spread evenly and
 // not masqueraded; a port without a local endpoint is rejected.
 func TestNodePortRulesLocal(t *testing.T) {
-	v4 := NodePortRules(true, []NodePortService{webLocal}, nil)
+	v4 := NodePortRules(true, []NodePortService{webLocal}, NodeSide{})
 	head := `-A KOVN-NODEPORTS -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http"`
 	for _, want := range []string{
 		head + " -m statistic --mode random --probability 0.50000 -j DNAT --to-destination 10.16.0.5:8080",
@@ -74,7 +74,7 @@ func TestNodePortRulesLocal(t *testing.T) {
 	if strings.Contains(v4, head+" -j MARK") {
 		t.Errorf("ETP=Local traffic from outside is masqueraded (the client address would be lost):\n%s", v4)
 	}
-	if v6 := NodePortRules(false, []NodePortService{webLocal}, nil); strings.Contains(v6, "ns/local") {
+	if v6 := NodePortRules(false, []NodePortService{webLocal}, NodeSide{}); strings.Contains(v6, "ns/local") {
 		t.Errorf("an IPv4-only Service has IPv6 rules:\n%s", v6)
 	}
 }
@@ -88,8 +88,9 @@ func TestNodePortRulesApply(t *testing.T) {
 			if err := SyncOwnPodsSet(is4, nil); err != nil { // matched by ns/local's rules
 				t.Fatal(err)
 			}
+			join := NodeSide{Join: []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16"), netip.MustParsePrefix("fd00:100:64::/64")}}
 			for _, svcs := range [][]NodePortService{{webCluster, webLocal}, {webCluster}} {
-				if err := ApplyNodePortRules(is4, NodePortRules(is4, svcs, nil)); err != nil {
+				if err := ApplyNodePortRules(is4, NodePortRules(is4, svcs, join)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -101,7 +102,8 @@ func TestNodePortRulesApply(t *testing.T) {
 			s := string(nat) + string(filter)
 			if strings.Count(s, "-j KOVN-NODEPORTS") != 2 || strings.Count(s, "-j KOVN-NODEPORT-MASQ") != 1 ||
 				strings.Count(s, "-j KOVN-NODEPORT-REJECT") != 2 || !strings.Contains(s, "30080") || strings.Contains(s, "30081") ||
-				strings.Contains(s, "30053") || !strings.Contains(s, "-o ovn0 -m addrtype ! --src-type LOCAL -m conntrack ! --ctstate DNAT -j MASQUERADE") {
+				strings.Contains(s, "30053") || !strings.Contains(s, "-o ovn0 -m addrtype ! --src-type LOCAL -m conntrack ! --ctstate DNAT -j MASQUERADE") ||
+				!strings.Contains(s, "! -o ovn0 -m addrtype --src-type LOCAL ! --dst-type LOCAL -m conntrack --ctstate DNAT -j MASQUERADE") {
 				t.Fatalf("%s after two syncs (the second without ns/local):\n%s", tool, s)
 			}
 		}
@@ -154,7 +156,7 @@ func TestKeepSourceAndOutsideClusterIPs(t *testing.T) {
 	svc := NodePortService{Key: "ns/bgp", ClusterIPs: addrList("10.96.0.30"), OutsideClusterIPs: true,
 		Ports:          []NodePortPort{{Name: "http", Protocol: "TCP", Port: 80}, {Name: "dns", Protocol: "UDP", Port: 53}},
 		LocalEndpoints: []LocalEndpoint{{Addr: netip.MustParseAddr("10.16.0.5"), Ports: map[string]int32{"http": 8080}}}}
-	v4 := NodePortRules(true, []NodePortService{svc}, keepSourcePrefixes(subnets, ips, "n1"))
+	v4 := NodePortRules(true, []NodePortService{svc}, NodeSide{KeepSource: keepSourcePrefixes(subnets, ips, "n1")})
 	for _, want := range []string{
 		`-A KOVN-NODEPORT-MASQ -o ovn0 -d 10.16.0.5/32 -j RETURN`,
 		`-A KOVN-NODEPORT-MASQ -o ovn0 -d 10.18.0.9/32 -j RETURN`,
@@ -178,7 +180,7 @@ func TestKeepSourceAndOutsideClusterIPs(t *testing.T) {
 func TestNodePortRulesLocalInternalClients(t *testing.T) {
 	svc := webLocal
 	svc.PodSources = []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16"), netip.MustParsePrefix("fd00:10:16::/64")}
-	v4 := NodePortRules(true, []NodePortService{svc}, nil)
+	v4 := NodePortRules(true, []NodePortService{svc}, NodeSide{})
 	mark := " -j MARK --set-xmark 0x4000/0x4000"
 	wants := []string{
 		`-A KOVN-NODEPORTS -m addrtype --src-type LOCAL -m addrtype --dst-type LOCAL -p tcp --dport 30081 -m comment --comment "ns/local:http"` + mark,
@@ -205,7 +207,7 @@ func TestNodePortRulesLocalInternalClients(t *testing.T) {
 		t.Errorf("IPv4 rules name an IPv6 CIDR or set:\n%s", v4)
 	}
 	svc.ClusterIPs = []netip.Addr{netip.MustParseAddr("fd00:10:96::21")}
-	if v6 := NodePortRules(false, []NodePortService{svc}, nil); !strings.Contains(v6, "-m set --match-set KOVN-OWN-PODS6 src") {
+	if v6 := NodePortRules(false, []NodePortService{svc}, NodeSide{}); !strings.Contains(v6, "-m set --match-set KOVN-OWN-PODS6 src") {
 		t.Errorf("IPv6 rules do not match the IPv6 set:\n%s", v6)
 	}
 	if !strings.Contains(v4, `-A KOVN-NODEPORT-REJECT -m addrtype --dst-type LOCAL -p udp --dport 30053 -m comment --comment "ns/local:dns" -j REJECT`) {
@@ -333,12 +335,12 @@ func TestHostEndpoints(t *testing.T) {
 	s := NodePortService{Key: "ns/hn", ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.30")},
 		Ports: []NodePortPort{{Name: "http", Protocol: "TCP", Port: 80}}, HostEndpoints: eps[:1]}
 	want := `-A KOVN-NODEPORTS -m addrtype --src-type LOCAL -d 10.96.0.30/32 -p tcp --dport 80 -m comment --comment "ns/hn:http" -j DNAT --to-destination 172.30.1.11:10180` + "\n"
-	if v4 := NodePortRules(true, []NodePortService{s}, nil); !strings.Contains(v4, want) {
+	if v4 := NodePortRules(true, []NodePortService{s}, NodeSide{}); !strings.Contains(v4, want) {
 		t.Errorf("IPv4 rules lack %q:\n%s", want, v4)
 	}
 	// Its NodePort too: spread over the endpoints by the node, masqueraded, not via the ClusterIP.
 	s.Ports[0].NodePort = 30180
-	v4 := NodePortRules(true, []NodePortService{s}, nil)
+	v4 := NodePortRules(true, []NodePortService{s}, NodeSide{})
 	np := `-A KOVN-NODEPORTS -m addrtype --dst-type LOCAL -p tcp --dport 30180 -m comment --comment "ns/hn:http"`
 	for _, w := range []string{np + " -j MARK --set-xmark 0x4000/0x4000\n", np + " -j DNAT --to-destination 172.30.1.11:10180\n"} {
 		if !strings.Contains(v4, w) {
@@ -347,6 +349,17 @@ func TestHostEndpoints(t *testing.T) {
 	}
 	if strings.Contains(v4, np+" -j DNAT --to-destination 10.96.0.30:80") {
 		t.Errorf("the NodePort still goes through the ClusterIP:\n%s", v4)
+	}
+	// The node's own connections it sent to another node's host network leave masqueraded: their
+	// source was ovn0's join address (the ClusterIP's route), which that node would answer
+	// through its own ovn0 (Kubernetes' e2e "should function for service endpoints using
+	// hostNetwork": the node never reached the other node's endpoint). One rule per family.
+	side := NodeSide{Join: []netip.Prefix{netip.MustParsePrefix("100.64.0.1/16"), netip.MustParsePrefix("fd00:100:64::1/64")}}
+	leave := "-A KOVN-NODEPORT-MASQ -s %s ! -o ovn0 -m addrtype --src-type LOCAL ! --dst-type LOCAL -m conntrack --ctstate DNAT -j MASQUERADE\n"
+	for is4, w := range map[bool]string{true: fmt.Sprintf(leave, "100.64.0.0/16"), false: fmt.Sprintf(leave, "fd00:100:64::/64")} {
+		if got := NodePortRules(is4, []NodePortService{s}, side); strings.Count(got, w) != 1 || strings.Count(got, "--ctstate DNAT -j MASQUERADE") != 2 {
+			t.Errorf("is4 %v: the rules lack %q, or have it more than once:\n%s", is4, w, got)
+		}
 	}
 }
 
@@ -391,5 +404,85 @@ func TestSyncOwnPodsOnlyOnChange(t *testing.T) {
 		if got := pass(s.addrs...); !slices.Equal(got, s.want) {
 			t.Errorf("%s: synced %v, want %v", s.name, got, s.want)
 		}
+	}
+}
+
+// TestNodePortRulesPeers: the node's own connections to another node's ETP=Local NodePort go
+// to that node's endpoints (one rule per address of that node, spread evenly, unmasqueraded);
+// a node whose endpoints lack the port, or a node without endpoints, gets no rule.
+func TestNodePortRulesPeers(t *testing.T) {
+	s := webLocal
+	s.Peers = []PeerEndpoints{
+		{Node: "n2", Endpoints: []LocalEndpoint{{Addr: netip.MustParseAddr("10.16.1.9"), Ports: map[string]int32{"http": 8080}},
+			{Addr: netip.MustParseAddr("10.16.1.8"), Ports: map[string]int32{"http": 8080}}}},
+		{Node: "n3", Endpoints: []LocalEndpoint{{Addr: netip.MustParseAddr("10.16.2.4"), Ports: map[string]int32{"http": 8080}}}},
+	}
+	side := NodeSide{PeerAddrs: map[string][]netip.Addr{"n2": addrList("172.30.1.12", "172.29.1.12", "fd00:30::12"), "n3": addrList("172.30.1.13")}}
+	v4 := NodePortRules(true, []NodePortService{s}, side)
+	peer := func(addr, node string) string {
+		return fmt.Sprintf(`-A KOVN-NODEPORTS -m addrtype --src-type LOCAL -d %s/32 -p tcp --dport 30081 -m comment --comment "ns/local:http@%s"`, addr, node)
+	}
+	for _, want := range []string{
+		peer("172.29.1.12", "n2") + " -m statistic --mode random --probability 0.50000 -j DNAT --to-destination 10.16.1.8:8080",
+		peer("172.29.1.12", "n2") + " -j DNAT --to-destination 10.16.1.9:8080",
+		peer("172.30.1.12", "n2") + " -m statistic --mode random --probability 0.50000 -j DNAT --to-destination 10.16.1.8:8080",
+		peer("172.30.1.12", "n2") + " -j DNAT --to-destination 10.16.1.9:8080",
+		peer("172.30.1.13", "n3") + " -j DNAT --to-destination 10.16.2.4:8080",
+	} {
+		if !strings.Contains(v4, want+"\n") {
+			t.Errorf("IPv4 rules lack %q:\n%s", want, v4)
+		}
+	}
+	if n := strings.Count(v4, "@n"); n != 5 || strings.Contains(v4, "30053 -m comment --comment \"ns/local:dns@") {
+		t.Errorf("%d peer rules, want 5 (none for the UDP port no endpoint has):\n%s", n, v4)
+	}
+	if strings.Contains(v4, "fd00") || strings.Contains(NodePortRules(false, []NodePortService{s}, side), "@n2") {
+		t.Errorf("a peer address of the other family has a rule")
+	}
+	s.LocalOnly = false
+	if v4 := NodePortRules(true, []NodePortService{s}, side); strings.Contains(v4, "@n2") {
+		t.Errorf("an ETP=Cluster Service has peer rules:\n%s", v4)
+	}
+}
+
+// TestPeerEndpoints: every other node's endpoints that take new connections, as that node
+// chooses its own (ready, else serving terminating), by node; the own node and nodes with none
+// are left out.
+func TestPeerEndpoints(t *testing.T) {
+	ep := func(addr, node string, ready, serving, terminating bool) LocalEndpoint {
+		return LocalEndpoint{Addr: netip.MustParseAddr(addr), Node: node, Ready: ready, Serving: serving, Terminating: terminating}
+	}
+	eps := []LocalEndpoint{
+		ep("10.16.0.1", "n1", true, true, false),   // own
+		ep("10.16.1.1", "n2", true, true, false),   // ready
+		ep("10.16.1.2", "n2", false, true, true),   // terminating beside a ready one: not used
+		ep("10.16.2.1", "n3", false, true, true),   // only terminating ones: used
+		ep("10.16.3.1", "n4", false, false, false), // not serving
+		ep("10.16.4.1", "", true, true, false),     // no node
+	}
+	var got []string
+	for _, p := range peerEndpoints(eps, "n1") {
+		for _, e := range p.Endpoints {
+			got = append(got, p.Node+"="+e.Addr.String())
+		}
+	}
+	if g, want := strings.Join(got, " "), "n2=10.16.1.1 n3=10.16.2.1"; g != want {
+		t.Errorf("peer endpoints %q, want %q", g, want)
+	}
+}
+
+// TestNodeAddressesOnly: the Node cache keeps a Node's name and addresses, nothing else.
+func TestNodeAddressesOnly(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2", Labels: map[string]string{"a": "b"}, ResourceVersion: "7"},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.30.1.12"}},
+			Images: []corev1.ContainerImage{{Names: []string{"big"}}}}}
+	out, err := nodeAddressesOnly(n)
+	got, ok := out.(*corev1.Node)
+	if err != nil || !ok || got.Name != "n2" || got.ResourceVersion != "7" || len(got.Labels) != 0 || len(got.Status.Images) != 0 ||
+		len(got.Status.Addresses) != 1 || got.Status.Addresses[0].Address != "172.30.1.12" {
+		t.Fatalf("nodeAddressesOnly = %+v, %v", out, err)
+	}
+	if tomb, _ := nodeAddressesOnly("tombstone"); tomb != "tombstone" {
+		t.Errorf("a tombstone was changed: %v", tomb)
 	}
 }
