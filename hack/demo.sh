@@ -118,7 +118,7 @@ echo "demo-hp (on c1-n2) asks the Service 6 times; only demo-2, the backend on c
 await "^demo-2 " "^demo-1 |error" 20 kubectl exec demo-hp -- /testbox get -n 6 http://demo/ | cut -d' ' -f1 | sort | uniq -c
 kubectl patch service demo -p '{"spec":{"internalTrafficPolicy":"Cluster"}}' >/dev/null
 kubectl delete pod demo-hp --wait=false >/dev/null
-step "kube-proxy's health ports, answered by kovn-daemon: an externalTrafficPolicy=Local LoadBalancer's healthCheckNodePort (200 where it has endpoints, 503 where not) and :10256"
+step "kube-proxy's semantics, from kovn-daemon: an externalTrafficPolicy=Local LoadBalancer's healthCheckNodePort (200 where it has endpoints, 503 where not), :10256, its NodePort from pods and nodes"
 kubectl label pod demo-1 lbdemo=yes --overwrite >/dev/null
 kubectl apply -f - >/dev/null <<SVC
 apiVersion: v1
@@ -132,6 +132,11 @@ await '"localEndpoints":1' "" 20 kubectl exec demo-2 -- /testbox get -status "ht
 await "status 503" "" 20 kubectl exec demo-2 -- /testbox get -status "http://172.30.1.12:$HC/healthz"
 echo "kube-proxy's health port on c1-n2 (current while its Service rules are):"
 kubectl exec demo-2 -- /testbox get -status http://172.30.1.12:10256/healthz
+NP=$(kubectl get service demo-lb -o jsonpath='{.spec.ports[0].nodePort}')
+echo "its NodePort $NP, as kube-proxy serves it: demo-2 on c1-n2 reaches it on c1-n2 too (a node's own pods are internal clients: any endpoint)"
+await "demo-1" "" 20 kubectl exec demo-2 -- /testbox get "http://172.30.1.12:$NP/"
+echo "c1-n2 itself at c1-n1's NodePort: served by c1-n1's endpoint, which sees c1-n2's own address (172.30.1.12)"
+await "demo-1 172.30.1.12" "" 20 ip netns exec "${KOVN_FABRIC_NS%-fab}-c1n2" "$BIN/kovn-testbox" get "http://172.30.1.11:$NP/"
 kubectl delete service demo-lb --wait=false >/dev/null
 step "a NetworkPolicy: only pods labelled role=client may reach demo-2"
 kubectl apply -f - >/dev/null <<NP
