@@ -109,37 +109,6 @@ func TestKubectlKovn(t *testing.T) {
 		}
 	})
 
-	t.Run("ovn-controller stopped on c1-n2: status names the node and ovn-controller", func(t *testing.T) {
-		c1.t = t
-		stopComponent(t, c1, rig.NodeName(1, 2), "ovn-controller", false)
-		waitProblem(t, "node/"+rig.NodeName(1, 2), "ovn-controller is not running")
-		startComponent(t, c1, rig.NodeName(1, 2), "ovn-controller")
-		waitHealthy(t)
-	})
-
-	t.Run("IC-SB stopped: status names the InterConnect and the unreachable database", func(t *testing.T) {
-		st := c1.st
-		if err := st.StopDaemon("ic", "ovsdb-server-icsb"); err != nil {
-			t.Fatal(err)
-		}
-		started := false
-		defer func() {
-			if !started {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				_, _ = st.StartDaemon(ctx, "ic", "ovsdb-server-icsb")
-			}
-		}()
-		waitProblem(t, "interconnect/default", "ICDatabaseUnreachable", "IC-SB", "not answering")
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := st.StartDaemon(ctx, "ic", "ovsdb-server-icsb"); err != nil {
-			t.Fatal(err)
-		}
-		started = true
-		waitHealthy(t)
-	})
-
 	connTest := func(t *testing.T) []probe.Result {
 		start := time.Now()
 		out, progress, err := kovnStreams("connectivity-test", "--kubeconfigs", c1.info.Kubeconfig+","+c2.info.Kubeconfig,
@@ -234,5 +203,39 @@ spec:
 		if rows == 0 || !strings.Contains(table, fmt.Sprintf("%d of %d checks failed", rows, len(results))) {
 			t.Errorf("the table does not name the failures (%d FAIL rows)", rows)
 		}
+	})
+
+	// The faults last: the connectivity tests above check a rig nothing has disturbed (CI saw a
+	// cross-cluster path or the ClusterSetIP fail for 10 s right after the IC-SB restart, twice,
+	// with status healthy; the next run passed every path).
+	t.Run("ovn-controller stopped on c1-n2: status names the node and ovn-controller", func(t *testing.T) {
+		c1.t = t
+		stopComponent(t, c1, rig.NodeName(1, 2), "ovn-controller", false)
+		waitProblem(t, "node/"+rig.NodeName(1, 2), "ovn-controller is not running")
+		startComponent(t, c1, rig.NodeName(1, 2), "ovn-controller")
+		waitHealthy(t)
+	})
+
+	t.Run("IC-SB stopped: status names the InterConnect and the unreachable database", func(t *testing.T) {
+		st := c1.st
+		if err := st.StopDaemon("ic", "ovsdb-server-icsb"); err != nil {
+			t.Fatal(err)
+		}
+		started := false
+		defer func() {
+			if !started {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				_, _ = st.StartDaemon(ctx, "ic", "ovsdb-server-icsb")
+			}
+		}()
+		waitProblem(t, "interconnect/default", "ICDatabaseUnreachable", "IC-SB", "not answering")
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := st.StartDaemon(ctx, "ic", "ovsdb-server-icsb"); err != nil {
+			t.Fatal(err)
+		}
+		started = true
+		waitHealthy(t)
 	})
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -124,6 +126,9 @@ func mountCgroups(roots []string) error {
 	return nil
 }
 
+// cgroupBase holds the host's cgroup hierarchies.
+const cgroupBase = "/sys/fs/cgroup"
+
 // removeCgroupRoot deletes a cgroup root depth-first in every host hierarchy (Down). A
 // directory that cannot go still holds a process the rig failed to stop: that is an error.
 func removeCgroupRoot(root string) error {
@@ -132,17 +137,39 @@ func removeCgroupRoot(root string) error {
 		if err = removeCgroupRootOnce(root); err == nil {
 			return nil
 		}
+		killCgroupProcs(root)
 		time.Sleep(250 * time.Millisecond)
 	}
 	return err
 }
 
+// killCgroupProcs SIGKILLs every process still in a cgroup root of the rig: a pod's containers
+// whose shim stopped before them (CI once found a pod's pause and server reparented to init
+// after rig down, holding the node's cgroups). Only the rig's own processes are there: the
+// root is unique to the rig (Config.CgroupRoot) and only its node's kubelet places pods in it.
+func killCgroupProcs(root string) {
+	ents, _ := os.ReadDir(cgroupBase)
+	for _, e := range ents {
+		_ = filepath.WalkDir(filepath.Join(cgroupBase, e.Name(), root), func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+				return nil
+			}
+			b, _ := os.ReadFile(p)
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+			return nil
+		})
+	}
+}
+
 func removeCgroupRootOnce(root string) error {
 	var left []string
-	const base = "/sys/fs/cgroup"
-	ents, _ := os.ReadDir(base)
+	ents, _ := os.ReadDir(cgroupBase)
 	for _, e := range ents {
-		top := filepath.Join(base, e.Name(), root)
+		top := filepath.Join(cgroupBase, e.Name(), root)
 		if _, err := os.Stat(top); err != nil {
 			continue
 		}
