@@ -182,6 +182,14 @@ func setupControllers(mgr manager.Manager, st *cluster.State, nb libovsdb.Client
 		if err := cluster.RegisterOVSDBConnected(metrics.Registry, "sb", health.Connected); err != nil {
 			return err
 		}
+		// A standby moves a centralized subnet's egress from SB's gateway health when the
+		// leader's node fails: without SB it could not, so it is not ready to stand by.
+		_ = mgr.AddReadyzCheck("sb", func(*http.Request) error {
+			if !health.Connected() {
+				return errors.New("the OVN southbound database does not answer")
+			}
+			return nil
+		})
 	}
 	if err := cluster.Setup(mgr, st, nb, health); err != nil {
 		return err

@@ -37,6 +37,9 @@ type GatewayHealth struct {
 	// NB, when set, is where every replica moves a centralized subnet's egress itself
 	// (nbsync.FollowGateway) as soon as a health port's binding changes, leader or not.
 	NB libovsdb.Client
+	// moveEgress moves a subnet's egress to node; nbsync.FollowGateway on NB unless a test
+	// sets it.
+	moveEgress func(ctx context.Context, subnet, node string) (int, error)
 
 	mu     sync.Mutex
 	sb     libovsdb.Client
@@ -73,7 +76,12 @@ func (h *GatewayHealth) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if h.NB != nil {
+	if h.moveEgress == nil && h.NB != nil {
+		h.moveEgress = func(ctx context.Context, subnet, node string) (int, error) {
+			return nbsync.FollowGateway(ctx, h.NB, subnet, node)
+		}
+	}
+	if h.moveEgress != nil {
 		go h.follow(ctx)
 	}
 	pb, cp := &sb.PortBinding{}, &sb.ChassisPrivate{}
@@ -86,6 +94,12 @@ func (h *GatewayHealth) Start(ctx context.Context) error {
 		return err
 	}
 	defer c.Close()
+	// The follower resolves chassis names through this client: it must be in place before the
+	// first binding is queued, or a binding that moved before this replica connected (a
+	// standby starting while the leader's gateway is down) is dropped unresolved.
+	h.mu.Lock()
+	h.sb = c
+	h.mu.Unlock()
 	c.Cache().AddEventHandler(&cache.EventHandlerFuncs{
 		AddFunc:    func(_ string, m model.Model) { h.notify(m, false) },
 		UpdateFunc: func(_ string, _, m model.Model) { h.notify(m, false) },
@@ -102,7 +116,7 @@ func (h *GatewayHealth) Start(ctx context.Context) error {
 	}
 	live := ovn.WatchLiveness(ctx, c, 0)
 	h.mu.Lock()
-	h.sb, h.live = c, live
+	h.live = live
 	h.mu.Unlock()
 	ctrl.Log.Info("centralized subnet gateways follow OVN's gateway health (SB connected)")
 	<-ctx.Done()
@@ -178,7 +192,7 @@ func (h *GatewayHealth) follow(ctx context.Context) {
 			if node == "" {
 				continue
 			}
-			ops, err := nbsync.FollowGateway(ctx, h.NB, subnet, node)
+			ops, err := h.moveEgress(ctx, subnet, node)
 			switch {
 			case err != nil:
 				log.Error(err, "moving a centralized subnet's egress", "subnet", subnet, "node", node)

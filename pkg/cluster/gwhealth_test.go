@@ -14,7 +14,8 @@ import (
 
 // TestGatewayHealth: Bound names the chassis OVN bound a health port's chassisredirect
 // binding to, follows a rebinding, and each change queues the subnet the port belongs to;
-// other bindings queue nothing.
+// other bindings queue nothing. The follower moves the subnet's egress to the bound node, the
+// binding present at start included (a standby that connects after the failover must apply it).
 func TestGatewayHealth(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -52,7 +53,30 @@ func TestGatewayHealth(t *testing.T) {
 	}
 
 	h := NewGatewayHealth([]string{ep})
+	moves := make(chan string, 8)
+	h.moveEgress = func(_ context.Context, subnet, node string) (int, error) {
+		moves <- subnet + "->" + node
+		return 1, nil
+	}
 	go func() { _ = h.Start(ctx) }()
+	last := ""
+	expectMove := func(want string) { // repeats of the last move are allowed: a binding may be queued twice
+		t.Helper()
+		for {
+			select {
+			case got := <-moves:
+				if got == want {
+					last = got
+					return
+				}
+				if got != last {
+					t.Fatalf("egress moved %s, want %s", got, want)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("egress not moved (%s)", want)
+			}
+		}
+	}
 	expect := func(want string) {
 		t.Helper()
 		for deadline := time.Now().Add(5 * time.Second); h.Bound("kovn-gwh-central") != want; time.Sleep(10 * time.Millisecond) {
@@ -70,6 +94,7 @@ func TestGatewayHealth(t *testing.T) {
 		}
 	}
 	expect("n2")
+	expectMove("central->n2")
 
 	var pbs []*sb.PortBinding
 	if err := writer.WhereCache(func(pb *sb.PortBinding) bool { return pb.LogicalPort == cr.LogicalPort }).List(ctx, &pbs); err != nil || len(pbs) != 1 {
@@ -88,6 +113,7 @@ func TestGatewayHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("n3")
+	expectMove("central->n3")
 	select {
 	case ev := <-h.events:
 		t.Fatalf("unexpected event %v (only the health port's binding matters)", ev.Object)

@@ -339,3 +339,26 @@ func leadingControllerPod(t *testing.T, c *cluster) *corev1.Pod {
 
 // chartControllerMetricsPort is the chart's controller.metricsPort (deploy/values.yaml).
 const chartControllerMetricsPort = 9470
+
+// stopICSB stops the interconnect's SB database (the clusterset store beside it goes with it)
+// and returns what starts it again: call it once the test has seen the outage, and defer it too,
+// so that a failed step does not leave the clusterset without IC-SB (a second call does nothing).
+func stopICSB(t *testing.T, st *rig.State) (start func() error) {
+	t.Helper()
+	if err := st.StopDaemon("ic", "ovsdb-server-icsb"); err != nil {
+		t.Fatal(err)
+	}
+	started := false
+	return func() error {
+		if started {
+			return nil
+		}
+		started = true
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := st.StartDaemon(ctx, "ic", "ovsdb-server-icsb"); err != nil {
+			return fmt.Errorf("start IC-SB again: %w", err)
+		}
+		return nil
+	}
+}

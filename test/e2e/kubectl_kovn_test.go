@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -218,24 +217,12 @@ spec:
 
 	t.Run("IC-SB stopped: status names the InterConnect and the unreachable database", func(t *testing.T) {
 		st := c1.st
-		if err := st.StopDaemon("ic", "ovsdb-server-icsb"); err != nil {
-			t.Fatal(err)
-		}
-		started := false
-		defer func() {
-			if !started {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				_, _ = st.StartDaemon(ctx, "ic", "ovsdb-server-icsb")
-			}
-		}()
+		startICSB := stopICSB(t, st)
+		defer func() { _ = startICSB() }()
 		waitProblem(t, "interconnect/default", "ICDatabaseUnreachable", "IC-SB", "not answering")
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := st.StartDaemon(ctx, "ic", "ovsdb-server-icsb"); err != nil {
+		if err := startICSB(); err != nil {
 			t.Fatal(err)
 		}
-		started = true
 		waitHealthy(t)
 	})
 }

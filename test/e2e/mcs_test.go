@@ -303,17 +303,8 @@ func TestMultiClusterServices(t *testing.T) {
 			c.t = t
 		}
 		st := c1.st
-		if err := st.StopDaemon("ic", "ovsdb-server-icsb"); err != nil {
-			t.Fatal(err)
-		}
-		started := false
-		defer func() {
-			if !started {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				_, _ = st.StartDaemon(ctx, "ic", "ovsdb-server-icsb")
-			}
-		}()
+		startICSB := stopICSB(t, st)
+		defer func() { _ = startICSB() }()
 		waitControllerSeries(t, cfg, r, 1, `kovn_ovsdb_connected{db="ic-sb"} 0`, `kovn_ovsdb_connected{db="ic-nb"} 1`)
 		c3.waitBackendsOn(ips, []string{"be1", "be2"}, 10*time.Second)
 		c1.deletePod("mcs", "be1") // while the store is down: c3 cannot learn it yet
@@ -321,12 +312,9 @@ func TestMultiClusterServices(t *testing.T) {
 		if si, found, err := c3.getImport("mcs", "web"); err != nil || !found || len(si.Spec.IPs) == 0 {
 			t.Fatalf("c3's import while the store is down: found %t, %+v, %v", found, si, err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := st.StartDaemon(ctx, "ic", "ovsdb-server-icsb"); err != nil {
+		if err := startICSB(); err != nil {
 			t.Fatal(err)
 		}
-		started = true
 		start := time.Now()
 		c3.waitBackendsOn(ips, []string{"be2"}, 60*time.Second)
 		t.Logf("IC-SB stopped: c3's import stayed and answered; be1 deleted meanwhile left c3's ClusterSetIPs %.1fs after IC-SB started again", time.Since(start).Seconds())

@@ -306,7 +306,13 @@ func leaderOn(t *testing.T, c *cluster, node string) {
 	replicas := c.kubectlOK("-n", ns, "get", "deployment", "kovn-controller", "-o", "jsonpath={.spec.replicas}")
 	c.kubectlOK("-n", ns, "annotate", "pod", here.Name, "controller.kubernetes.io/pod-deletion-cost=1000", "--overwrite")
 	c.kubectlOK("-n", ns, "scale", "deployment", "kovn-controller", "--replicas=1")
-	defer c.kubectlOK("-n", ns, "scale", "deployment", "kovn-controller", "--replicas="+strings.TrimSpace(replicas))
+	// The standby must be up and watching SB before the gateway fails: it is the replica that
+	// moves the egress while the leader's node is cut off (CI once cut the link while the
+	// standby was still starting, and egress stayed down until the lease moved).
+	defer func() {
+		c.kubectlOK("-n", ns, "scale", "deployment", "kovn-controller", "--replicas="+strings.TrimSpace(replicas))
+		c.kubectlOK("-n", ns, "rollout", "status", "deployment/kovn-controller", "--timeout=120s")
+	}()
 	start := time.Now()
 	if err := eventually(90*time.Second, func() error {
 		if p := leadingControllerPod(t, c); p.Spec.NodeName != node {
