@@ -3,6 +3,7 @@ package servicenat
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -53,9 +54,9 @@ type NodePortReconciler struct {
 	SyncOwnPods func(is4 bool, addrs []netip.Addr) error
 
 	chains familyChains
-	// ownSynced is each family's set as last synced (addresses in order), so a pass that
-	// changes no pod of the node costs no netlink dump. One key, so one pass at a time.
-	ownSynced map[bool]string
+	// ownPods syncs each family's OwnPodsSet only when its addresses changed since the last
+	// successful sync.
+	ownPods familyChains
 }
 
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
@@ -109,29 +110,17 @@ func (r *NodePortReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 
 // syncOwnPods syncs each family's OwnPodsSet whose addresses changed since its last sync.
 func (r *NodePortReconciler) syncOwnPods(syncOwn func(bool, []netip.Addr) error, own []netip.Addr) error {
-	if r.ownSynced == nil {
-		r.ownSynced = map[bool]string{}
-	}
-	slices.SortFunc(own, func(a, b netip.Addr) int { return a.Compare(b) })
-	var errs []error
-	for _, is4 := range []bool{true, false} {
-		var key strings.Builder
+	slices.SortFunc(own, netip.Addr.Compare)
+	members := func(is4 bool) string {
+		key := "set:" // never "", so that an empty set is synced once too
 		for _, a := range own {
 			if a.Is4() == is4 {
-				key.WriteString(a.String() + " ")
+				key += a.String() + " "
 			}
 		}
-		if synced, ok := r.ownSynced[is4]; ok && synced == key.String() {
-			continue
-		}
-		if err := syncOwn(is4, own); err != nil {
-			errs = append(errs, err)
-			delete(r.ownSynced, is4)
-			continue
-		}
-		r.ownSynced[is4] = key.String()
+		return key
 	}
-	return errors.Join(errs...)
+	return r.ownPods.sync(members, func(is4 bool, _ string) error { return syncOwn(is4, own) })
 }
 
 // healthChecks are the health check node ports this node answers, with its ready endpoints.
@@ -332,23 +321,23 @@ func localEndpoints(eps []LocalEndpoint, node string) (local []LocalEndpoint, re
 // peerEndpoints are the endpoints of every other node that take new connections (ready ones,
 // else serving terminating ones: the rule that node applies to its own endpoints), by node.
 func peerEndpoints(eps []LocalEndpoint, node string) []PeerEndpoints {
-	var nodes []string
+	byNode := map[string][]LocalEndpoint{}
 	for _, e := range eps {
 		if e.Node != "" && e.Node != node {
-			nodes = append(nodes, e.Node)
+			byNode[e.Node] = append(byNode[e.Node], e)
 		}
 	}
-	slices.Sort(nodes)
 	var out []PeerEndpoints
-	for _, n := range slices.Compact(nodes) {
-		if usable, _ := endpoints.Usable(eps, func(e LocalEndpoint) bool { return e.Node == n }); len(usable) > 0 {
+	for _, n := range slices.Sorted(maps.Keys(byNode)) {
+		if usable, _ := endpoints.Usable(byNode[n], func(LocalEndpoint) bool { return true }); len(usable) > 0 {
 			out = append(out, PeerEndpoints{Node: n, Endpoints: usable})
 		}
 	}
 	return out
 }
 
-// peerAddrs are the other nodes' InternalIP and ExternalIP addresses, by node name.
+// peerAddrs are the other nodes' InternalIP and ExternalIP addresses, by node name, each
+// node's sorted and each once.
 func (r *NodePortReconciler) peerAddrs(ctx context.Context) (map[string][]netip.Addr, error) {
 	if r.Nodes == nil {
 		return nil, nil
@@ -367,6 +356,8 @@ func (r *NodePortReconciler) peerAddrs(ctx context.Context) (map[string][]netip.
 				out[n.Name] = append(out[n.Name], ip)
 			}
 		}
+		slices.SortFunc(out[n.Name], netip.Addr.Compare)
+		out[n.Name] = slices.Compact(out[n.Name])
 	}
 	return out, nil
 }

@@ -230,9 +230,7 @@ func writePeerTargets(b *strings.Builder, s NodePortService, p NodePortPort, is4
 		if len(targets) == 0 {
 			continue
 		}
-		addrs := append([]netip.Addr(nil), peerAddrs[peer.Node]...)
-		slices.SortFunc(addrs, func(a, b netip.Addr) int { return a.Compare(b) })
-		for _, a := range slices.Compact(addrs) {
+		for _, a := range peerAddrs[peer.Node] { // sorted, each once (peerAddrs)
 			if a.Is4() != is4 {
 				continue
 			}
