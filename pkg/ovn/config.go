@@ -6,13 +6,11 @@ package ovn
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -143,53 +141,18 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// tlsConfig loads the certificate files, or returns nil when no endpoint uses ssl.
+// tlsConfig loads the certificate files (and reloads them when they change, see tlsFiles), or
+// returns nil when no endpoint uses ssl. An unreadable file is reported here, before any
+// connection attempt.
 func (c Config) tlsConfig() (*tls.Config, error) {
 	if c.Cert == "" && c.Key == "" && c.CACert == "" {
 		return nil, nil
 	}
-	cert, err := tls.LoadX509KeyPair(c.Cert, c.Key)
-	if err != nil {
-		return nil, fmt.Errorf("loading OVSDB client certificate: %w", err)
+	f := &tlsFiles{cert: c.Cert, key: c.Key, ca: c.CACert}
+	if _, _, err := f.load(); err != nil {
+		return nil, err
 	}
-	caPEM, err := os.ReadFile(c.CACert)
-	if err != nil {
-		return nil, fmt.Errorf("loading OVSDB CA certificate: %w", err)
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("no PEM certificate found in OVSDB CA file %s", c.CACert)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, ServerName: c.ServerName, MinVersion: tls.VersionTLS12}
-	if c.ServerName == "" {
-		// Verify the chain ourselves and skip only the host name check (see ServerName).
-		cfg.InsecureSkipVerify = true
-		cfg.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
-			return verifyChain(raw, roots)
-		}
-	}
-	return cfg, nil
-}
-
-// verifyChain checks that the peer's certificate chains to one of roots.
-func verifyChain(raw [][]byte, roots *x509.CertPool) error {
-	if len(raw) == 0 {
-		return errors.New("OVSDB server sent no certificate")
-	}
-	certs := make([]*x509.Certificate, len(raw))
-	for i, der := range raw {
-		cert, err := x509.ParseCertificate(der)
-		if err != nil {
-			return fmt.Errorf("parsing OVSDB server certificate: %w", err)
-		}
-		certs[i] = cert
-	}
-	inter := x509.NewCertPool()
-	for _, cert := range certs[1:] {
-		inter.AddCert(cert)
-	}
-	_, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter})
-	return err
+	return f.config(c.ServerName), nil
 }
 
 // backoff is an exponential backoff with jitter that never gives up. It satisfies
