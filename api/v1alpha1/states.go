@@ -18,6 +18,9 @@ const (
 	ReasonNoGateway       = "NoGateway"
 	ReasonRouteConflict   = "RouteConflict"
 	ReasonNoConflict      = "NoConflict"
+	// ReasonAZNameTaken: Ready=False because another cluster of the clusterset holds the AZ
+	// name; nothing of that AZ is changed.
+	ReasonAZNameTaken = "AZNameTaken"
 )
 
 // One word for a ServiceExport's state, as the metrics label it and kubectl-kovn shows it.

@@ -300,7 +300,7 @@ func TestForConflictLaterAZWithdraws(t *testing.T) {
 	}
 }
 
-// TestRecordJoin: the first record creates IC_NB_Global; a second AZ adds its own; recording
+// TestRecordJoin: the first claim creates IC_NB_Global; a second AZ adds its own; recording
 // again keeps the first time; forgetting removes only that AZ.
 func TestRecordJoin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -318,29 +318,29 @@ func TestRecordJoin(t *testing.T) {
 	settle := func(want int) map[string]time.Time {
 		t.Helper()
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			if got, err := recordJoin(ctx, c, "az1", t0.Add(time.Hour)); err == nil && len(got) == want {
+			if got, err := claimJoin(ctx, c, "az1", "uid-1", t0.Add(time.Hour)); err == nil && len(got) == want {
 				return got
 			}
 		}
 		t.Fatalf("join records never reached %d", want)
 		return nil
 	}
-	if _, err := recordJoin(ctx, c, "az1", t0); err != nil {
+	if _, err := claimJoin(ctx, c, "az1", "uid-1", t0); err != nil {
 		t.Fatal(err)
 	}
 	settle(1)
-	if _, err := recordJoin(ctx, c, "az2", t0.Add(time.Minute)); err != nil {
+	if _, err := claimJoin(ctx, c, "az2", "uid-2", t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	got := settle(2)
 	if !got["az1"].Equal(t0) || !got["az2"].Equal(t0.Add(time.Minute)) {
 		t.Errorf("join times %v", got)
 	}
-	if err := renameJoin(ctx, c, "az2", "az2b"); err != nil {
+	if err := renameJoin(ctx, c, "az2", "az2b", "uid-2"); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		got, _ = recordJoin(ctx, c, "az1", t0.Add(time.Hour))
+		got, _ = claimJoin(ctx, c, "az1", "uid-1", t0.Add(time.Hour))
 		if _, old := got["az2"]; !old && got["az2b"].Equal(t0.Add(time.Minute)) {
 			break
 		}
@@ -348,7 +348,7 @@ func TestRecordJoin(t *testing.T) {
 			t.Fatalf("az2 renamed az2b: join times %v, want az2b with az2's time and no az2", got)
 		}
 	}
-	if err := forgetJoin(ctx, c, "az2b"); err != nil {
+	if err := forgetJoin(ctx, c, "az2b", "uid-2"); err != nil {
 		t.Fatal(err)
 	}
 	if got := settle(1); !got["az1"].Equal(t0) {

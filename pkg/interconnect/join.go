@@ -2,6 +2,7 @@ package interconnect
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -109,17 +110,19 @@ func (r *Reconciler) connectIC(ctx context.Context, run *joinRun) bool {
 // peer spreads both ways.
 func (r *Reconciler) enter(ctx context.Context, run *joinRun) error {
 	ic := run.ic
+	owner, err := r.clusterUID(ctx)
+	if err != nil {
+		return err
+	}
 	if old := ic.Status.AZName; old != "" && old != ic.Spec.AZName {
 		// A rename keeps the AZ's join time (its precedence in conflicts).
-		if err := renameJoin(ctx, run.icnb, old, ic.Spec.AZName); err != nil {
-			return err
+		if err := renameJoin(ctx, run.icnb, old, ic.Spec.AZName, owner); err != nil {
+			return azTaken(ic, err)
 		}
 		run.renamedFrom = old
 	}
-	var err error
-	if run.joined, err = recordJoin(ctx, run.icnb, ic.Spec.AZName, time.Now()); err != nil {
-		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonReconcileFailed, "recording the join in IC-NB: "+err.Error())
-		return err
+	if run.joined, err = claimJoin(ctx, run.icnb, ic.Spec.AZName, owner, time.Now()); err != nil {
+		return azTaken(ic, err)
 	}
 	var nodes corev1.NodeList
 	if err := r.List(ctx, &nodes); err != nil {
@@ -140,6 +143,19 @@ func (r *Reconciler) enter(ctx context.Context, run *joinRun) error {
 		}
 	}
 	return nil
+}
+
+// azTaken sets Ready from an error of claiming the AZ name in IC-NB: AZNameTaken when another
+// cluster holds it, else the failure.
+func azTaken(ic *kovnv1.InterConnect, err error) error {
+	var taken *AZTakenError
+	if errors.As(err, &taken) {
+		// Retried with backoff: the name may be freed when the other cluster leaves.
+		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonAZNameTaken, err.Error())
+		return err
+	}
+	setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonReconcileFailed, "recording the join in IC-NB: "+err.Error())
+	return err
 }
 
 // readJoin reads the clusterset and the ForeignAZs and resolves the Input of For.

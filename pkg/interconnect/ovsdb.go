@@ -273,44 +273,6 @@ func removeAZ(ctx context.Context, c libovsdb.Client, az string) error {
 	return err
 }
 
-// joinedKeyPrefix starts the IC_NB_Global external_ids key under which each AZ records when it
-// joined the set ("kovn.io/joined/<az>" = RFC 3339 time): conflicts go to the older AZ.
-const joinedKeyPrefix = "kovn.io/joined/"
-
-// recordJoin records (once: an insert mutation keeps an existing key) when az joined, creating
-// IC_NB_Global if no tool has yet, and returns every AZ's join time.
-func recordJoin(ctx context.Context, c libovsdb.Client, az string, now time.Time) (map[string]time.Time, error) {
-	key := joinedKeyPrefix + az
-	stamp := map[string]string{key: now.UTC().Format(time.RFC3339Nano)}
-	ops, row, err := ovn.UpdateGlobalOps(ctx, c, nil, func(m *icnb.ICNBGlobal) ovn.GlobalChange {
-		if m.ExternalIDs[key] != "" {
-			return ovn.GlobalChange{}
-		}
-		return ovn.GlobalChange{Mutations: ovn.MapMutations(&m.ExternalIDs, m.ExternalIDs, stamp, nil)}
-	})
-	if errors.Is(err, ovn.ErrNoGlobalRow) {
-		ops, err = c.Create(&icnb.ICNBGlobal{ExternalIDs: stamp})
-	}
-	if err != nil {
-		return nil, err
-	}
-	if len(ops) > 0 {
-		if _, err := ovn.Transact(ctx, c, ops); err != nil {
-			return nil, err
-		}
-		return map[string]time.Time{az: now}, nil // the others' are read next time
-	}
-	out := map[string]time.Time{}
-	for k, v := range row.ExternalIDs {
-		if name, ok := strings.CutPrefix(k, joinedKeyPrefix); ok {
-			if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-				out[name] = t
-			}
-		}
-	}
-	return out, nil
-}
-
 // updateICNBGlobal commits change of IC_NB_Global; nothing happens while the row does not
 // exist yet (recordJoin creates it).
 func updateICNBGlobal(ctx context.Context, c libovsdb.Client, change func(m *icnb.ICNBGlobal) ovn.GlobalChange) error {
@@ -356,27 +318,3 @@ func declareWithdrawn(ctx context.Context, c libovsdb.Client, az string, prefixe
 	})
 }
 
-// renameJoin moves AZ from's join record to to (unless to has one), so a renamed AZ keeps its
-// place in conflict precedence, and drops from's withdrawal declaration (the reconcile declares
-// again under the new name). Nothing happens when from has no record.
-func renameJoin(ctx context.Context, c libovsdb.Client, from, to string) error {
-	return updateICNBGlobal(ctx, c, func(m *icnb.ICNBGlobal) ovn.GlobalChange {
-		ids := m.ExternalIDs
-		joined, ok := ids[joinedKeyPrefix+from]
-		if !ok {
-			return ovn.GlobalChange{}
-		}
-		want := map[string]string{}
-		if ids[joinedKeyPrefix+to] == "" {
-			want[joinedKeyPrefix+to] = joined
-		}
-		return ovn.GlobalChange{Mutations: ovn.MapMutations(&m.ExternalIDs, ids, want, []string{joinedKeyPrefix + from, withdrawnKeyPrefix + from})}
-	})
-}
-
-// forgetJoin removes az's join record and withdrawal declaration (it left the set).
-func forgetJoin(ctx context.Context, c libovsdb.Client, az string) error {
-	return updateICNBGlobal(ctx, c, func(m *icnb.ICNBGlobal) ovn.GlobalChange {
-		return ovn.GlobalChange{Mutations: ovn.MapMutations(&m.ExternalIDs, m.ExternalIDs, nil, []string{joinedKeyPrefix + az, withdrawnKeyPrefix + az})}
-	})
-}

@@ -56,6 +56,27 @@ type Reconciler struct {
 	// peered the ForeignAZs whose shards were applied (removed when the object goes).
 	foreignGood map[string]ForeignIn
 	peered      map[string]bool
+
+	// uid identifies this cluster in the clusterset's join records: its kube-system
+	// namespace's UID (clusterUID).
+	uid string
+}
+
+// clusterUID is the UID of the cluster's kube-system namespace, which names the cluster that
+// holds an AZ name (azOwnerKeyPrefix): it lives as long as the cluster and no tenant sets it.
+func (r *Reconciler) clusterUID(ctx context.Context) (string, error) {
+	if r.uid != "" {
+		return r.uid, nil
+	}
+	var ns corev1.Namespace
+	if err := r.Get(ctx, client.ObjectKey{Name: metav1.NamespaceSystem}, &ns); err != nil {
+		return "", fmt.Errorf("reading this cluster's identity (namespace kube-system): %w", err)
+	}
+	if ns.UID == "" {
+		return "", errors.New("namespace kube-system has no UID")
+	}
+	r.uid = string(ns.UID)
+	return r.uid, nil
 }
 
 // +kubebuilder:rbac:groups=kovn.io,resources=interconnects,verbs=get;list;watch;update
@@ -328,14 +349,18 @@ func (r *Reconciler) leave(ctx context.Context, ic *kovnv1.InterConnect) error {
 		if err != nil {
 			return fmt.Errorf("leaving the clusterset: %w", err)
 		}
+		owner, err := r.clusterUID(ctx)
+		if err != nil {
+			return err
+		}
 		for _, az := range slices.Compact([]string{ic.Status.AZName, ic.Spec.AZName}) {
-			if az == "" {
-				continue
+			if az == "" || !holdsAZ(ctx, icnbc, az, owner) {
+				continue // another cluster's AZ (an azName that was refused): never removed from here
 			}
 			if err := removeAZ(ctx, icsbc, az); err != nil {
 				return fmt.Errorf("removing AZ %s from IC-SB: %w", az, err)
 			}
-			if err := forgetJoin(ctx, icnbc, az); err != nil {
+			if err := forgetJoin(ctx, icnbc, az, owner); err != nil {
 				return fmt.Errorf("removing AZ %s's join record from IC-NB: %w", az, err)
 			}
 		}

@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/test/rig"
 )
 
@@ -176,6 +177,11 @@ func TestInterconnect(t *testing.T) {
 	t.Run("AZ renamed at run time: the peer follows, no stale row, traffic back", func(t *testing.T) {
 		a.t, b.t = t, t
 		renameAZ(t, a, b, cfg, pb)
+	})
+
+	t.Run("an azName another cluster holds: refused with AZNameTaken, neither AZ changed, traffic untouched", func(t *testing.T) {
+		a.t, b.t = t, t
+		azNameTaken(t, a, b, cfg, pa, pb)
 	})
 
 	t.Run("kovn-controller restarted with a leader change: nothing rewritten, traffic untouched, the new leader programs", func(t *testing.T) {
@@ -563,6 +569,61 @@ func renameAZ(t *testing.T, a, b *cluster, cfg rig.Config, pb *corev1.Pod) {
 	}
 	t.Logf("AZ az1 renamed az1r 3 s into a probe stream that ended %s after c2 followed: %d of %d probes lost, longest outage %s; IC-SB is clean and c2 routes over both transit switches (checked %.1fs after the change)",
 		streamSettle, lost, sent, outage, time.Since(start).Seconds()-3)
+}
+
+// azNameTaken sets c2's azName to c1's (az1r, after renameAZ): ovn-ic keys AZs by name, so
+// the two would share one AZ row, and kovn would remove c1's AZ when c2 renamed away or left.
+// c2 must be refused with AZNameTaken and stay az2; IC-SB keeps exactly az1r and az2, c1 still
+// learns c2's routes, and a 100 ms probe stream from c1's pod to c2's loses nothing across the
+// refusal and c2's return to az2.
+func azNameTaken(t *testing.T, a, b *cluster, cfg rig.Config, pa, pb *corev1.Pod) {
+	setAZ := func(az string) {
+		t.Helper()
+		if out, err := b.kubectl("patch", "interconnect", "default", "--type=merge", "-p", `{"spec":{"azName":"`+az+`"}}`); err != nil {
+			t.Fatalf("patch azName: %v %s", err, out)
+		}
+	}
+	azRows := func() string {
+		out, err := exec.Command("ip", "netns", "exec", cfg.ICNS(), "ovn-ic-sbctl", "--db="+cfg.ICSBEndpoint(), "--no-leader-only",
+			"--timeout=10", "--bare", "--columns=name", "list", "Availability_Zone").CombinedOutput()
+		if err != nil {
+			t.Fatalf("ovn-ic-sbctl: %v %s", err, out)
+		}
+		f := strings.Fields(string(out))
+		slices.Sort(f)
+		return strings.Join(f, " ")
+	}
+	var message string
+	sent, lost, outage := a.measureUntil(t, "default", "a", pb.Status.PodIPs[0].IP, streamCount, 100*time.Millisecond, func() { setAZ("az1r") }, func() {
+		b.waitInterConnect(func(s icStatus) error {
+			if s.ready != "False" || s.reason != kovnv1.ReasonAZNameTaken {
+				return fmt.Errorf("ready %s (%s): %s", s.ready, s.reason, s.message)
+			}
+			message = s.message
+			return nil
+		})
+	})
+	if lost > 0 {
+		t.Errorf("c1 -> c2 while c2 was refused az1r: %d of %d probes lost, longest outage %s", lost, sent, outage)
+	}
+	if got := azRows(); got != "az1r az2" {
+		t.Errorf("IC-SB's AZs while c2 asks for az1r: %s, want az1r az2", got)
+	}
+	a.waitInterConnect(func(s icStatus) error {
+		if !slices.Equal(s.peers, []string{"az2"}) || !slices.Equal(s.peerRoutes, prefixStrings(cfg.PodCIDRs(2))) {
+			return fmt.Errorf("peers %v with routes %v, want az2 with %v", s.peers, s.peerRoutes, prefixStrings(cfg.PodCIDRs(2)))
+		}
+		return nil
+	})
+	setAZ("az2")
+	b.waitInterConnect(func(s icStatus) error {
+		if s.ready != "True" || !slices.Equal(s.peers, []string{"az1r"}) {
+			return fmt.Errorf("ready %s (%s), peers %v", s.ready, s.reason, s.peers)
+		}
+		return nil
+	})
+	b.ping("default", "b", pa.Status.PodIPs[0].IP)
+	t.Logf("c2 asked for c1's AZ name: %q; IC-SB kept az1r and az2; %d of %d probes c1 -> c2 lost; back to az2: Ready", message, lost, sent)
 }
 
 // routesOverTwoTransitSwitches checks that the cluster learned each prefix over two next hops.

@@ -65,11 +65,19 @@ func (r *MembershipReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (c
 			return ctrl.Result{}, err
 		}
 	}
+	// The AZ the cluster joined under, not the one it asks for: an azName another cluster holds
+	// is refused (AZNameTaken), and registering under it would send the clusterset's traffic
+	// for this cluster's exports to that cluster. The status change of a join or rename
+	// brings the InterConnect back here.
+	az := ic.Status.AZName
+	if az == "" {
+		return ctrl.Result{}, nil
+	}
 	var oldID string
 	if s, _ := r.Set.Store(); s != nil {
 		oldID = s.Cluster
 	}
-	id, err := r.clusterID(ctx, ic.Spec.AZName)
+	id, err := r.clusterID(ctx, az)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -84,7 +92,7 @@ func (r *MembershipReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (c
 			return ctrl.Result{}, err
 		}
 	}
-	missing, err := store.RegisterCluster(ctx, ic.Spec.AZName)
+	missing, err := store.RegisterCluster(ctx, az)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("registering in the clusterset store: %w", err)
 	}

@@ -1,0 +1,166 @@
+package interconnect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	libovsdb "github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/ovsdb"
+
+	"github.com/kovn/kovn/pkg/ovn"
+	"github.com/kovn/kovn/pkg/ovn/model/icnb"
+)
+
+// joinedKeyPrefix starts the IC_NB_Global external_ids key under which each AZ records when it
+// joined the set ("kovn.io/joined/<az>" = RFC 3339 time): conflicts go to the older AZ.
+const joinedKeyPrefix = "kovn.io/joined/"
+
+// azOwnerKeyPrefix starts the IC_NB_Global external_ids key naming the cluster that holds an
+// AZ name ("kovn.io/az-owner/<az>" = the UID of its kube-system namespace). ovn-ic keys an AZ by
+// name alone: a second cluster configured with the same name would share the AZ's row, and its
+// kovn would remove that AZ when it left or renamed. A cluster writes and deletes only the
+// records, AZ rows and join records of names it holds.
+const azOwnerKeyPrefix = "kovn.io/az-owner/"
+
+// AZTakenError says that an AZ name is held by another cluster of the clusterset.
+type AZTakenError struct {
+	AZ, Owner string
+}
+
+func (e *AZTakenError) Error() string {
+	return fmt.Sprintf("AZ name %q is held by another cluster of the clusterset (kube-system namespace UID %s): "+
+		"choose another azName; nothing of that AZ was changed", e.AZ, e.Owner)
+}
+
+// claimJoin records when az joined and that owner holds it, each only when absent (an insert
+// mutation keeps an existing key), creating IC_NB_Global if no tool has yet, and reads the
+// record back in the same transaction: of two clusters claiming one name at once, exactly one
+// holds it. It returns every AZ's join time, or an *AZTakenError when another cluster holds az.
+// A record from before owners were kept is claimed by the first cluster that joins under it.
+func claimJoin(ctx context.Context, c libovsdb.Client, az, owner string, now time.Time) (map[string]time.Time, error) {
+	want := map[string]string{joinedKeyPrefix + az: now.UTC().Format(time.RFC3339Nano), azOwnerKeyPrefix + az: owner}
+	var ops []ovsdb.Operation
+	var where []ovsdb.Condition
+	row, err := ovn.GlobalRow[*icnb.ICNBGlobal](ctx, c)
+	switch {
+	case errors.Is(err, ovn.ErrNoGlobalRow):
+		if ops, err = c.Create(&icnb.ICNBGlobal{ExternalIDs: want}); err != nil {
+			return nil, err
+		}
+		where = []ovsdb.Condition{} // the one row, just created
+	case err != nil:
+		return nil, err
+	default:
+		missing := map[string]string{}
+		for k, v := range want {
+			if _, ok := row.ExternalIDs[k]; !ok {
+				missing[k] = v
+			}
+		}
+		if len(missing) > 0 {
+			if ops, err = ovn.MutateOps(c, nil, row, model.Mutation{Field: &row.ExternalIDs, Mutator: ovsdb.MutateOperationInsert, Value: missing}); err != nil {
+				return nil, err
+			}
+		}
+		where = []ovsdb.Condition{ovsdb.NewCondition("_uuid", ovsdb.ConditionEqual, ovsdb.UUID{GoUUID: row.UUID})}
+	}
+	ops = append(ops, ovsdb.Operation{Op: ovsdb.OperationSelect, Table: icnb.ICNBGlobalTable, Where: where, Columns: []string{"external_ids"}})
+	res, err := ovn.Transact(ctx, c, ops)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := externalIDsOf(res[len(res)-1])
+	if err != nil {
+		return nil, fmt.Errorf("reading IC_NB_Global back: %w", err)
+	}
+	if holder := ids[azOwnerKeyPrefix+az]; holder != owner {
+		return nil, &AZTakenError{AZ: az, Owner: holder}
+	}
+	out := map[string]time.Time{}
+	for k, v := range ids {
+		if name, ok := strings.CutPrefix(k, joinedKeyPrefix); ok {
+			if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+				out[name] = t
+			}
+		}
+	}
+	return out, nil
+}
+
+// externalIDsOf is the external_ids column of the one row a select returned.
+func externalIDsOf(res ovsdb.OperationResult) (map[string]string, error) {
+	if len(res.Rows) != 1 {
+		return nil, fmt.Errorf("%d rows", len(res.Rows))
+	}
+	m, ok := res.Rows[0]["external_ids"].(ovsdb.OvsMap)
+	if !ok {
+		return nil, fmt.Errorf("external_ids is %T", res.Rows[0]["external_ids"])
+	}
+	out := make(map[string]string, len(m.GoMap))
+	for k, v := range m.GoMap {
+		ks, kok := k.(string)
+		vs, vok := v.(string)
+		if kok && vok {
+			out[ks] = vs
+		}
+	}
+	return out, nil
+}
+
+// azHolder is the cluster that holds az according to the cache, "" when no cluster recorded
+// holding it.
+func azHolder(ctx context.Context, c libovsdb.Client, az string) string {
+	row, err := ovn.GlobalRow[*icnb.ICNBGlobal](ctx, c)
+	if err != nil {
+		return ""
+	}
+	return row.ExternalIDs[azOwnerKeyPrefix+az]
+}
+
+// holdsAZ reports whether owner may act for az: it holds the name, or no cluster recorded
+// holding it.
+func holdsAZ(ctx context.Context, c libovsdb.Client, az, owner string) bool {
+	h := azHolder(ctx, c, az)
+	return h == "" || h == owner
+}
+
+// renameJoin moves AZ from's join record and hold to to (unless to has a join record), so a
+// renamed AZ keeps its place in conflict precedence, and drops from's withdrawal declaration
+// (the reconcile declares again under the new name). Nothing happens when from has no record;
+// an *AZTakenError, and no change, when another cluster holds to or from.
+func renameJoin(ctx context.Context, c libovsdb.Client, from, to, owner string) error {
+	for _, az := range []string{to, from} {
+		if h := azHolder(ctx, c, az); h != "" && h != owner {
+			return &AZTakenError{AZ: az, Owner: h}
+		}
+	}
+	return updateICNBGlobal(ctx, c, func(m *icnb.ICNBGlobal) ovn.GlobalChange {
+		ids := m.ExternalIDs
+		joined, ok := ids[joinedKeyPrefix+from]
+		if !ok {
+			return ovn.GlobalChange{}
+		}
+		want := map[string]string{azOwnerKeyPrefix + to: owner}
+		if ids[joinedKeyPrefix+to] == "" {
+			want[joinedKeyPrefix+to] = joined
+		}
+		return ovn.GlobalChange{Mutations: ovn.MapMutations(&m.ExternalIDs, ids, want,
+			[]string{joinedKeyPrefix + from, withdrawnKeyPrefix + from, azOwnerKeyPrefix + from})}
+	})
+}
+
+// forgetJoin removes az's join record, withdrawal declaration and hold (it left the set), unless
+// another cluster holds az: then nothing.
+func forgetJoin(ctx context.Context, c libovsdb.Client, az, owner string) error {
+	if !holdsAZ(ctx, c, az, owner) {
+		return nil
+	}
+	return updateICNBGlobal(ctx, c, func(m *icnb.ICNBGlobal) ovn.GlobalChange {
+		return ovn.GlobalChange{Mutations: ovn.MapMutations(&m.ExternalIDs, m.ExternalIDs, nil,
+			[]string{joinedKeyPrefix + az, withdrawnKeyPrefix + az, azOwnerKeyPrefix + az})}
+	})
+}

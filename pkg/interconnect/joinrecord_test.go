@@ -1,0 +1,112 @@
+package interconnect
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	libovsdb "github.com/ovn-org/libovsdb/client"
+
+	"github.com/kovn/kovn/pkg/ovn"
+	"github.com/kovn/kovn/pkg/ovn/model/icnb"
+	"github.com/kovn/kovn/pkg/ovn/ovntest"
+)
+
+// TestAZNameHeld: the cluster that first claims an AZ name holds it. Another cluster claiming,
+// renaming to or from it, or forgetting it gets an AZTakenError or changes nothing; a record
+// from before holders were kept is claimed; the holder forgets its name, which frees it.
+func TestAZNameHeld(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	db, err := icnb.DatabaseModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := ovntest.Serve(t, ovntest.SocketPath(t), db)
+	connect := func() libovsdb.Client {
+		c, err := ovn.ConnectICNB(ctx, ovn.Config{Endpoints: []string{ep}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	one, two := connect(), connect() // two clusters, each with its own client and cache
+	t0 := time.Unix(1000, 0).UTC()
+	ids := func() map[string]string {
+		t.Helper()
+		row, err := ovn.GlobalRow[*icnb.ICNBGlobal](ctx, one)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return row.ExternalIDs
+	}
+	eventually := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: external_ids %v", what, ids())
+			}
+		}
+	}
+	taken := func(err error) bool {
+		var e *AZTakenError
+		return errors.As(err, &e) && e.AZ == "az1" && e.Owner == "uid-1"
+	}
+
+	if _, err := claimJoin(ctx, one, "az1", "uid-1", t0); err != nil {
+		t.Fatal(err)
+	}
+	// The second cluster's cache may not have the record yet: the claim reads it back in its
+	// own transaction, so it is refused all the same.
+	if _, err := claimJoin(ctx, two, "az1", "uid-2", t0.Add(time.Minute)); !taken(err) {
+		t.Fatalf("second cluster claiming az1: %v, want AZ taken by uid-1", err)
+	}
+	eventually("az1 held by uid-1 with its join time", func() bool {
+		i := ids()
+		return i[azOwnerKeyPrefix+"az1"] == "uid-1" && i[joinedKeyPrefix+"az1"] == t0.Format(time.RFC3339Nano)
+	})
+	if _, err := claimJoin(ctx, two, "az2", "uid-2", t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	eventually("az2 seen by both", func() bool { return azHolder(ctx, two, "az1") == "uid-1" && azHolder(ctx, one, "az2") == "uid-2" })
+	if err := renameJoin(ctx, two, "az2", "az1", "uid-2"); !taken(err) {
+		t.Errorf("renaming az2 to the held az1: %v", err)
+	}
+	if err := renameJoin(ctx, two, "az1", "az3", "uid-2"); !taken(err) {
+		t.Errorf("renaming another cluster's az1: %v", err)
+	}
+	if err := forgetJoin(ctx, two, "az1", "uid-2"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if i := ids(); i[azOwnerKeyPrefix+"az1"] != "uid-1" || i[joinedKeyPrefix+"az1"] == "" {
+		t.Fatalf("another cluster forgot az1: %v", i)
+	}
+
+	// A record without a holder (written before holders were kept) is claimed by the first.
+	if err := updateICNBGlobal(ctx, one, func(m *icnb.ICNBGlobal) ovn.GlobalChange {
+		return ovn.GlobalChange{Mutations: ovn.MapMutations(&m.ExternalIDs, m.ExternalIDs, map[string]string{joinedKeyPrefix + "old": t0.Format(time.RFC3339Nano)}, nil)}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eventually("old recorded", func() bool { _, ok := ids()[joinedKeyPrefix+"old"]; return ok })
+	if _, err := claimJoin(ctx, two, "old", "uid-2", t0.Add(time.Hour)); err != nil {
+		t.Fatalf("claiming a record without a holder: %v", err)
+	}
+	eventually("old held by uid-2, its join time kept", func() bool {
+		i := ids()
+		return i[azOwnerKeyPrefix+"old"] == "uid-2" && i[joinedKeyPrefix+"old"] == t0.Format(time.RFC3339Nano)
+	})
+
+	// The holder leaves: the name is free for another cluster.
+	if err := forgetJoin(ctx, one, "az1", "uid-1"); err != nil {
+		t.Fatal(err)
+	}
+	eventually("az1 forgotten", func() bool { _, ok := ids()[azOwnerKeyPrefix+"az1"]; return !ok })
+	eventually("az1 free for uid-2", func() bool {
+		_, err := claimJoin(ctx, two, "az1", "uid-2", t0.Add(2*time.Hour))
+		return err == nil
+	})
+}
