@@ -317,4 +317,3 @@ func declareWithdrawn(ctx context.Context, c libovsdb.Client, az string, prefixe
 		return ovn.GlobalChange{Mutations: ovn.MapMutations(&m.ExternalIDs, m.ExternalIDs, wantIDs, []string{key})}
 	})
 }
-

@@ -171,4 +171,3 @@ func TestRenewalDue(t *testing.T) {
 		}
 	}
 }
-
