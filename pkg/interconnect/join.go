@@ -117,12 +117,12 @@ func (r *Reconciler) enter(ctx context.Context, run *joinRun) error {
 	if old := ic.Status.AZName; old != "" && old != ic.Spec.AZName {
 		// A rename keeps the AZ's join time (its precedence in conflicts).
 		if err := renameJoin(ctx, run.icnb, old, ic.Spec.AZName, owner); err != nil {
-			return azTaken(ic, err)
+			return claimFailed(ic, err)
 		}
 		run.renamedFrom = old
 	}
 	if run.joined, err = claimJoin(ctx, run.icnb, ic.Spec.AZName, owner, time.Now()); err != nil {
-		return azTaken(ic, err)
+		return claimFailed(ic, err)
 	}
 	var nodes corev1.NodeList
 	if err := r.List(ctx, &nodes); err != nil {
@@ -145,9 +145,9 @@ func (r *Reconciler) enter(ctx context.Context, run *joinRun) error {
 	return nil
 }
 
-// azTaken sets Ready from an error of claiming the AZ name in IC-NB: AZNameTaken when another
+// claimFailed sets Ready from an error of claiming the AZ name in IC-NB: AZNameTaken when another
 // cluster holds it, else the failure.
-func azTaken(ic *kovnv1.InterConnect, err error) error {
+func claimFailed(ic *kovnv1.InterConnect, err error) error {
 	var taken *AZTakenError
 	if errors.As(err, &taken) {
 		// Retried with backoff: the name may be freed when the other cluster leaves.

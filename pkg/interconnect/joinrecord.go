@@ -111,21 +111,17 @@ func externalIDsOf(res ovsdb.OperationResult) (map[string]string, error) {
 	return out, nil
 }
 
-// azHolder is the cluster that holds az according to the cache, "" when no cluster recorded
-// holding it.
-func azHolder(ctx context.Context, c libovsdb.Client, az string) string {
+// heldByOther is the cluster other than owner that holds az according to the cache, "" when
+// owner holds it or no cluster recorded holding it (owner may act for az).
+func heldByOther(ctx context.Context, c libovsdb.Client, az, owner string) string {
 	row, err := ovn.GlobalRow[*icnb.ICNBGlobal](ctx, c)
 	if err != nil {
 		return ""
 	}
-	return row.ExternalIDs[azOwnerKeyPrefix+az]
-}
-
-// holdsAZ reports whether owner may act for az: it holds the name, or no cluster recorded
-// holding it.
-func holdsAZ(ctx context.Context, c libovsdb.Client, az, owner string) bool {
-	h := azHolder(ctx, c, az)
-	return h == "" || h == owner
+	if h := row.ExternalIDs[azOwnerKeyPrefix+az]; h != owner {
+		return h
+	}
+	return ""
 }
 
 // renameJoin moves AZ from's join record and hold to to (unless to has a join record), so a
@@ -134,7 +130,7 @@ func holdsAZ(ctx context.Context, c libovsdb.Client, az, owner string) bool {
 // an *AZTakenError, and no change, when another cluster holds to or from.
 func renameJoin(ctx context.Context, c libovsdb.Client, from, to, owner string) error {
 	for _, az := range []string{to, from} {
-		if h := azHolder(ctx, c, az); h != "" && h != owner {
+		if h := heldByOther(ctx, c, az, owner); h != "" {
 			return &AZTakenError{AZ: az, Owner: h}
 		}
 	}
@@ -156,7 +152,7 @@ func renameJoin(ctx context.Context, c libovsdb.Client, from, to, owner string) 
 // forgetJoin removes az's join record, withdrawal declaration and hold (it left the set), unless
 // another cluster holds az: then nothing.
 func forgetJoin(ctx context.Context, c libovsdb.Client, az, owner string) error {
-	if !holdsAZ(ctx, c, az, owner) {
+	if heldByOther(ctx, c, az, owner) != "" {
 		return nil
 	}
 	return updateICNBGlobal(ctx, c, func(m *icnb.ICNBGlobal) ovn.GlobalChange {

@@ -70,7 +70,9 @@ func TestAZNameHeld(t *testing.T) {
 	if _, err := claimJoin(ctx, two, "az2", "uid-2", t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	eventually("az2 seen by both", func() bool { return azHolder(ctx, two, "az1") == "uid-1" && azHolder(ctx, one, "az2") == "uid-2" })
+	eventually("az2 seen by both", func() bool {
+		return heldByOther(ctx, two, "az1", "uid-2") == "uid-1" && heldByOther(ctx, one, "az2", "uid-1") == "uid-2"
+	})
 	if err := renameJoin(ctx, two, "az2", "az1", "uid-2"); !taken(err) {
 		t.Errorf("renaming az2 to the held az1: %v", err)
 	}

@@ -56,18 +56,11 @@ type Reconciler struct {
 	// peered the ForeignAZs whose shards were applied (removed when the object goes).
 	foreignGood map[string]ForeignIn
 	peered      map[string]bool
-
-	// uid identifies this cluster in the clusterset's join records: its kube-system
-	// namespace's UID (clusterUID).
-	uid string
 }
 
 // clusterUID is the UID of the cluster's kube-system namespace, which names the cluster that
 // holds an AZ name (azOwnerKeyPrefix): it lives as long as the cluster and no tenant sets it.
 func (r *Reconciler) clusterUID(ctx context.Context) (string, error) {
-	if r.uid != "" {
-		return r.uid, nil
-	}
 	var ns corev1.Namespace
 	if err := r.Get(ctx, client.ObjectKey{Name: metav1.NamespaceSystem}, &ns); err != nil {
 		return "", fmt.Errorf("reading this cluster's identity (namespace kube-system): %w", err)
@@ -75,8 +68,7 @@ func (r *Reconciler) clusterUID(ctx context.Context) (string, error) {
 	if ns.UID == "" {
 		return "", errors.New("namespace kube-system has no UID")
 	}
-	r.uid = string(ns.UID)
-	return r.uid, nil
+	return string(ns.UID), nil
 }
 
 // +kubebuilder:rbac:groups=kovn.io,resources=interconnects,verbs=get;list;watch;update
@@ -354,7 +346,7 @@ func (r *Reconciler) leave(ctx context.Context, ic *kovnv1.InterConnect) error {
 			return err
 		}
 		for _, az := range slices.Compact([]string{ic.Status.AZName, ic.Spec.AZName}) {
-			if az == "" || !holdsAZ(ctx, icnbc, az, owner) {
+			if az == "" || heldByOther(ctx, icnbc, az, owner) != "" {
 				continue // another cluster's AZ (an azName that was refused): never removed from here
 			}
 			if err := removeAZ(ctx, icsbc, az); err != nil {

@@ -5,9 +5,10 @@ import (
 	"sync"
 )
 
-// familyChains writes a reconciler's iptables chains for both families, each only when its
-// rendered text differs from what was last written successfully: an unchanged cluster costs
-// no iptables call, and a family that failed is written again on the next pass.
+// familyChains applies a reconciler's per-family state (iptables chains, an ipset's members) for
+// both families, each only when its rendered text differs from what was last applied
+// successfully: an unchanged cluster costs no call, and a family that failed is applied again
+// on the next pass.
 type familyChains struct {
 	mu   sync.Mutex
 	last map[bool]string

@@ -112,13 +112,15 @@ func (r *NodePortReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 func (r *NodePortReconciler) syncOwnPods(syncOwn func(bool, []netip.Addr) error, own []netip.Addr) error {
 	slices.SortFunc(own, netip.Addr.Compare)
 	members := func(is4 bool) string {
-		key := "set:" // never "", so that an empty set is synced once too
+		var key strings.Builder
+		key.WriteString("set:") // never "", so that an empty set is synced once too
 		for _, a := range own {
 			if a.Is4() == is4 {
-				key += a.String() + " "
+				key.WriteString(a.String())
+				key.WriteByte(' ')
 			}
 		}
-		return key
+		return key.String()
 	}
 	return r.ownPods.sync(members, func(is4 bool, _ string) error { return syncOwn(is4, own) })
 }
