@@ -185,11 +185,12 @@ spec:
 				}
 			}
 		}
-		table, _ := kovn("connectivity-test", "--kubeconfigs", c1.info.Kubeconfig+","+c2.info.Kubeconfig, "--image", rig.ProbeImage, "--timeout", "4m")
+		// --keep: what the clusters held during a failed run stays to be read.
+		table, _ := kovn("connectivity-test", "--kubeconfigs", c1.info.Kubeconfig+","+c2.info.Kubeconfig, "--image", rig.ProbeImage, "--keep", "--timeout", "4m")
 		t.Logf("%d of %d checks failed, as they should; the table:\n%s", failed, len(results), table)
 		// The table is a second run: its count is checked against its own FAIL rows, each a path
 		// from c1 into c2 (which of the clusterset checks fail may differ between two runs).
-		rows := 0
+		rows, unexpected := 0, false
 		for _, l := range strings.Split(table, "\n") {
 			if !strings.HasPrefix(l, "FAIL ") {
 				continue
@@ -197,6 +198,15 @@ spec:
 			rows++
 			if f := strings.Fields(l); len(f) < 2 || !strings.HasPrefix(f[1], "c1/client-") || !strings.Contains(l, "c2") && !strings.Contains(l, "clusterset") && !strings.Contains(l, "ClusterSetIP") {
 				t.Errorf("the table fails a path that is not from c1 into c2: %s", l)
+				unexpected = true
+			}
+		}
+		if unexpected {
+			st, _, _ := kovnStreams("status")
+			t.Logf("kubectl kovn status after the run:\n%s", st)
+			for _, c := range []*cluster{c1, c2} {
+				out, _ := c.kubectl("get", "serviceimports,endpointslices,pods", "-n", kovnctl.TestNamespace, "-o", "wide")
+				t.Logf("%s's test namespace:\n%s", c.info.Name, out)
 			}
 		}
 		if rows == 0 || !strings.Contains(table, fmt.Sprintf("%d of %d checks failed", rows, len(results))) {

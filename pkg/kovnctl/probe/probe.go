@@ -11,8 +11,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -94,14 +96,16 @@ func check(ctx context.Context, t Target) Result {
 	}
 	seen, clusters := map[string]bool{}, map[string]bool{}
 	var lastErr error
+	var stages failures
 	failed := 0
 	start := time.Now()
 	sent := 0
 	for ; sent < tries && failed < maxFailedUnanswered && (failed < maxFailed || len(seen) == 0); sent++ {
 		began := time.Now()
-		name, err := get(ctx, client, t.URL)
+		name, stage, err := get(ctx, client, t.URL)
 		if err != nil {
 			lastErr, failed = err, failed+1
+			stages.add(stage)
 			if len(t.EachCluster) == 0 && sent+1 < tries {
 				select {
 				case <-ctx.Done():
@@ -119,7 +123,7 @@ func check(ctx context.Context, t Target) Result {
 		if len(t.EachCluster) == 0 || len(clusters) == len(t.EachCluster) {
 			after := ""
 			if failed > 0 {
-				after = fmt.Sprintf(" after %d failed requests (the last: %v)", failed, lastErr)
+				after = fmt.Sprintf(" after %d failed requests (%s; the last: %v)", failed, stages, lastErr)
 			}
 			return Result{Target: t, OK: true, Detail: fmt.Sprintf("answered by %s in %s%s", strings.Join(sortedKeys(seen), ","),
 				time.Since(start).Round(time.Millisecond), after)}
@@ -134,26 +138,99 @@ func check(ctx context.Context, t Target) Result {
 		}
 		unanswered := ""
 		if failed > 0 {
-			unanswered = fmt.Sprintf(" (%d failed, the last: %v)", failed, lastErr)
+			unanswered = fmt.Sprintf(" (%d failed: %s; the last: %v)", failed, stages, lastErr)
 		}
 		return Result{Target: t, Detail: fmt.Sprintf("%d requests%s: answered by %s; never by a backend in %s", sent, unanswered,
 			strings.Join(sortedKeys(seen), ","), strings.Join(missing, ","))}
 	}
-	return Result{Target: t, Detail: fmt.Sprintf("%d requests over %s failed, the last: %v", sent, time.Since(start).Round(100*time.Millisecond), lastErr)}
+	return Result{Target: t, Detail: fmt.Sprintf("%d requests over %s failed (%s), the last: %v", sent, time.Since(start).Round(100*time.Millisecond), stages, lastErr)}
 }
 
-func get(ctx context.Context, c *http.Client, url string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+// get requests url and returns the server's name, or the stage at which the request failed:
+// a name that does not resolve, a path that does not connect and a server that accepts but
+// does not answer are different faults, and with a name the address tried says which backend.
+func get(ctx context.Context, c *http.Client, url string) (name, stage string, err error) {
+	var at requestStage
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, at.trace()), http.MethodGet, url, nil)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return "", err
+		return "", at.String(), err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 256))
-	return strings.TrimSpace(string(b)), err
+	return strings.TrimSpace(string(b)), "reading the answer", err
+}
+
+// requestStage follows one request through the lookup, the connection attempts (both families
+// at once for a name with both, hence the lock) and the wait for the answer.
+type requestStage struct {
+	mu        sync.Mutex
+	lookup    string
+	dialled   []string
+	connected string
+}
+
+func (s *requestStage) set(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f()
+}
+
+func (s *requestStage) trace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		DNSStart: func(httptrace.DNSStartInfo) { s.set(func() { s.lookup = "in the DNS lookup" }) },
+		DNSDone: func(i httptrace.DNSDoneInfo) {
+			if i.Err == nil {
+				s.set(func() { s.lookup = "" })
+			}
+		},
+		ConnectStart: func(_, addr string) { s.set(func() { s.dialled = append(s.dialled, addr) }) },
+		GotConn: func(i httptrace.GotConnInfo) {
+			s.set(func() { s.connected = i.Conn.RemoteAddr().String() })
+		},
+	}
+}
+
+func (s *requestStage) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.connected != "":
+		return "awaiting the answer of " + s.connected
+	case len(s.dialled) > 0:
+		return "connecting to " + strings.Join(s.dialled, " and ")
+	case s.lookup != "":
+		return s.lookup
+	}
+	return "before connecting"
+}
+
+// failures counts a check's failed requests by the stage they failed at, in order of first
+// failure.
+type failures struct {
+	order []string
+	n     map[string]int
+}
+
+func (f *failures) add(stage string) {
+	if f.n == nil {
+		f.n = map[string]int{}
+	}
+	if f.n[stage] == 0 {
+		f.order = append(f.order, stage)
+	}
+	f.n[stage]++
+}
+
+func (f failures) String() string {
+	parts := make([]string, 0, len(f.order))
+	for _, s := range f.order {
+		parts = append(parts, fmt.Sprintf("%d %s", f.n[s], s))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func sortedKeys(m map[string]bool) []string {

@@ -68,14 +68,17 @@ func TestCheck(t *testing.T) {
 	}{
 		{"answers", Target{URL: c1, Expect: []string{"c1/server-n1"}}, true, "answered by c1/server-n1"},
 		{"wrong server", Target{URL: wrong, Expect: []string{"c1/server-n1"}}, false, "answered by c9/other, which is not one of"},
-		{"nothing listens", Target{URL: closed.URL + "/", Expect: []string{"c1/server-n1"}}, false, "5 requests over 200ms failed"},
-		{"answers on the third request", Target{URL: lateServer.URL + "/", Expect: []string{"c1/server-n1"}}, true, "after 2 failed requests"},
+		{"nothing listens", Target{URL: closed.URL + "/", Expect: []string{"c1/server-n1"}}, false,
+			"5 requests over 200ms failed (5 connecting to " + strings.TrimPrefix(closed.URL, "http://") + ")"},
+		{"a name that does not resolve", Target{URL: "http://kovn-probe-test.invalid/", Expect: []string{"c1/server-n1"}}, false,
+			"failed (5 in the DNS lookup)"},
+		{"answers on the third request", Target{URL: lateServer.URL + "/", Expect: []string{"c1/server-n1"}}, true, "after 2 failed requests (2 awaiting the answer of"},
 		{"each cluster answers", Target{URL: both.URL + "/", Expect: []string{"c1/server-n1", "c2/server-m1"}, EachCluster: []string{"c1", "c2"}},
 			true, "answered by c1/server-n1,c2/server-m1"},
 		{"one cluster never answers", Target{URL: c1, Expect: []string{"c1/server-n1", "c2/server-m1"}, EachCluster: []string{"c1", "c2"}},
 			false, "32 requests: answered by c1/server-n1; never by a backend in c2"},
 		{"one cluster's backends blocked", Target{URL: halfBlocked.URL + "/", Expect: []string{"c1/server-n1", "c2/server-m1"}, EachCluster: []string{"c1", "c2"}},
-			false, "9 requests (8 failed, the last: "},
+			false, "9 requests (8 failed: 8 awaiting the answer of " + strings.TrimPrefix(halfBlocked.URL, "http://") + "; the last: "},
 	} {
 		var out bytes.Buffer
 		if err := CheckAll(context.Background(), &out, "c1/client-n1", []Target{tc.t}); err != nil {
