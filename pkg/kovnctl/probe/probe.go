@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	neturl "net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -85,11 +86,19 @@ const (
 // each-cluster checks keep their own bounds (maxFailed).
 var retryGap = 2 * time.Second
 
+// requestTimeout bounds a request's connection and answer; a name's lookup gets lookupTimeout
+// more, as a resolver's first try does (resolv.conf's default timeout: 5 s), so one lost UDP
+// query on a busy node is not a failed path.
+const (
+	requestTimeout = 2 * time.Second
+	lookupTimeout  = 5 * time.Second
+)
+
 // check: up to anyOneTries requests for any-one targets, up to eachClusterTries for
-// each-cluster ones, 2 s each (see maxFailed, retryGap).
+// each-cluster ones, requestTimeout each (see maxFailed, retryGap).
 func check(ctx context.Context, t Target) Result {
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
-		DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext}}
+	client := &http.Client{Timeout: requestTimeout, Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: (&net.Dialer{Timeout: requestTimeout}).DialContext}}
 	tries := anyOneTries
 	if len(t.EachCluster) > 0 {
 		tries = eachClusterTries
@@ -102,7 +111,7 @@ func check(ctx context.Context, t Target) Result {
 	sent := 0
 	for ; sent < tries && failed < maxFailedUnanswered && (failed < maxFailed || len(seen) == 0); sent++ {
 		began := time.Now()
-		name, stage, err := get(ctx, client, t.URL)
+		name, stage, err := request(ctx, client, t.URL)
 		if err != nil {
 			lastErr, failed = err, failed+1
 			stages.add(stage)
@@ -146,9 +155,35 @@ func check(ctx context.Context, t Target) Result {
 	return Result{Target: t, Detail: fmt.Sprintf("%d requests over %s failed (%s), the last: %v", sent, time.Since(start).Round(100*time.Millisecond), stages, lastErr)}
 }
 
+// request resolves a name in url itself and requests its first address, as a client taking
+// getaddrinfo's first answer does. Go's dialer would race the other family after 300 ms (and
+// then each next address): with a dual-stack ClusterSetIP a near backend would win whenever a
+// far one is slow to connect, and a check of which clusters' backends answer would see only
+// the near cluster on a busy machine. The lookup gets its own lookupTimeout.
+func request(ctx context.Context, c *http.Client, rawURL string) (name, stage string, err error) {
+	u, err := neturl.Parse(rawURL)
+	if err != nil {
+		return "", "", err
+	}
+	if host := u.Hostname(); net.ParseIP(host) == nil {
+		lookupCtx, cancel := context.WithTimeout(ctx, lookupTimeout)
+		defer cancel()
+		ips, err := net.DefaultResolver.LookupIPAddr(lookupCtx, host)
+		if err != nil {
+			return "", "in the DNS lookup", err
+		}
+		port := u.Port()
+		if port == "" {
+			port = "80"
+		}
+		u.Host = net.JoinHostPort(ips[0].IP.String(), port) // a lookup without error has an address
+	}
+	return get(ctx, c, u.String())
+}
+
 // get requests url and returns the server's name, or the stage at which the request failed:
-// a name that does not resolve, a path that does not connect and a server that accepts but
-// does not answer are different faults, and with a name the address tried says which backend.
+// a path that does not connect and a server that accepts but does not answer are different
+// faults, and the address says which backend.
 func get(ctx context.Context, c *http.Client, url string) (name, stage string, err error) {
 	var at requestStage
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, at.trace()), http.MethodGet, url, nil)
@@ -164,11 +199,10 @@ func get(ctx context.Context, c *http.Client, url string) (name, stage string, e
 	return strings.TrimSpace(string(b)), "reading the answer", err
 }
 
-// requestStage follows one request through the lookup, the connection attempts (both families
-// at once for a name with both, hence the lock) and the wait for the answer.
+// requestStage follows one request through its connection attempts and the wait for the
+// answer (the transport calls the hooks from its own goroutines, hence the lock).
 type requestStage struct {
 	mu        sync.Mutex
-	lookup    string
 	dialled   []string
 	connected string
 }
@@ -181,12 +215,6 @@ func (s *requestStage) set(f func()) {
 
 func (s *requestStage) trace() *httptrace.ClientTrace {
 	return &httptrace.ClientTrace{
-		DNSStart: func(httptrace.DNSStartInfo) { s.set(func() { s.lookup = "in the DNS lookup" }) },
-		DNSDone: func(i httptrace.DNSDoneInfo) {
-			if i.Err == nil {
-				s.set(func() { s.lookup = "" })
-			}
-		},
 		ConnectStart: func(_, addr string) { s.set(func() { s.dialled = append(s.dialled, addr) }) },
 		GotConn: func(i httptrace.GotConnInfo) {
 			s.set(func() { s.connected = i.Conn.RemoteAddr().String() })
@@ -202,8 +230,6 @@ func (s *requestStage) String() string {
 		return "awaiting the answer of " + s.connected
 	case len(s.dialled) > 0:
 		return "connecting to " + strings.Join(s.dialled, " and ")
-	case s.lookup != "":
-		return s.lookup
 	}
 	return "before connecting"
 }
