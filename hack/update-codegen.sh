@@ -3,7 +3,7 @@
 #   pkg/ovn/model/*   libovsdb models from the OVSDB schemas shipped by the installed OVN/OVS packages
 #                     (and kovn's own OVN_ClusterSet schema in deploy/ovsdb)
 #   api/v1alpha1      deepcopy functions (controller-gen object)
-#   deploy/crds       CRD manifests (controller-gen crd)
+#   deploy/crds       CRD manifests (controller-gen crd; mcs-api's from its module)
 # Generated files are never edited by hand; change the schema or the API types and rerun this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,6 +49,12 @@ if [ -d api/v1alpha1 ]; then
   go run sigs.k8s.io/controller-tools/cmd/controller-gen object paths=./api/...
   go run sigs.k8s.io/controller-tools/cmd/controller-gen crd paths=./api/... output:crd:artifacts:config=deploy/crds
 fi
+# mcs-api's ServiceExport and ServiceImport CRDs as its module ships them: the chart installs
+# them with kovn's own (kovn-controller may read CRDs, never write them).
+MCS_DIR=$(go list -m -f '{{.Dir}}' sigs.k8s.io/mcs-api)
+for f in multicluster.x-k8s.io_serviceexports.yaml multicluster.x-k8s.io_serviceimports.yaml; do
+  install -m 0644 "$MCS_DIR/config/crd/$f" deploy/crds/$f
+done
 # RBAC from the +kubebuilder:rbac markers next to the code that needs the permission.
 go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-controller paths="{./pkg/cluster/...,./pkg/interconnect/...}" output:rbac:artifacts:config=deploy/rbac/controller
 go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-daemon paths="{./pkg/node/...,./pkg/underlay/...}" output:rbac:artifacts:config=deploy/rbac/daemon

@@ -48,7 +48,8 @@ type BgpPeerSpec struct {
 	// +kubebuilder:validation:Maximum=21845
 	// +optional
 	KeepaliveSeconds int32 `json:"keepaliveSeconds,omitempty"`
-	// PasswordSecretRef names a Secret in kovn's namespace holding the TCP MD5 password.
+	// PasswordSecretRef names a Secret in namespace kovn-bgp holding the TCP MD5 password (the
+	// speakers may read the Secrets of that namespace only).
 	// +optional
 	PasswordSecretRef *SecretKeyRef `json:"passwordSecretRef,omitempty"`
 	// EBGPMultihopTTL, when set, lets the session cross that many hops (eBGP multihop).
@@ -65,7 +66,7 @@ type BgpPeerSpec struct {
 	GracefulRestart *GracefulRestart `json:"gracefulRestart,omitempty"`
 }
 
-// SecretKeyRef is a key of a Secret in kovn's own namespace.
+// SecretKeyRef is a key of a Secret in namespace kovn-bgp.
 type SecretKeyRef struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253

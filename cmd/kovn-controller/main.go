@@ -103,10 +103,7 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 	}
 	setupCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if err := cluster.InstallCRDs(setupCtx, direct); err != nil {
-		return err
-	}
-	if err := mcs.InstallCRDs(setupCtx, direct); err != nil {
+	if err := cluster.RequireCRDs(setupCtx, direct); err != nil {
 		return err
 	}
 	nb, err := ovn.ConnectNB(setupCtx, ovn.Config{Endpoints: ovn.SplitEndpoints(nbAddr), Logger: ctrl.Log.WithName("nb")})

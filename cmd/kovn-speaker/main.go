@@ -44,7 +44,7 @@ type config struct {
 func main() {
 	var cfg config
 	flag.StringVar(&cfg.node, "node-name", os.Getenv("NODE_NAME"), "this node's name (env NODE_NAME)")
-	flag.StringVar(&cfg.namespace, "namespace", envOr("POD_NAMESPACE", "kube-system"), "kovn's namespace: where BgpPeer password Secrets live (env POD_NAMESPACE)")
+	flag.StringVar(&cfg.namespace, "secrets-namespace", bgp.SecretsNamespace, "where BgpPeer password Secrets live; the speaker reads Secrets of this namespace only")
 	flag.StringVar(&cfg.stateDir, "state-dir", "/run/kovn", "where the speaker records that it is running, to tell a restart from a first start")
 	external := flag.String("external-ip-cidrs", "", "comma-separated ranges a Service's spec.externalIPs may be announced from (others are never announced)")
 	flag.StringVar(&cfg.metricsAddr, "metrics-bind-address", ":9472", "Prometheus metrics address (0 turns them off)")
@@ -68,13 +68,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "kovn-speaker:", err)
 		os.Exit(1)
 	}
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
 
 func run(cfg config) error {
@@ -123,7 +116,7 @@ func run(cfg config) error {
 }
 
 // newManager caches only what this node needs: its own Node, pods (metadata) and IP objects,
-// and the Secrets of kovn's namespace.
+// and the Secrets of the BGP secrets namespace.
 func newManager(cfg config) (ctrl.Manager, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {

@@ -102,7 +102,7 @@ func peerOf(bp *kovnv1.BgpPeer, secrets map[string]*corev1.Secret) (Peer, error)
 		}
 		sec, ok := secrets[ref.Name]
 		if !ok {
-			return Peer{}, fmt.Errorf("password Secret %q not found in kovn's namespace", ref.Name)
+			return Peer{}, fmt.Errorf("password Secret %q not found in namespace %s", ref.Name, SecretsNamespace)
 		}
 		pw, ok := sec.Data[key]
 		if !ok || len(pw) == 0 {

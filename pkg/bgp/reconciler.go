@@ -30,8 +30,14 @@ import (
 // +kubebuilder:rbac:groups="",resources=services;pods;nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
-// Passwords: only the Secrets of kovn's own namespace.
-// +kubebuilder:rbac:groups="",namespace=kube-system,resources=secrets,verbs=get;list;watch
+// Passwords: only the Secrets of SecretsNamespace, never kube-system's.
+// +kubebuilder:rbac:groups="",namespace=kovn-bgp,resources=secrets,verbs=get;list;watch
+
+// SecretsNamespace holds the BgpPeers' password Secrets, and nothing else of kovn's: the
+// speaker, which runs on every BGP node, may read the Secrets of this namespace only (RBAC
+// cannot grant "the Secrets a BgpPeer names"; kube-system holds every component's
+// credentials and kovn's CA). The chart creates it and keeps it on uninstall.
+const SecretsNamespace = "kovn-bgp"
 
 // Reconciler keeps one node's speaker equal to the cluster state: every event of any watched
 // kind enqueues the same request, and a pass recomputes the sessions (PeersFor) and the routes
@@ -39,7 +45,7 @@ import (
 type Reconciler struct {
 	client.Client
 	Node            string
-	Namespace       string // kovn's namespace: password Secrets
+	Namespace       string // where the password Secrets are: SecretsNamespace
 	ExternalIPCIDRs []netip.Prefix
 	Speaker         Speaker
 

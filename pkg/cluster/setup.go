@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
@@ -19,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	nadv1 "github.com/kovn/kovn/api/nad/v1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/deploy/crds"
 	"github.com/kovn/kovn/pkg/annotation"
@@ -27,66 +27,80 @@ import (
 	"github.com/kovn/kovn/pkg/netattach"
 )
 
-// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;create;update
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=kovn.io,resources=vpcs;subnets,verbs=get;list;watch;create
 
-// InstallCRDs creates or updates kovn's CRDs from the embedded manifests and waits until the
-// API serves them.
-func InstallCRDs(ctx context.Context, c client.Client) error {
+// CRDs are the CRD manifests of deploy/crds: kovn's own, and those of the APIs it implements
+// (mcs-api's, KEP-2149's ClusterProperty, NPWG's NetworkAttachmentDefinition).
+func CRDs() ([]*apiextv1.CustomResourceDefinition, error) {
 	files, err := fs.Glob(crds.FS, "*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	var out []*apiextv1.CustomResourceDefinition
+	for _, f := range files {
+		b, _ := crds.FS.ReadFile(f)
+		var crd apiextv1.CustomResourceDefinition
+		if err := yaml.Unmarshal(b, &crd); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		out = append(out, &crd)
+	}
+	return out, nil
+}
+
+// RequireCRDs waits until the API serves every CRD of deploy/crds with each version this build
+// uses. kovn-controller does not install them: the chart does (or `kubectl apply -f
+// deploy/crds`), so a compromised controller cannot rewrite any API's schema. On timeout the
+// error names each missing CRD or version and the fix.
+func RequireCRDs(ctx context.Context, c client.Client) error {
+	want, err := CRDs()
 	if err != nil {
 		return err
 	}
-	for _, f := range files {
-		b, _ := crds.FS.ReadFile(f)
-		var want apiextv1.CustomResourceDefinition
-		if err := yaml.Unmarshal(b, &want); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		if err := ApplyCRD(ctx, c, &want); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// ApplyCRD creates want or updates its spec, and waits until the apiserver serves it.
-func ApplyCRD(ctx context.Context, c client.Client, want *apiextv1.CustomResourceDefinition) error {
-	var cur apiextv1.CustomResourceDefinition
-	err := c.Get(ctx, types.NamespacedName{Name: want.Name}, &cur)
-	switch {
-	case apierrors.IsNotFound(err):
-		err = c.Create(ctx, want)
-	case err == nil && want.Spec.Group == nadv1.GroupVersion.Group:
-		// Multus (or another NPWG implementation) may have installed it: kovn reads only
-		// spec.config, which every version of it has, so it is left as it is.
-	case err == nil:
-		cur.Spec = want.Spec
-		err = c.Update(ctx, &cur)
-	}
-	if err != nil {
-		return fmt.Errorf("install CRD %s: %w", want.Name, err)
-	}
-	return waitEstablished(ctx, c, want.Name)
-}
-
-func waitEstablished(ctx context.Context, c client.Client, name string) error {
 	for {
-		var crd apiextv1.CustomResourceDefinition
-		if err := c.Get(ctx, types.NamespacedName{Name: name}, &crd); err == nil {
-			for _, cond := range crd.Status.Conditions {
-				if cond.Type == apiextv1.Established && cond.Status == apiextv1.ConditionTrue {
-					return nil
-				}
+		var missing []string
+		for _, crd := range want {
+			if problem := crdProblem(ctx, c, crd); problem != "" {
+				missing = append(missing, problem)
 			}
+		}
+		if len(missing) == 0 {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("CRD %s not established: %w", name, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
+			return fmt.Errorf("%s: install kovn's CRDs (the chart does; or kubectl apply --server-side -f deploy/crds/)",
+				strings.Join(missing, "; "))
+		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// crdProblem is why the API does not serve want as this build needs it, "" when it does.
+func crdProblem(ctx context.Context, c client.Client, want *apiextv1.CustomResourceDefinition) string {
+	var cur apiextv1.CustomResourceDefinition
+	if err := c.Get(ctx, types.NamespacedName{Name: want.Name}, &cur); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "CRD " + want.Name + " is not installed"
+		}
+		return fmt.Sprintf("CRD %s: %v", want.Name, err)
+	}
+	established := slices.ContainsFunc(cur.Status.Conditions, func(c apiextv1.CustomResourceDefinitionCondition) bool {
+		return c.Type == apiextv1.Established && c.Status == apiextv1.ConditionTrue
+	})
+	if !established {
+		return "CRD " + want.Name + " is not established"
+	}
+	for _, v := range want.Spec.Versions {
+		if v.Served && !slices.ContainsFunc(cur.Spec.Versions, func(c apiextv1.CustomResourceDefinitionVersion) bool {
+			return c.Name == v.Name && c.Served
+		}) {
+			return fmt.Sprintf("CRD %s does not serve version %s (an older kovn's CRDs?)", want.Name, v.Name)
+		}
+	}
+	return ""
 }
 
 // EnsureDefaults creates the default VPC, the default subnet and the join subnet if missing.

@@ -328,7 +328,7 @@ func bgpBadPeers(t *testing.T, c *cluster, tor *torRouter, cfg rig.Config, want 
 	n3 := rig.NodeIP(1, 3).String()
 	tor.vtysh("configure terminal", "router bgp "+fmt.Sprint(rig.ToRASN), "neighbor "+n3+" remote-as external",
 		"neighbor "+n3+" password right-one", "address-family ipv4 unicast", "neighbor "+n3+" activate")
-	c.applyYAML("apiVersion: v1\nkind: Secret\nmetadata: {name: tor-md5, namespace: kube-system}\nstringData: {password: wrong-one}\n")
+	c.applyYAML("apiVersion: v1\nkind: Secret\nmetadata: {name: tor-md5, namespace: kovn-bgp}\nstringData: {password: wrong-one}\n")
 	c.applyBgpPeerAS("md5", torIP.String(), rig.ToRASN, onlyN3, "passwordSecretRef: {name: tor-md5}\n  holdTimeSeconds: 9")
 	time.Sleep(10 * time.Second) // several connection attempts (every 3 s), all refused
 	s := c.bgpNode("md5", "c1-n3")
@@ -336,7 +336,7 @@ func bgpBadPeers(t *testing.T, c *cluster, tor *torRouter, cfg rig.Config, want 
 	if s.State == "Established" || s.LastError == "" {
 		t.Errorf("wrong password: %+v, want a session that is not up and says why", s)
 	}
-	c.applyYAML("apiVersion: v1\nkind: Secret\nmetadata: {name: tor-md5, namespace: kube-system}\nstringData: {password: right-one}\n")
+	c.applyYAML("apiVersion: v1\nkind: Secret\nmetadata: {name: tor-md5, namespace: kovn-bgp}\nstringData: {password: right-one}\n")
 	c.waitBgpNode("md5", "c1-n3", func(s bgpNodeStatus) bool { return s.State == "Established" })
 	if after := c.bgpSince(peerName(torIP)); !maps.Equal(before, after) {
 		t.Errorf("c1-n1/c1-n2 sessions disturbed: established since %v, then %v", before, after)

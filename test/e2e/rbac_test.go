@@ -27,8 +27,9 @@ import (
 
 // TestRBAC: in the rig kovn-controller and every kovn-daemon authenticate as their own
 // ServiceAccounts with exactly the RBAC and policy of deploy/, a daemon may change only its own
-// Node, its credentials cannot write what only the controller writes, and pods still get
-// networking. (Every e2e rig also fails on a Forbidden in the kovn logs: assertNoForbidden.)
+// Node, its credentials cannot write what only the controller writes, the controller reads
+// CRDs and cannot write them (the chart installs them), the speaker reads Secrets only in
+// kovn-bgp, and pods still get networking. (Every e2e rig also fails on a Forbidden in the kovn logs: assertNoForbidden.)
 func TestRBAC(t *testing.T) {
 	concurrent(t)
 	cfg := rigConfig(t, 1, 2)
@@ -59,6 +60,12 @@ func TestRBAC(t *testing.T) {
 		}
 		defer func() { _ = annotateNode(c.kc, "c1-n1", "") }()
 		expectPolicyDenial(t, "daemon of c1-n1 patching Node c1-n2", annotateNode(n1, "c1-n2", "other"))
+		// Labels choose node roles (OVN central, speakers, gateways): not even its own Node's.
+		for _, label := range []string{`{"kovn.io/ic-gateway":"true"}`, `{"kubernetes.io/hostname":null}`} {
+			_, err := n1.CoreV1().Nodes().Patch(context.Background(), "c1-n1", types.MergePatchType,
+				[]byte(`{"metadata":{"labels":`+label+`}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+			expectDenialBy(t, "daemon of c1-n1 labelling its own Node "+label, "kovn-daemon-own-node", err)
+		}
 		// A kovn-daemon token bound to no Node names no node: refused everywhere.
 		unbound := kubeClient(t, unboundDaemonConfig(t, r.State, c.kc))
 		expectPolicyDenial(t, "unbound kovn-daemon token patching Node c1-n1", annotateNode(unbound, "c1-n1", "unbound"))
@@ -66,6 +73,46 @@ func TestRBAC(t *testing.T) {
 
 	t.Run("daemon credentials cannot write pods, IPs or subnets", func(t *testing.T) {
 		daemonWritesRefused(t, n1, dynamicClient(t, componentConfig(t, r.State, "c1-n1", "kovn-daemon")))
+	})
+
+	t.Run("narrowed rights: the controller reads CRDs only, the speaker reads only kovn-bgp's Secrets", func(t *testing.T) {
+		c.t = t
+		for _, tc := range []struct {
+			sa, want string
+			args     []string
+		}{
+			{"kovn-controller", "yes", []string{"get", "customresourcedefinitions.apiextensions.k8s.io"}},
+			{"kovn-controller", "no", []string{"create", "customresourcedefinitions.apiextensions.k8s.io"}},
+			{"kovn-controller", "no", []string{"update", "customresourcedefinitions.apiextensions.k8s.io"}},
+			{"kovn-controller", "no", []string{"patch", "customresourcedefinitions.apiextensions.k8s.io"}},
+			{"kovn-controller", "no", []string{"delete", "customresourcedefinitions.apiextensions.k8s.io"}},
+			{"kovn-speaker", "yes", []string{"get", "secrets", "-n", "kovn-bgp"}},
+			{"kovn-speaker", "yes", []string{"watch", "secrets", "-n", "kovn-bgp"}},
+			{"kovn-speaker", "no", []string{"get", "secrets", "-n", "kube-system"}},
+			{"kovn-speaker", "no", []string{"list", "secrets", "-n", "kube-system"}},
+			{"kovn-speaker", "no", []string{"list", "secrets", "--all-namespaces"}},
+			{"kovn-speaker", "no", []string{"create", "secrets", "-n", "kovn-bgp"}},
+		} {
+			args := append([]string{"auth", "can-i"}, tc.args...)
+			out, _ := c.kubectl(append(args, "--as=system:serviceaccount:kube-system:"+tc.sa)...)
+			// The answer is the last line (kubectl warns first that a cluster-scoped
+			// resource ignores the namespace).
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if got := lines[len(lines)-1]; got != tc.want {
+				t.Errorf("kubectl auth can-i %s as %s: %q, want %q", strings.Join(tc.args, " "), tc.sa, got, tc.want)
+			}
+		}
+		// And with its own token: an update of a CRD it serves from (a dry run) is Forbidden.
+		ctrl := dynamicClient(t, componentConfig(t, r.State, "c1", "kovn-controller"))
+		crds := ctrl.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+		crd, err := crds.Get(context.Background(), "subnets.kovn.io", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("kovn-controller reading CRD subnets.kovn.io: %v", err)
+		}
+		_, err = crds.Update(context.Background(), crd, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("kovn-controller updating CRD subnets.kovn.io: %v, want Forbidden", err)
+		}
 	})
 
 	t.Run("controller writes IPPool status", func(t *testing.T) {

@@ -3,6 +3,7 @@ package rig
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,11 +12,13 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kovn/kovn/deploy"
+	"github.com/kovn/kovn/deploy/crds"
 )
 
 // accessKinds are the kinds of deploy/ objects the rig applies, with their resource names.
 // Workloads are not applied: the rig runs kovn-controller and kovn-daemon as processes itself.
 var accessKinds = map[schema.GroupVersionKind]string{
+	{Version: "v1", Kind: "Namespace"}:                                                               "namespaces",
 	{Version: "v1", Kind: "ServiceAccount"}:                                                          "serviceaccounts",
 	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}:                         "clusterroles",
 	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"}:                  "clusterrolebindings",
@@ -23,6 +26,7 @@ var accessKinds = map[schema.GroupVersionKind]string{
 	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"}:                         "rolebindings",
 	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicy"}:        "validatingadmissionpolicies",
 	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicyBinding"}: "validatingadmissionpolicybindings",
+	{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}:                 "customresourcedefinitions",
 }
 
 // workloadKinds are rendered by the chart but run by the rig itself (as processes).
@@ -54,13 +58,37 @@ func AccessObjects(helm string) ([]*unstructured.Unstructured, error) {
 	return objs, nil
 }
 
-// applyAccess server-side applies deploy/'s access objects (idempotent: a rerun is a no-op).
+// crdObjects are deploy/crds' manifests, which the chart installs (helm's crds/) and
+// kovn-controller only waits for.
+func crdObjects() ([]*unstructured.Unstructured, error) {
+	files, err := fs.Glob(crds.FS, "*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	var objs []*unstructured.Unstructured
+	for _, f := range files {
+		b, _ := crds.FS.ReadFile(f)
+		us, err := deploy.Decode(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		objs = append(objs, us...)
+	}
+	return objs, nil
+}
+
+// applyAccess server-side applies deploy/'s CRDs and access objects, as the chart would
+// (idempotent: a rerun is a no-op).
 func applyAccess(ctx context.Context, dyn dynamic.Interface, helm string) error {
-	objs, err := AccessObjects(helm)
+	objs, err := crdObjects()
 	if err != nil {
 		return err
 	}
-	for _, u := range objs {
+	access, err := AccessObjects(helm)
+	if err != nil {
+		return err
+	}
+	for _, u := range append(objs, access...) {
 		gvk := u.GroupVersionKind()
 		res := dyn.Resource(gvk.GroupVersion().WithResource(accessKinds[gvk]))
 		var ri dynamic.ResourceInterface = res

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kovn/kovn/pkg/annotation"
+	"github.com/kovn/kovn/pkg/bgp"
 )
 
 // Paths containerd, kubelet, libcni and cAdvisor hard-code: each node gets its own view of them
@@ -170,7 +171,7 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 		// Every node speaks BGP in the rig; with no BgpPeer a speaker holds no session. Its
 		// state dir (the graceful-restart marker) outlives the process, as /run/kovn does.
 		sp := daemon("kovn-speaker", Ready{}, filepath.Join(c.KovnBinDir, "kovn-speaker"),
-			"--kubeconfig="+speakerKubeconfig, "--node-name="+name, "--namespace="+KovnNamespace,
+			"--kubeconfig="+speakerKubeconfig, "--node-name="+name, "--secrets-namespace="+bgp.SecretsNamespace,
 			"--state-dir="+filepath.Join(filepath.Dir(ovsRun), "speaker"),
 			"--external-ip-cidrs="+SpeakerExternalIPCIDR.String())
 		sp.Restart = true

@@ -18,7 +18,6 @@ import (
 
 	aboutv1 "github.com/kovn/kovn/api/about/v1beta1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
-	"github.com/kovn/kovn/pkg/cluster"
 )
 
 // CRDs are mcs-api's own ServiceExport and ServiceImport CRDs, as the module ships them
@@ -97,18 +96,4 @@ func Setup(mgr ctrl.Manager, set *Clusterset) error {
 		})).
 		WatchesRawSource(set.Source()).
 		Complete(&ImportReconciler{Client: c, Set: set})
-}
-
-// InstallCRDs creates or updates mcs-api's CRDs and waits until they are served.
-func InstallCRDs(ctx context.Context, c client.Client) error {
-	crds, err := CRDs()
-	if err != nil {
-		return err
-	}
-	for _, want := range crds {
-		if err := cluster.ApplyCRD(ctx, c, want); err != nil {
-			return err
-		}
-	}
-	return nil
 }
