@@ -128,7 +128,7 @@ func centralChecks(ctx context.Context, e *Execer) []Check {
 	pods, err := e.Kube.CoreV1().Pods(KovnNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + CentralApp})
 	if err != nil || len(pods.Items) == 0 {
 		return []Check{{Check: "OVN central", Object: "kube-system/" + CentralApp, Detail: fmt.Sprintf("no pod (%v)", err),
-			Fix: "kubectl -n kube-system get ds,deploy,sts | grep ovn-central; kovn's chart runs it on nodes labelled kovn.io/ovn-central"}}
+			Fix: "kubectl -n kube-system get ds,deploy,sts | grep ovn-central; kovn's chart runs it on nodes labelled node-restriction.kubernetes.io/kovn-ovn-central"}}
 	}
 	var out []Check
 	active := 0

@@ -54,17 +54,27 @@ func TestRBAC(t *testing.T) {
 	})
 
 	n1 := kubeClient(t, componentConfig(t, r.State, "c1-n1", "kovn-daemon"))
-	t.Run("a daemon changes only its own Node", func(t *testing.T) {
+	t.Run("a daemon changes only its own Node, never its labels; a kubelet cannot set role labels", func(t *testing.T) {
+		c.t = t
 		if err := annotateNode(n1, "c1-n1", "own"); err != nil {
 			t.Fatalf("daemon of c1-n1 patching its own Node: %v", err)
 		}
 		defer func() { _ = annotateNode(c.kc, "c1-n1", "") }()
 		expectPolicyDenial(t, "daemon of c1-n1 patching Node c1-n2", annotateNode(n1, "c1-n2", "other"))
 		// Labels choose node roles (OVN central, speakers, gateways): not even its own Node's.
-		for _, label := range []string{`{"kovn.io/ic-gateway":"true"}`, `{"kubernetes.io/hostname":null}`} {
+		for _, label := range []string{`{"node-restriction.kubernetes.io/kovn-ic-gateway":"true"}`, `{"kubernetes.io/hostname":null}`} {
 			_, err := n1.CoreV1().Nodes().Patch(context.Background(), "c1-n1", types.MergePatchType,
 				[]byte(`{"metadata":{"labels":`+label+`}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
 			expectDenialBy(t, "daemon of c1-n1 labelling its own Node "+label, "kovn-daemon-own-node", err)
+		}
+		// Nor can its kubelet: the chart's role labels are under node-restriction.kubernetes.io/,
+		// which NodeRestriction keeps from a node's own credentials (a plain label it may set).
+		asKubelet := []string{"--as=system:node:c1-n1", "--as-group=system:nodes", "--dry-run=server", "--overwrite"}
+		for label, refused := range map[string]bool{rig.OVNCentralLabel + "=true": true, rig.SpeakerLabel + "=true": true, "e2e.kovn.io/plain=true": false} {
+			out, err := c.kubectl(append([]string{"label", "node", "c1-n1", label}, asKubelet...)...)
+			if refused != (err != nil) || refused && !strings.Contains(out, "is not allowed to modify labels") {
+				t.Errorf("c1-n1's kubelet labelling its Node %s: %v %s, want refused=%t by NodeRestriction", label, err, out, refused)
+			}
 		}
 		// A kovn-daemon token bound to no Node names no node: refused everywhere.
 		unbound := kubeClient(t, unboundDaemonConfig(t, r.State, c.kc))

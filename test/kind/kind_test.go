@@ -45,12 +45,15 @@ func TestClusterConfigs(t *testing.T) {
 			t.Errorf("cluster-c%d.yaml: kovn is the CNI and serves Services: disableDefaultCNI %v, kubeProxyMode %q",
 				i, c.Networking.DisableDefaultCNI, c.Networking.KubeProxyMode)
 		}
-		central := slices.IndexFunc(c.Nodes, func(n kindv1.Node) bool {
-			return n.Role == kindv1.ControlPlaneRole && n.Labels["kovn.io/ovn-central"] == "true"
-		})
-		gateway := slices.IndexFunc(c.Nodes, func(n kindv1.Node) bool { return n.Labels["kovn.io/ic-gateway"] == "true" })
-		if central < 0 || gateway < 0 {
-			t.Errorf("cluster-c%d.yaml: needs a control-plane node labelled for OVN central and a gateway node", i)
+		// up.sh labels the control plane for OVN central and the first worker as the gateway
+		// (role labels a kubelet cannot set: kind's node labels go through the kubelet).
+		if len(c.Nodes) < 2 || c.Nodes[0].Role != kindv1.ControlPlaneRole || c.Nodes[1].Role != kindv1.WorkerRole {
+			t.Errorf("cluster-c%d.yaml: needs a control-plane node (OVN central) and a worker (the gateway) first", i)
+		}
+		for _, n := range c.Nodes {
+			if len(n.Labels) > 0 {
+				t.Errorf("cluster-c%d.yaml: node labels %v: kovn's role labels are set by up.sh", i, n.Labels)
+			}
 		}
 		for _, s := range []string{c.Networking.PodSubnet, c.Networking.ServiceSubnet} {
 			p, err := netip.ParsePrefix(s)

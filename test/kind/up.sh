@@ -21,6 +21,10 @@ for i in $(seq "$n"); do
   progress "kind cluster kovn-c$i"
   kind get clusters 2>/dev/null | grep -qx "kovn-c$i" || kind create cluster --config "test/kind/cluster-c$i.yaml"
   kind load image-archive _output/images/kovn.tar --name "kovn-c$i"
+  # Role labels under node-restriction.kubernetes.io/: a node's kubelet cannot set them on itself
+  # (NodeRestriction), so kind's config cannot either; an admin sets them.
+  kubectl --context "kind-kovn-c$i" label --overwrite node "kovn-c$i-control-plane" node-restriction.kubernetes.io/kovn-ovn-central=true >&2
+  kubectl --context "kind-kovn-c$i" label --overwrite node "kovn-c$i-worker" node-restriction.kubernetes.io/kovn-ic-gateway=true >&2
 done
 ic=$(node_ip kovn-c1-control-plane)
 for i in $(seq "$n"); do

@@ -2,6 +2,7 @@ package rig
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kovn/kovn/deploy"
 	"github.com/kovn/kovn/pkg/annotation"
@@ -115,6 +117,9 @@ func (r *Rig) HelmArgs(cl int) []string {
 // until every Deployment and DaemonSet of it is ready.
 func (r *Rig) InstallChart(ctx context.Context, cl int) error {
 	cfg := r.State.Config
+	if err := r.labelChartNodes(ctx, cl); err != nil {
+		return err
+	}
 	dir := filepath.Join(cfg.Dir, "chart")
 	if err := deploy.WriteChart(dir); err != nil {
 		return err
@@ -228,24 +233,51 @@ func (c Config) uplinkKeeperStep(cl, n int, logs string) Step {
 
 // OVNCentralLabel marks the nodes the chart runs OVN central on (nodes 1..Centrals() of each
 // cluster).
-const OVNCentralLabel = "kovn.io/ovn-central"
+const OVNCentralLabel = "node-restriction.kubernetes.io/kovn-ovn-central"
 
-// chartNodeLabels are kubelet flags registering node n with the chart's node labels.
-// Every node speaks BGP in the rig (as with processes): with no BgpPeer a speaker holds no
-// session.
-func (c Config) chartNodeLabels(n int) []string {
-	if !c.Chart() {
-		return nil
-	}
-	labels := SpeakerLabel + "=true"
+// chartNodeLabels are the chart's role labels of node n. Every node speaks BGP in the rig (as
+// with processes): with no BgpPeer a speaker holds no session.
+func (c Config) chartNodeLabels(n int) map[string]string {
+	labels := map[string]string{SpeakerLabel: "true"}
 	if n <= c.Centrals() {
-		labels += "," + OVNCentralLabel + "=true"
+		labels[OVNCentralLabel] = "true"
 	}
-	return []string{"--node-labels=" + labels}
+	return labels
+}
+
+// labelChartNodes sets the role labels on cluster cl's nodes as an admin, once each has
+// registered: they are under node-restriction.kubernetes.io/, which a kubelet may not set on
+// its own Node (NodeRestriction), so not with --node-labels either.
+func (r *Rig) labelChartNodes(ctx context.Context, cl int) error {
+	cfg := r.State.Config
+	kc, err := r.State.Kube(ClusterName(cl))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for n := 1; n <= cfg.Nodes; n++ {
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": cfg.chartNodeLabels(n)}})
+		if err != nil {
+			return err
+		}
+		for {
+			_, err := kc.CoreV1().Nodes().Patch(ctx, NodeName(cl, n), types.MergePatchType, patch, metav1.PatchOptions{})
+			if err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("labelling node %s: %w", NodeName(cl, n), err)
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }
 
 // SpeakerLabel is the chart's default speaker.nodeSelector.
-const SpeakerLabel = "kovn.io/bgp-speaker"
+const SpeakerLabel = "node-restriction.kubernetes.io/kovn-bgp-speaker"
 
 func addrStrings(as []netip.Addr) []string {
 	out := make([]string, len(as))

@@ -148,7 +148,7 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 	// down (StopDaemon) to keep a chart pod's dead container from being restarted.
 	kubelet := daemon("kubelet", Ready{TCP: hostPort(ips[0], 10250)}, slices.Concat([]string{c.k8sBin("kubelet"),
 		"--config=" + filepath.Join(c.NodeDir(cl, n), "kubelet.yaml"), "--kubeconfig=" + kubeconfig,
-		"--hostname-override=" + name, "--node-ip=" + annotation.JoinAddrs(ips), "--v=2"}, c.chartNodeLabels(n))...)
+		"--hostname-override=" + name, "--node-ip=" + annotation.JoinAddrs(ips), "--v=2"})...)
 	kubelet.Restart = true
 	steps = append(steps, kubelet)
 	if c.Kovn && !c.Chart() && !c.BridgeNode(n) {
