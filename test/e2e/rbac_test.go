@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/test/rig"
 )
 
@@ -29,7 +32,7 @@ import (
 // ServiceAccounts with exactly the RBAC and policy of deploy/, a daemon may change only its own
 // Node, its credentials cannot write what only the controller writes, the controller reads
 // CRDs and cannot write them (the chart installs them), the speaker reads Secrets only in
-// kovn-bgp, and pods still get networking. (Every e2e rig also fails on a Forbidden in the kovn logs: assertNoForbidden.)
+// kovn-bgp, pods still get networking and cannot open OVN's database ports. (Every e2e rig also fails on a Forbidden in the kovn logs: assertNoForbidden.)
 func TestRBAC(t *testing.T) {
 	concurrent(t)
 	cfg := rigConfig(t, 1, 2)
@@ -150,6 +153,11 @@ func TestRBAC(t *testing.T) {
 		c.waitRunning("default", "ra", 90*time.Second)
 		b := c.waitRunning("default", "rb", 90*time.Second)
 		c.ping("default", "ra", b.Status.PodIP)
+	})
+
+	t.Run("pods cannot open OVN's database ports: the control plane's, a node's, nor through a Service", func(t *testing.T) {
+		c.t = t
+		podsCannotReachOVNDatabases(t, c, r.State)
 	})
 
 	t.Run("a daemon writes only network-status, only on pods of its own node", func(t *testing.T) {
@@ -329,4 +337,70 @@ func assertNoForbidden(t *testing.T, dir string) {
 		}
 		return nil
 	})
+}
+
+// podsCannotReachOVNDatabases: from pod ra (c1-n1), TCP to OVN's database ports of the control
+// plane (where SB and NB listen), of node c1-n2's own and join addresses, and of a selectorless
+// Service whose EndpointSlice points at SB (a tenant's way round an address check) is dropped,
+// while a pod serving on 6642 stays reachable from a pod.
+func podsCannotReachOVNDatabases(t *testing.T, c *cluster, st *rig.State) {
+	c.createPod(testboxPod("default", "dbport", onNode("c1-n2"), func(p *corev1.Pod) {
+		p.Spec.Containers[0].Args = []string{"serve", "--tcp=:6642"}
+	}))
+	server := c.waitRunning("default", "dbport", 90*time.Second)
+	node, err := c.kc.CoreV1().Nodes().Get(context.Background(), "c1-n2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	joinIPs, err := annotation.ParseAddrs(node.Annotations[annotation.JoinIP])
+	if err != nil || len(joinIPs) == 0 {
+		t.Fatalf("c1-n2's join addresses %q: %v", node.Annotations[annotation.JoinIP], err)
+	}
+	cp := st.Config.ControlPlaneIPs(1)
+	var svcYAML strings.Builder
+	svcYAML.WriteString("apiVersion: v1\nkind: Service\nmetadata: {name: sb, namespace: default}\nspec: {ports: [{port: 80, targetPort: 6642}]}\n")
+	family := "IPv4" // the Service's, the cluster's primary family
+	if !cp[0].Is4() {
+		family = "IPv6"
+	}
+	fmt.Fprintf(&svcYAML, "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: sb-1, namespace: default, labels: {kubernetes.io/service-name: sb}}\n"+
+		"addressType: %s\nports: [{port: 6642, protocol: TCP}]\nendpoints: [{addresses: [%q]}]\n", family, cp[0])
+	c.applyYAML(svcYAML.String())
+	svc, err := c.kc.CoreV1().Services("default").Get(context.Background(), "sb", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped := []string{hostPort(svc.Spec.ClusterIP, 80)}
+	for _, ip := range cp {
+		dropped = append(dropped, hostPort(ip.String(), rig.PortSB), hostPort(ip.String(), rig.PortNB))
+	}
+	for _, ip := range append(st.Config.NodeIPs(1, 2), joinIPs...) {
+		dropped = append(dropped, hostPort(ip.String(), rig.PortNB))
+	}
+	var reachable []string
+	for _, ip := range server.Status.PodIPs {
+		reachable = append(reachable, hostPort(ip.IP, 6642))
+	}
+	results := make([]string, len(dropped)+len(reachable))
+	var wg sync.WaitGroup
+	for i, addr := range append(dropped, reachable...) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := c.exec("default", "ra", "connect", addr)
+			results[i] = fmt.Sprintf("%s %v", strings.TrimSpace(out), err)
+		}()
+	}
+	wg.Wait()
+	for i, addr := range dropped {
+		if strings.Contains(results[i], "connected") || !strings.Contains(results[i], "timeout") {
+			t.Errorf("pod ra -> %s: %s, want a timeout (dropped, not refused)", addr, results[i])
+		}
+	}
+	for i, addr := range reachable {
+		if r := results[len(dropped)+i]; !strings.Contains(r, "connected") {
+			t.Errorf("pod ra -> pod dbport %s: %s, want connected (pods keep the port)", addr, r)
+		}
+	}
+	t.Logf("dropped: %v; reachable: %v", dropped, reachable)
 }

@@ -114,8 +114,10 @@ func TestShardsCreateThenNoOp(t *testing.T) {
 		t.Fatal("first apply of a pod sent no operations")
 	}
 	lr := lrNamed(t, c, "ovn-cluster")
-	if len(lr.Ports) != 2 || len(lr.StaticRoutes) != 1 || len(lr.Policies) != 2+2+2 {
-		t.Fatalf("router: %d ports, %d routes, %d policies; want 2, 1, 6", len(lr.Ports), len(lr.StaticRoutes), len(lr.Policies))
+	// 2 allow, 2 nodes' reroutes, the join subnet's 2 database guards (its one family, and
+	// everywhere else).
+	if len(lr.Ports) != 2 || len(lr.StaticRoutes) != 1 || len(lr.Policies) != 2+2+2+2 {
+		t.Fatalf("router: %d ports, %d routes, %d policies; want 2, 1, 8", len(lr.Ports), len(lr.StaticRoutes), len(lr.Policies))
 	}
 	if ls := lsNamed(t, c, "ovn-default"); len(ls.Ports) != 2 || ls.OtherConfig["exclude_ips"] != "10.16.0.2" {
 		t.Fatalf("ovn-default: %d ports, other_config %v", len(ls.Ports), ls.OtherConfig)
@@ -194,7 +196,7 @@ func TestOtherWritersRowsSurvive(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool {
-		return len(lsNamed(t, c, "ovn-default").Ports) == 2 && len(lrNamed(t, c, "ovn-cluster").Policies) == 7
+		return len(lsNamed(t, c, "ovn-default").Ports) == 2 && len(lrNamed(t, c, "ovn-cluster").Policies) == 9
 	})
 
 	def2 := def
@@ -212,8 +214,8 @@ func TestOtherWritersRowsSurvive(t *testing.T) {
 		t.Fatalf("exclude_ips kept after the spec dropped it: %v", ls.OtherConfig)
 	}
 	lr = lrNamed(t, c, "ovn-cluster")
-	if len(lr.Policies) != 2+2+1 { // 2 allow, n2's 2, the foreign one
-		t.Fatalf("router has %d policies after n1 went, want 5", len(lr.Policies))
+	if len(lr.Policies) != 2+2+2+1 { // 2 allow, n2's 2, the 2 database guards, the foreign one
+		t.Fatalf("router has %d policies after n1 went, want 7", len(lr.Policies))
 	}
 	found := false
 	for _, pl := range list[nb.LogicalRouterPolicy](t, c) {

@@ -214,6 +214,9 @@ func ForSubnet(s SubnetIn, join *SubnetIn, nodes map[string]NodeIn) Shard {
 		sh.Policies = append(sh.Policies, Policy{Router: s.Vpc, Priority: PriorityAllowCluster, Action: "allow",
 			Match: fmt.Sprintf("%s.dst == %s", family(c.Addr()), c.Masked())})
 	}
+	if join.Name == s.Name {
+		sh.Policies = append(sh.Policies, dbGuard(s)...)
+	}
 	if s.Centralized && len(s.GatewayNodes) > 0 {
 		hp := RouterPort{Router: HealthRouter, Name: HealthPortName(s.Name), MAC: RouterMAC(HealthPortName(s.Name)),
 			Networks: []string{healthPortNetwork(s.Name)}}
