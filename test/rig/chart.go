@@ -261,16 +261,11 @@ func (r *Rig) labelChartNodes(ctx context.Context, cl int) error {
 		if err != nil {
 			return err
 		}
-		for {
+		if err := retry(ctx, func() error {
 			_, err := kc.CoreV1().Nodes().Patch(ctx, NodeName(cl, n), types.MergePatchType, patch, metav1.PatchOptions{})
-			if err == nil {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("labelling node %s: %w", NodeName(cl, n), err)
-			case <-time.After(500 * time.Millisecond):
-			}
+			return err
+		}); err != nil {
+			return fmt.Errorf("labelling node %s: %w", NodeName(cl, n), err)
 		}
 	}
 	return nil

@@ -3,16 +3,16 @@ package rig
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kovn/kovn/deploy"
-	"github.com/kovn/kovn/deploy/crds"
+	"github.com/kovn/kovn/pkg/cluster"
 )
 
 // accessKinds are the kinds of deploy/ objects the rig applies, with their resource names.
@@ -58,21 +58,21 @@ func AccessObjects(helm string) ([]*unstructured.Unstructured, error) {
 	return objs, nil
 }
 
-// crdObjects are deploy/crds' manifests, which the chart installs (helm's crds/) and
-// kovn-controller only waits for.
+// crdObjects are deploy/crds' manifests (cluster.CRDs), which the chart installs (helm's
+// crds/) and kovn-controller only waits for.
 func crdObjects() ([]*unstructured.Unstructured, error) {
-	files, err := fs.Glob(crds.FS, "*.yaml")
+	typed, err := cluster.CRDs()
 	if err != nil {
 		return nil, err
 	}
-	var objs []*unstructured.Unstructured
-	for _, f := range files {
-		b, _ := crds.FS.ReadFile(f)
-		us, err := deploy.Decode(b)
+	objs := make([]*unstructured.Unstructured, 0, len(typed))
+	for _, crd := range typed {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(crd)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
+			return nil, fmt.Errorf("CRD %s: %w", crd.Name, err)
 		}
-		objs = append(objs, us...)
+		delete(m, "status") // the apiserver's to write
+		objs = append(objs, &unstructured.Unstructured{Object: m})
 	}
 	return objs, nil
 }
