@@ -52,7 +52,7 @@ var sampleValues = []string{
 	"cluster.podCIDR=10.16.0.0/16\\,fd00:10:16::/64",
 	"cluster.serviceCIDR=10.96.0.0/16\\,fd00:10:96::/108",
 	"interconnect.enabled=true", "interconnect.azName=az1",
-	"interconnect.icNorthbound={tcp:172.30.0.100:6645}", "interconnect.icSouthbound={tcp:172.30.0.100:6646}",
+	"interconnect.icNorthbound={ssl:172.30.0.100:6645}", "interconnect.icSouthbound={ssl:172.30.0.100:6646}",
 	"interconnect.gatewayNodes={c1-n1,c1-n2}", "speaker.enabled=true",
 }
 
@@ -159,7 +159,8 @@ func TestChartRendersEveryComponent(t *testing.T) {
 			var ic kovnv1.InterConnect
 			strict(t, o, &ic)
 			if ic.Spec.AZName != "az1" || !slices.Equal(ic.Spec.GatewayNodes, []string{"c1-n1", "c1-n2"}) ||
-				!slices.Equal(ic.Spec.ICNorthbound, []string{"tcp:172.30.0.100:6645"}) || ic.Spec.Mode != kovnv1.GatewayActiveStandby {
+				!slices.Equal(ic.Spec.ICNorthbound, []string{"ssl:172.30.0.100:6645"}) || ic.Spec.Mode != kovnv1.GatewayActiveStandby ||
+				ic.Spec.TLSSecretName != "kovn-clusterset-tls" || ic.Spec.InsecurePlainTCP {
 				t.Errorf("InterConnect from values: %+v", ic.Spec)
 			}
 		}
@@ -302,7 +303,7 @@ func TestChartValuesReachTheComponents(t *testing.T) {
 		t.Errorf("kovn-ovs env: %v", env)
 	}
 	ic, _ := args(t, objs, "DaemonSet", "kovn-ovn-central", "ovn-ic")
-	if !slices.Contains(ic, "--ic-nb-db=tcp:172.30.0.100:6645") {
+	if !slices.Contains(ic, "--ic-nb-db=ssl:172.30.0.100:6645") || !slices.Contains(ic, "--certificate=/etc/kovn/clusterset-tls/tls.crt") {
 		t.Errorf("ovn-ic: %v", ic)
 	}
 	objs = mustRender(t, sampleValues[0], "interconnect.databases.enabled=true")
@@ -344,7 +345,10 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"kube-system", []string{"ovnCentral.enabled=false", "ovnCentral.nbEndpoints=tcp:1.1.1.1:6641", "ovnCentral.sbEndpoints=tcp:1.1.1.1:6642",
 			"interconnect.databases.enabled=true"}, "interconnect.databases runs on the OVN central nodes"},
 		{"kube-system", []string{sampleValues[0], "interconnect.enabled=true", "interconnect.azName=a",
-			"interconnect.icNorthbound={tcp:1.1.1.1:6645}", "interconnect.icSouthbound={tcp:1.1.1.1:6646}"}, "name gatewayNodes or a gatewaySelector"},
+			"interconnect.icNorthbound={ssl:1.1.1.1:6645}", "interconnect.icSouthbound={ssl:1.1.1.1:6646}"}, "name gatewayNodes or a gatewaySelector"},
+		{"kube-system", []string{sampleValues[0], "interconnect.enabled=true", "interconnect.azName=a", "interconnect.gatewayNodes={n1}",
+			"interconnect.icNorthbound={ssl:1.1.1.1:6645}", "interconnect.icSouthbound={tcp:1.1.1.1:6646}"},
+			"interconnect: tcp:1.1.1.1:6646 is not ssl: (anyone reaching a tcp: IC database can rewrite the clusterset); set interconnect.insecurePlainTCP=true"},
 	} {
 		_, _, err := render(t, tc.ns, tc.set...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

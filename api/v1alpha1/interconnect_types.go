@@ -41,6 +41,7 @@ type BFDTimers struct {
 
 // InterConnectSpec is how this cluster joins the clusterset.
 // +kubebuilder:validation:XValidation:rule="size(self.gatewayNodes) > 0 || has(self.gatewaySelector)",message="name gatewayNodes or a gatewaySelector"
+// +kubebuilder:validation:XValidation:rule="(has(self.insecurePlainTCP) && self.insecurePlainTCP) || (self.icNorthbound + self.icSouthbound).all(e, e.startsWith('ssl:'))",message="tcp: endpoints let anyone who reaches the IC databases rewrite the clusterset: use ssl: endpoints (with tlsSecretName), or set insecurePlainTCP"
 type InterConnectSpec struct {
 	// AZName is this cluster's availability zone in the clusterset; unique among its clusters.
 	// +kubebuilder:validation:MinLength=1
@@ -62,6 +63,23 @@ type InterConnectSpec struct {
 	// +kubebuilder:validation:items:Pattern=`^(tcp|ssl):.+:[0-9]+$`
 	// +listType=atomic
 	ICSouthbound []string `json:"icSouthbound"`
+
+	// TLSSecretName is the Secret, in kovn's namespace (kube-system), with this AZ's clusterset
+	// credentials for ssl: endpoints: tls.crt and tls.key (the AZ's certificate, issued by the
+	// clusterset's CA) and ca.crt (that CA), as cert-manager writes them. kovn-controller may
+	// read the default name only; another needs a Role granting it get on that Secret. A
+	// missing or broken Secret is reported (CredentialsReady) and the last good credentials
+	// stay in use.
+	// +kubebuilder:default=kovn-clusterset-tls
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	TLSSecretName string `json:"tlsSecretName,omitempty"`
+
+	// InsecurePlainTCP allows tcp: endpoints: the IC databases then take unauthenticated,
+	// unencrypted connections, and anything that reaches them can rewrite the clusterset's
+	// routes and exports. For throwaway labs only.
+	// +optional
+	InsecurePlainTCP bool `json:"insecurePlainTCP,omitempty"`
 
 	// GatewayNodes are the nodes that carry cross-cluster traffic, most preferred first.
 	// +kubebuilder:validation:MaxItems=64

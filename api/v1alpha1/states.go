@@ -21,6 +21,14 @@ const (
 	// ReasonAZNameTaken: Ready=False because another cluster of the clusterset holds the AZ
 	// name; nothing of that AZ is changed.
 	ReasonAZNameTaken = "AZNameTaken"
+
+	// ConditionCredentialsReady is False while the Secret TLSSecretName cannot be read or does
+	// not hold a usable certificate, key and CA; the message names the Secret and what is
+	// wrong. The last good credentials stay in use meanwhile.
+	ConditionCredentialsReady = "CredentialsReady"
+	ReasonCredentialsLoaded   = "Loaded"
+	ReasonCredentialsInvalid  = "SecretInvalid"
+	ReasonPlainTCP            = "InsecurePlainTCP"
 )
 
 // One word for a ServiceExport's state, as the metrics label it and kubectl-kovn shows it.

@@ -32,6 +32,7 @@ import (
 	"github.com/kovn/kovn/pkg/cluster/nbsync"
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/interconnect"
+	"github.com/kovn/kovn/pkg/interconnect/ictls"
 	"github.com/kovn/kovn/pkg/interconnect/mcs"
 	"github.com/kovn/kovn/pkg/ovn"
 )
@@ -40,6 +41,8 @@ var (
 	apiQPS   float64
 	apiBurst int
 	sbAddr   string
+	// namespace is kovn's own: the clusterset TLS Secret lives there.
+	namespace string
 	// aclLogRate caps ACL log lines per second and node (the ACL log meter's rate).
 	aclLogRate = 20
 )
@@ -53,6 +56,7 @@ func main() {
 	flag.StringVar(&sbAddr, "ovn-sb-addr", os.Getenv("OVN_SB_DB"), "OVN southbound endpoints, comma-separated: centralized subnet gateways then fail over on OVN's gateway health (BFD) instead of Node readiness, and a failed interconnect gateway is held back until its ovn-controller is in step again")
 	leaderElect := flag.Bool("leader-elect", true, "elect one active controller among replicas")
 	leNamespace := flag.String("leader-election-namespace", "kube-system", "namespace of the leader election lease")
+	flag.StringVar(&namespace, "namespace", envOr("POD_NAMESPACE", "kube-system"), "kovn's namespace: where the InterConnect's TLS Secret is (env POD_NAMESPACE)")
 	metricsAddr := flag.String("metrics-bind-address", "0", "metrics listen address (0 disables)")
 	probeAddr := flag.String("health-probe-bind-address", "0", "health probe listen address (0 disables)")
 	flag.StringVar(&opts.DefaultSubnetCIDR, "default-cidr", opts.DefaultSubnetCIDR, "CIDR of the default subnet")
@@ -191,16 +195,26 @@ func setupControllers(mgr manager.Manager, st *cluster.State, nb libovsdb.Client
 	if err := cluster.Setup(mgr, st, nb, health); err != nil {
 		return err
 	}
+	// Read with the uncached reader: kovn-controller may get that one Secret, not list Secrets.
+	icTLS := &ictls.Loader{Reader: mgr.GetAPIReader(), Namespace: namespace, Creds: &ovn.Credentials{}}
 	icr := &interconnect.Reconciler{Client: mgr.GetClient(), State: st, NB: nb, Health: health,
-		Recorder: mgr.GetEventRecorderFor("kovn-interconnect")}
+		Recorder: mgr.GetEventRecorderFor("kovn-interconnect"), TLS: icTLS}
 	if err := icr.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := icr.RegisterMetrics(metrics.Registry); err != nil {
 		return err
 	}
-	if err := mcs.Setup(mgr, mcs.NewClusterset()); err != nil {
+	if err := mcs.Setup(mgr, mcs.NewClusterset(icTLS)); err != nil {
 		return err
 	}
 	return mcs.RegisterMetrics(metrics.Registry, mgr.GetClient())
+}
+
+// envOr is the environment variable's value, or def when it is unset or empty.
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
 }

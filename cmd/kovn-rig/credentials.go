@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kovn/kovn/pkg/interconnect/ictls"
 	"github.com/kovn/kovn/test/rig"
 )
 
@@ -20,6 +21,7 @@ func credentials(args []string) error {
 	fs.StringVar(&cr.ServiceAccount, "service-account", "", "ServiceAccount in "+rig.KovnNamespace+" to mint a token for")
 	fs.StringVar(&cr.Node, "node", "", "bind the token to this Node (waits until it is registered)")
 	fs.StringVar(&cr.ApplyChartWith, "apply-chart-with", "", "first apply the ServiceAccounts, RBAC and policies of kovn's chart, rendered by this helm binary")
+	fs.StringVar(&cr.ClustersetTLSDir, "clusterset-tls-dir", "", "also apply the Secret "+ictls.DefaultSecretName+" (this AZ's clusterset certificate) from this directory's tls.crt, tls.key and ca.crt")
 	fs.DurationVar(&cr.Lifetime, "lifetime", 24*time.Hour, "requested token lifetime")
 	fs.StringVar(&cr.Out, "out", "", "kubeconfig to write (the token goes beside it, OUT.token)")
 	renew := fs.Bool("renew", false, "keep running and renew the token at 80% of its lifetime")

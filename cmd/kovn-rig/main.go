@@ -91,6 +91,7 @@ func up(args []string) error {
 	centrals := fs.Int("central-nodes", 1, "with --install chart: run OVN central on this many nodes of each cluster (3: NB and SB as 3-member raft clusters)")
 	install := fs.String("install", rig.InstallProcesses, "how kovn runs: processes (supervised by the rig) or chart (helm install of deploy/ onto the rig's kubelets; needs `make images`)")
 	icRaft := fs.Bool("ic-raft", false, "serve IC-NB and IC-SB as 3-member raft clusters (with --clusters > 1 or --foreign-az)")
+	insecure := fs.Bool("insecure-plain-tcp", false, "INSECURE: serve the OVN databases on plain TCP, every client unauthenticated (default: mutual TLS)")
 	foreignAZ := fs.Bool("foreign-az", false, "add an OVN availability zone kovn does not manage (\"openstack\": a router, two VMs) joined to the rig's IC databases, which a 1-cluster rig then has too")
 	var extra []string
 	fs.Func("images", "a docker-archive `tarball` to import into every node as well (repeatable), e.g. _output/images/upstream-e2e.tar", func(p string) error {
@@ -105,7 +106,7 @@ func up(args []string) error {
 	defer stop()
 	start := time.Now()
 	r, err := rig.Up(ctx, rig.Config{Dir: *dir, Clusters: *clusters, Nodes: *nodes, ReadyTimeout: *timeout, Kovn: *kovn,
-		FakeNodes: *fake, BridgeNodes: *bridge, IPFamily: *family, ICRaft: *icRaft, ForeignAZ: *foreignAZ, Install: *install, Pinger: *pinger, CentralNodes: *centrals, ExtraImages: extra})
+		FakeNodes: *fake, BridgeNodes: *bridge, IPFamily: *family, ICRaft: *icRaft, ForeignAZ: *foreignAZ, InsecurePlainTCP: *insecure, Install: *install, Pinger: *pinger, CentralNodes: *centrals, ExtraImages: extra})
 	if err != nil {
 		if r != nil && !*keep && !errors.Is(err, rig.ErrAlreadyUp) {
 			fmt.Fprintf(os.Stderr, "kovn-rig up: %v\nkovn-rig up: tearing the partial rig down (use --keep-on-failure to inspect it)\n", err)

@@ -50,7 +50,12 @@
 {{- if .Values.interconnect.enabled -}}
 {{- if not .Values.interconnect.azName -}}{{- fail "interconnect.azName: name this cluster's availability zone" -}}{{- end -}}
 {{- if or (not .Values.interconnect.icNorthbound) (not .Values.interconnect.icSouthbound) -}}
-{{- fail "interconnect: set icNorthbound and icSouthbound (tcp:IP:PORT of the OVN-IC databases)" -}}
+{{- fail "interconnect: set icNorthbound and icSouthbound (ssl:IP:PORT of the OVN-IC databases)" -}}
+{{- end -}}
+{{- range (concat .Values.interconnect.icNorthbound .Values.interconnect.icSouthbound) -}}
+{{- if and (not (hasPrefix "ssl:" .)) (not $.Values.interconnect.insecurePlainTCP) -}}
+{{- fail (printf "interconnect: %s is not ssl: (anyone reaching a tcp: IC database can rewrite the clusterset); set interconnect.insecurePlainTCP=true to allow it anyway" .) -}}
+{{- end -}}
 {{- end -}}
 {{- if and (not .Values.interconnect.gatewayNodes) (not .Values.interconnect.gatewaySelector) -}}
 {{- fail "interconnect: name gatewayNodes or a gatewaySelector" -}}

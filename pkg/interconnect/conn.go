@@ -42,7 +42,9 @@ func (c *icConn) state() (nb, sb, wanted bool) {
 
 // connect returns clients for the endpoints, reusing the current ones when unchanged. Changes
 // in either database are sent to events (non-blocking: one pending event is enough to re-queue).
-func (c *icConn) connect(ctx context.Context, nbEps, sbEps []string, events chan<- event.GenericEvent) (libovsdb.Client, libovsdb.Client, error) {
+// creds (nil for tcp: endpoints) is read on every handshake, so a renewed certificate needs no
+// reconnect of its own.
+func (c *icConn) connect(ctx context.Context, nbEps, sbEps []string, creds ovn.CredentialSource, events chan<- event.GenericEvent) (libovsdb.Client, libovsdb.Client, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.icnb != nil && slices.Equal(nbEps, c.nbEps) && slices.Equal(sbEps, c.sbEps) {
@@ -54,11 +56,12 @@ func (c *icConn) connect(ctx context.Context, nbEps, sbEps []string, events chan
 	defer cancel()
 	log := ctrl.Log.WithName("interconnect")
 	icnb, err := ovn.ConnectICNB(ctx, ovn.Config{Endpoints: nbEps, LeaderOnly: true, Logger: log.WithName("ic-nb"),
-		MaxRetryInterval: 2 * time.Second})
+		MaxRetryInterval: 2 * time.Second, Credentials: creds})
 	if err != nil {
 		return nil, nil, err
 	}
-	icsb, err := ovn.ConnectICSB(ctx, ovn.Config{Endpoints: sbEps, Logger: log.WithName("ic-sb"), MaxRetryInterval: 2 * time.Second})
+	icsb, err := ovn.ConnectICSB(ctx, ovn.Config{Endpoints: sbEps, Logger: log.WithName("ic-sb"), MaxRetryInterval: 2 * time.Second,
+		Credentials: creds})
 	if err != nil {
 		icnb.Close()
 		return nil, nil, err

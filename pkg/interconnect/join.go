@@ -89,8 +89,13 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 // reached or does not answer.
 func (r *Reconciler) connectIC(ctx context.Context, run *joinRun) bool {
 	ic := run.ic
+	if !r.loadCredentials(ctx, ic) {
+		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonCredentialsInvalid,
+			"no usable clusterset certificate: see CredentialsReady")
+		return false
+	}
 	var err error
-	run.icnb, run.icsb, err = r.ic.connect(ctx, ic.Spec.ICNorthbound, ic.Spec.ICSouthbound, r.icEvents)
+	run.icnb, run.icsb, err = r.ic.connect(ctx, ic.Spec.ICNorthbound, ic.Spec.ICSouthbound, r.credentials(), r.icEvents)
 	if err != nil {
 		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonICUnreachable, err.Error())
 		return false

@@ -23,6 +23,8 @@ import (
 	"github.com/kovn/kovn/pkg/cluster"
 	"github.com/kovn/kovn/pkg/cluster/nbsync"
 	"github.com/kovn/kovn/pkg/cluster/topology"
+	"github.com/kovn/kovn/pkg/interconnect/ictls"
+	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/ovn/model/nb"
 )
 
@@ -45,6 +47,9 @@ type Reconciler struct {
 	// Health reads the southbound database (chassis bindings and how far each ovn-controller
 	// has caught up) for the gateway hold; nil: no gateway is held.
 	Health *cluster.GatewayHealth
+
+	// TLS gives the IC database clients this AZ's certificate (ssl: endpoints); nil: tcp only.
+	TLS *ictls.Loader
 
 	ic       icConn
 	icEvents chan event.GenericEvent
@@ -337,7 +342,10 @@ func (r *Reconciler) leave(ctx context.Context, ic *kovnv1.InterConnect) error {
 		return err
 	}
 	if ic != nil {
-		icnbc, icsbc, err := r.ic.connect(ctx, ic.Spec.ICNorthbound, ic.Spec.ICSouthbound, nil)
+		if ok := r.loadCredentials(ctx, ic); !ok {
+			return fmt.Errorf("leaving the clusterset: no usable credentials in Secret %s", ictls.SecretName(&ic.Spec))
+		}
+		icnbc, icsbc, err := r.ic.connect(ctx, ic.Spec.ICNorthbound, ic.Spec.ICSouthbound, r.credentials(), nil)
 		if err != nil {
 			return fmt.Errorf("leaving the clusterset: %w", err)
 		}
@@ -362,6 +370,45 @@ func (r *Reconciler) leave(ctx context.Context, ic *kovnv1.InterConnect) error {
 	r.lastView = azMetrics{}
 	resetICMetrics()
 	return nil
+}
+
+// loadCredentials reads the InterConnect's TLS Secret and says so in CredentialsReady (an
+// event too when it turns bad); false when no credentials at all are usable. A broken Secret
+// after a good one keeps the good credentials in use.
+func (r *Reconciler) loadCredentials(ctx context.Context, ic *kovnv1.InterConnect) bool {
+	if !ictls.NeedsTLS(&ic.Spec) {
+		setCondition(ic, kovnv1.ConditionCredentialsReady, true, kovnv1.ReasonPlainTCP,
+			"insecurePlainTCP: the IC databases are reached without authentication")
+		return true
+	}
+	if r.TLS == nil {
+		setCondition(ic, kovnv1.ConditionCredentialsReady, false, kovnv1.ReasonCredentialsInvalid,
+			"kovn-controller has no clusterset credentials loader: ssl: endpoints cannot be used")
+		return false
+	}
+	usable, err := r.TLS.Load(ctx, &ic.Spec)
+	if err == nil {
+		setCondition(ic, kovnv1.ConditionCredentialsReady, true, kovnv1.ReasonCredentialsLoaded,
+			"certificate from Secret "+ictls.SecretName(&ic.Spec))
+		return true
+	}
+	msg := err.Error()
+	if usable {
+		msg += "; the last good certificate stays in use"
+	}
+	if c := meta.FindStatusCondition(ic.Status.Conditions, kovnv1.ConditionCredentialsReady); (c == nil || c.Status != metav1.ConditionFalse) && r.Recorder != nil {
+		r.Recorder.Event(ic, corev1.EventTypeWarning, kovnv1.ReasonCredentialsInvalid, msg)
+	}
+	setCondition(ic, kovnv1.ConditionCredentialsReady, false, kovnv1.ReasonCredentialsInvalid, msg)
+	return usable
+}
+
+// credentials is what the IC clients present, nil without a loader.
+func (r *Reconciler) credentials() ovn.CredentialSource {
+	if r.TLS == nil || r.TLS.Creds == nil {
+		return nil
+	}
+	return r.TLS.Creds
 }
 
 func setCondition(ic *kovnv1.InterConnect, t string, ok bool, reason, msg string) {

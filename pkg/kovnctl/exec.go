@@ -37,6 +37,10 @@ const (
 	SBSocket               = "unix:/var/run/ovn/ovnsb_db.sock"
 	OVSSocket              = "unix:/var/run/openvswitch/db.sock"
 	OVSDBTool              = "/kovn-ovsdb" // kovn's image holds its binaries at the root
+	// ICContainer is the central pod's ovn-ic, which mounts the AZ's clusterset certificate
+	// at ClustersetTLSDir (the chart's path) for the ssl: IC databases.
+	ICContainer      = "ovn-ic"
+	ClustersetTLSDir = "/etc/kovn/clusterset-tls"
 )
 
 // Execer runs commands in the chart's pods.
@@ -128,7 +132,13 @@ func (e *Execer) OnCentral(ctx context.Context, argv ...string) (string, error) 
 // at endpoint with kovn-ovsdb in container of pod, and returns its JSON: table -> rows.
 func (e *Execer) DumpJSON(ctx context.Context, pod, container, db, endpoint string, tables ...string) ([]byte, error) {
 	var out bytes.Buffer
-	err := e.Run(ctx, pod, container, append([]string{OVSDBTool, "dump", db, endpoint}, tables...), &out)
+	argv := []string{OVSDBTool}
+	if strings.HasPrefix(endpoint, "ssl:") {
+		// ovn-ic's certificate: only its container mounts it.
+		container = ICContainer
+		argv = append(argv, "-cert", ClustersetTLSDir+"/tls.crt", "-key", ClustersetTLSDir+"/tls.key", "-cacert", ClustersetTLSDir+"/ca.crt")
+	}
+	err := e.Run(ctx, pod, container, append(append(argv, "dump", db, endpoint), tables...), &out)
 	return out.Bytes(), err
 }
 

@@ -34,8 +34,11 @@ type Config struct {
 	// LeaderOnly makes the client treat raft followers as down. Writers of NB/IC-NB want
 	// this: a follower forwards writes but may serve a stale cache.
 	LeaderOnly bool
-	// Cert, Key and CACert are PEM files, required when an endpoint uses ssl.
+	// Cert, Key and CACert are PEM files; an endpoint that uses ssl needs them or Credentials.
 	Cert, Key, CACert string
+	// Credentials, if set, is used instead of the files (certificates kept in memory, such
+	// as a Secret's).
+	Credentials CredentialSource
 	// ServerName, if set, is checked against the server certificate. Empty means
 	// "verify the chain against CACert only", which is what ovsdb-server and ovn-controller
 	// do: OVN PKI certificates name a role, not the address the database listens on.
@@ -75,7 +78,7 @@ func (c Config) Validate() error {
 		}
 		needTLS = needTLS || scheme == "ssl"
 	}
-	if needTLS && (c.Cert == "" || c.Key == "" || c.CACert == "") {
+	if needTLS && c.Credentials == nil && (c.Cert == "" || c.Key == "" || c.CACert == "") {
 		return errors.New("ssl OVSDB endpoints need a certificate, a private key and a CA certificate")
 	}
 	if c.ConnectTimeout < 0 || c.RetryInterval < 0 || c.MaxRetryInterval < 0 {
@@ -144,15 +147,20 @@ func (c Config) withDefaults() Config {
 // tlsConfig loads the certificate files (and reloads them when they change, see tlsFiles), or
 // returns nil when no endpoint uses ssl. An unreadable file is reported here, before any
 // connection attempt.
+// Credentials not loaded yet are no error here: the handshakes fail (and are retried) until
+// they are.
 func (c Config) tlsConfig() (*tls.Config, error) {
+	if c.Credentials != nil {
+		return clientTLS(c.Credentials, c.ServerName), nil
+	}
 	if c.Cert == "" && c.Key == "" && c.CACert == "" {
 		return nil, nil
 	}
 	f := &tlsFiles{cert: c.Cert, key: c.Key, ca: c.CACert}
-	if _, _, err := f.load(); err != nil {
+	if _, _, err := f.Load(); err != nil {
 		return nil, err
 	}
-	return f.config(c.ServerName), nil
+	return clientTLS(f, c.ServerName), nil
 }
 
 // backoff is an exponential backoff with jitter that never gives up. It satisfies

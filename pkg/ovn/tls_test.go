@@ -148,3 +148,40 @@ func TestConnectSSL(t *testing.T) {
 		t.Fatalf("ConnectNB with a missing CA file = %v, want a CA file error", err)
 	}
 }
+
+// TestConnectSSLCredentials: certificates held in memory (a Secret's) connect; a broken set
+// keeps the last good one, so the next connection still succeeds; before any good set the
+// connection fails with a certificate error, never falls back to plain TCP.
+func TestConnectSSLCredentials(t *testing.T) {
+	ca := newPKI(t, "ovn ca")
+	endpoint := serveTLS(t, ca, ovntest.ServeNB(t))
+	cfg := fastCfg(endpoint)
+	creds := &ovn.Credentials{}
+	cfg.Credentials = creds
+
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if _, err := ovn.ConnectNB(ctx, cfg); err == nil {
+		t.Fatal("ConnectNB before any credentials were set succeeded")
+	}
+	certPEM, keyPEM := ca.issue(t, "az1")
+	if err := creds.Set(certPEM, keyPEM, []byte("not a PEM")); err == nil || !strings.Contains(err.Error(), "CA bundle") {
+		t.Fatalf("Set with a bad CA bundle = %v, want a CA bundle error", err)
+	}
+	if _, _, err := creds.Load(); err == nil || !strings.Contains(err.Error(), "CA bundle") {
+		t.Fatalf("Load with nothing good set = %v, want the last error", err)
+	}
+	if err := creds.Set(certPEM, keyPEM, ca.pem); err != nil {
+		t.Fatal(err)
+	}
+	if err := creds.Set(certPEM, []byte("garbage"), ca.pem); err == nil {
+		t.Fatal("Set with a bad key succeeded")
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	c, err := ovn.ConnectNB(ctx2, cfg)
+	if err != nil {
+		t.Fatalf("ConnectNB with the last good credentials: %v", err)
+	}
+	c.Close()
+}

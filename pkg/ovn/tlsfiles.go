@@ -26,8 +26,8 @@ type tlsFiles struct {
 	roots *x509.CertPool
 }
 
-// load returns the current pair and roots, reading the files again if they changed.
-func (f *tlsFiles) load() (*tls.Certificate, *x509.CertPool, error) {
+// Load returns the current pair and roots, reading the files again if they changed.
+func (f *tlsFiles) Load() (*tls.Certificate, *x509.CertPool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	stamp, statErr := fileStamps(f.cert, f.key, f.ca)
@@ -74,21 +74,21 @@ func fileStamps(paths ...string) (string, error) {
 	return stamp, nil
 }
 
-// config is the client TLS configuration: the current certificate on every handshake, the
-// server's chain verified against the current roots and, when serverName is set, its name.
+// clientTLS is the client TLS configuration: src's current certificate on every handshake, the
+// server's chain verified against src's current roots and, when serverName is set, its name.
 // Go's own verification is switched off only to be replaced by this one, since a tls.Config's
 // RootCAs cannot change under it.
-func (f *tlsFiles) config(serverName string) *tls.Config {
+func clientTLS(src CredentialSource, serverName string) *tls.Config {
 	return &tls.Config{
 		MinVersion:         tls.VersionTLS12,
 		ServerName:         serverName,
 		InsecureSkipVerify: true, // verified in VerifyConnection, against roots read anew
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			pair, _, err := f.load()
+			pair, _, err := src.Load()
 			return pair, err
 		},
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			_, roots, err := f.load()
+			_, roots, err := src.Load()
 			if err != nil {
 				return err
 			}

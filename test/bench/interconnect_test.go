@@ -123,8 +123,8 @@ func (c *benchCluster) interconnect(az, mode string, gateways ...string) {
 	c.kubectl(fmt.Sprintf(`apiVersion: kovn.io/v1alpha1
 kind: InterConnect
 metadata: {name: default}
-spec: {azName: %s, mode: %s, icNorthbound: [%s], icSouthbound: [%s], gatewayNodes: [%s]}
-`, az, mode, quote(c.cfg.ICNBEndpoints()), quote(c.cfg.ICSBEndpoints()), strings.Join(gateways, ", ")), "apply", "-f", "-")
+spec: {azName: %s, mode: %s, icNorthbound: [%s], icSouthbound: [%s], gatewayNodes: [%s], insecurePlainTCP: %t}
+`, az, mode, quote(c.cfg.ICNBEndpoints()), quote(c.cfg.ICSBEndpoints()), strings.Join(gateways, ", "), c.cfg.InsecurePlainTCP), "apply", "-f", "-")
 }
 
 func (c *benchCluster) waitReady() {

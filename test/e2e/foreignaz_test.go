@@ -173,6 +173,11 @@ func TestForeignAZ(t *testing.T) {
 		t.Logf("transitAddresses 169.254.60.0/24 refused (Validated=False, Ready=False naming the kept spec); pod -> vm1 %d/%d meanwhile", pingCount, pingCount)
 	})
 
+	t.Run("every OVN database takes mutual TLS only; SB RBAC per chassis", func(t *testing.T) { ovsdbIdentity(t, cfg) })
+	t.Run("a broken clusterset Secret is reported and the last good certificate stays", func(t *testing.T) {
+		brokenClustersetSecret(t, c)
+	})
+
 	t.Run("acceptCIDRs widened at run time: vm-private learned", func(t *testing.T) {
 		c.t = t
 		changed := time.Now()
@@ -376,7 +381,7 @@ func (c *cluster) routePrefixes(router string) []string {
 func icRoutes(t *testing.T, cfg rig.Config, az, ts string) []string {
 	t.Helper()
 	sbctl := func(args ...string) string {
-		out, err := exec.Command("ip", append([]string{"netns", "exec", cfg.ICNS(), "ovn-ic-sbctl", "--db=" + cfg.ICSBEndpoint(),
+		out, err := exec.Command("ip", append([]string{"netns", "exec", cfg.ICNS(), "ovn-ic-sbctl", "--db=" + cfg.ICSBLocal(),
 			"--no-leader-only", "--timeout=10", "--bare"}, args...)...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("ovn-ic-sbctl %v: %v %s", args, err, out)

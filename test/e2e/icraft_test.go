@@ -174,7 +174,7 @@ func appctl(cfg rig.Config, name string, args ...string) (string, error) {
 func checkICSBRoutes(t *testing.T, cfg rig.Config, n int) {
 	t.Helper()
 	sbctl := func(args ...string) []string {
-		argv := append([]string{"netns", "exec", cfg.ICNS(), "ovn-ic-sbctl", "--db=" + cfg.ICSBEndpoint(),
+		argv := append([]string{"netns", "exec", cfg.ICNS(), "ovn-ic-sbctl", "--db=" + cfg.ICSBLocal(),
 			"--format=csv", "--data=bare", "--no-headings"}, args...)
 		out, err := exec.Command("ip", argv...).CombinedOutput()
 		if err != nil {

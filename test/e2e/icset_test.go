@@ -406,7 +406,7 @@ func (c *cluster) waitRoutesAccepted(status string, words ...string) {
 // Cluster row inserted through the first member is read back through the last, then deleted.
 func clustersetServed(t *testing.T, cfg rig.Config) {
 	t.Helper()
-	eps := cfg.ICSBEndpoints()
+	eps := strings.Split(cfg.ICSBLocal(), ",")
 	client := func(args ...string) string {
 		out, err := exec.Command("ip", append([]string{"netns", "exec", cfg.ICNS(), "ovsdb-client", "--timeout=10"}, args...)...).CombinedOutput()
 		if err != nil {

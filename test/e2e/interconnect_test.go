@@ -232,7 +232,9 @@ spec:
   icNorthbound: [%s]
   icSouthbound: [%s]
   gatewayNodes: [%s]
-`, az, mode, quotedList(c.st.Config.ICNBEndpoints()), quotedList(c.st.Config.ICSBEndpoints()), strings.Join(gateways, ", "))
+  insecurePlainTCP: %t
+`, az, mode, quotedList(c.st.Config.ICNBEndpoints()), quotedList(c.st.Config.ICSBEndpoints()), strings.Join(gateways, ", "),
+		c.st.Config.InsecurePlainTCP)
 	if out, err := c.apply(y); err != nil {
 		c.t.Fatalf("apply InterConnect: %v\n%s", err, out)
 	}
@@ -556,7 +558,7 @@ func renameAZ(t *testing.T, a, b *cluster, cfg rig.Config, pb *corev1.Pod) {
 	})
 	if err := eventually(30*time.Second, func() error {
 		for _, table := range []string{"Availability_Zone", "Port_Binding", "Route", "Gateway"} {
-			out, err := exec.Command("ip", "netns", "exec", cfg.ICNS(), "ovn-ic-sbctl", "--db="+cfg.ICSBEndpoint(), "--no-leader-only", "list", table).CombinedOutput()
+			out, err := exec.Command("ip", "netns", "exec", cfg.ICNS(), "ovn-ic-sbctl", "--db="+cfg.ICSBLocal(), "--no-leader-only", "list", table).CombinedOutput()
 			if err != nil {
 				return fmt.Errorf("ovn-ic-sbctl list %s: %v %s", table, err, out)
 			}
@@ -588,7 +590,7 @@ func azNameTaken(t *testing.T, a, b *cluster, cfg rig.Config, pa, pb *corev1.Pod
 		}
 	}
 	azRows := func() string {
-		out, err := exec.Command("ip", "netns", "exec", cfg.ICNS(), "ovn-ic-sbctl", "--db="+cfg.ICSBEndpoint(), "--no-leader-only",
+		out, err := exec.Command("ip", "netns", "exec", cfg.ICNS(), "ovn-ic-sbctl", "--db="+cfg.ICSBLocal(), "--no-leader-only",
 			"--timeout=10", "--bare", "--columns=name", "list", "Availability_Zone").CombinedOutput()
 		if err != nil {
 			t.Fatalf("ovn-ic-sbctl: %v %s", err, out)

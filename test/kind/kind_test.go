@@ -86,7 +86,8 @@ func helm(t *testing.T) string {
 func upSets(i int) []string {
 	ip := fmt.Sprintf("172.18.0.%d", 10*i)
 	return []string{"ovnCentral.addresses={" + ip + "}", "apiServer.host=" + ip,
-		"interconnect.icNorthbound={tcp:172.18.0.10:6645}", "interconnect.icSouthbound={tcp:172.18.0.10:6646}"}
+		"interconnect.icNorthbound={tcp:172.18.0.10:6645}", "interconnect.icSouthbound={tcp:172.18.0.10:6646}",
+		"interconnect.insecurePlainTCP=true"}
 }
 
 // Each cluster's values, as up.sh passes them, render a chart whose CIDRs are kind's.

@@ -33,6 +33,7 @@ for i in $(seq "$n"); do
     --values "test/kind/values-c$i.yaml" --set "ovnCentral.addresses={$(node_ip "kovn-c$i-control-plane")}" \
     --set "apiServer.host=$(node_ip "kovn-c$i-control-plane")" \
     --set "interconnect.icNorthbound={tcp:$ic:6645}" --set "interconnect.icSouthbound={tcp:$ic:6646}" \
+    --set interconnect.insecurePlainTCP=true \
     --wait --timeout 10m
 done
 echo "kovn is up on kind: kubectl --context kind-kovn-c1 get pods -n kube-system" >&2

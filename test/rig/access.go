@@ -53,13 +53,6 @@ func (r *Rig) startForwarder(ctx context.Context) error {
 			}
 		}
 	}
-	if cfg.Interconnected() {
-		for key, port := range map[string]int{"ic/nb": PortICNB, "ic/sb": PortICSB} {
-			if err := add(key, cfg.ICNS(), hostPort(cfg.ICDBIPs()[0], port)); err != nil {
-				return err
-			}
-		}
-	}
 	spec := filepath.Join(cfg.Dir, "forward.json")
 	b, _ := json.MarshalIndent(fws, "", "  ")
 	if err := os.WriteFile(spec, b, 0o644); err != nil {
@@ -77,8 +70,11 @@ func (r *Rig) startForwarder(ctx context.Context) error {
 	}
 	for cl := 1; cl <= cfg.Clusters; cl++ {
 		ci := ClusterInfo{Name: ClusterName(cl), Kubeconfig: filepath.Join(cfg.ClusterDir(cl), "kubeconfig"),
-			NBAddr: "tcp:" + st.Forwards[ClusterName(cl)+"/nb"], SBAddr: "tcp:" + st.Forwards[ClusterName(cl)+"/sb"],
-			FakeNodes: cfg.FakeNodes}
+			NBAddr: cfg.ovnLocal(cl, "nb"), SBAddr: cfg.ovnLocal(cl, "sb"), FakeNodes: cfg.FakeNodes}
+		if cfg.Chart() {
+			// The chart's OVN central listens on node 1's plain TCP (the chart is not on TLS yet).
+			ci.NBAddr, ci.SBAddr = "tcp:"+st.Forwards[ClusterName(cl)+"/nb"], "tcp:"+st.Forwards[ClusterName(cl)+"/sb"]
+		}
 		for n := 1; n <= cfg.Nodes; n++ {
 			ci.Nodes = append(ci.Nodes, NodeName(cl, n))
 		}
@@ -88,6 +84,12 @@ func (r *Rig) startForwarder(ctx context.Context) error {
 		st.Clusters = append(st.Clusters, ci)
 	}
 	return nil
+}
+
+// ovnLocal is cluster cl's NB or SB ("nb", "sb") unix socket: the rig's tools and tests reach
+// the databases as an operator on the central host does, with no certificate.
+func (c Config) ovnLocal(cl int, db string) string {
+	return "unix:" + filepath.Join(c.runDir(), ClusterName(cl), db+".sock")
 }
 
 func waitDial(ctx context.Context, addr string) error {

@@ -103,7 +103,7 @@ func (c Config) ChartValues(cl int) []string {
 		v = append(v, "interconnect.enabled=true", fmt.Sprintf("interconnect.azName=az%d", cl),
 			"interconnect.icNorthbound={"+strings.Join(c.ICNBEndpoints(), ",")+"}",
 			"interconnect.icSouthbound={"+strings.Join(c.ICSBEndpoints(), ",")+"}",
-			"interconnect.gatewayNodes={"+NodeName(cl, 1)+"}")
+			"interconnect.gatewayNodes={"+NodeName(cl, 1)+"}", fmt.Sprintf("interconnect.insecurePlainTCP=%t", c.InsecurePlainTCP))
 	}
 	return v
 }
@@ -119,6 +119,16 @@ func (r *Rig) InstallChart(ctx context.Context, cl int) error {
 	cfg := r.State.Config
 	if err := r.labelChartNodes(ctx, cl); err != nil {
 		return err
+	}
+	if cfg.Interconnected() {
+		// The AZ's clusterset certificate, which the chart's ovn-ic mounts and kovn-controller reads.
+		kc, err := r.State.Kube(ClusterName(cl))
+		if err != nil {
+			return err
+		}
+		if err := retry(ctx, func() error { return applyClustersetSecret(ctx, kc, cfg.AZTLS(cl)) }); err != nil {
+			return fmt.Errorf("clusterset Secret: %w", err)
+		}
 	}
 	dir := filepath.Join(cfg.Dir, "chart")
 	if err := deploy.WriteChart(dir); err != nil {

@@ -61,6 +61,10 @@ type Config struct {
 	// ForeignAZ adds an OVN availability zone kovn does not manage (the OpenStack/Neutron case,
 	// foreignaz.go) joined to the rig's IC databases, which a 1-cluster rig then has too.
 	ForeignAZ bool
+	// InsecurePlainTCP serves the OVN databases on plain TCP, every client unauthenticated
+	// (kovn's insecure option, for comparisons such as the TLS cost benchmark). By default
+	// every network connection to them is mutual TLS (ovntls.go).
+	InsecurePlainTCP bool
 	// ExtraImages are docker-archive tarballs imported into every node after the lab's own pod
 	// images (Kubernetes' e2e suite's images, make images' upstream-e2e.tar).
 	ExtraImages []string
@@ -319,6 +323,19 @@ func (c Config) ICSBEndpoints() []string { return c.icEndpoints(PortICSB) }
 func (c Config) ICNBEndpoint() string    { return strings.Join(c.ICNBEndpoints(), ",") }
 func (c Config) ICSBEndpoint() string    { return strings.Join(c.ICSBEndpoints(), ",") }
 
+// ICNBLocal and ICSBLocal are the IC databases' members' unix sockets, comma-separated, for
+// ovn-ic-nbctl --db / ovn-ic-sbctl --db on the host (no certificate needed).
+func (c Config) ICNBLocal() string { return c.icSockets("icnb") }
+func (c Config) ICSBLocal() string { return c.icSockets("icsb") }
+
+func (c Config) icSockets(db string) string {
+	var socks []string
+	for m := 0; m < c.ICDBMembers(); m++ {
+		socks = append(socks, "unix:"+filepath.Join(c.runDir(), "ic", ICDBMemberName(db, m)+".sock"))
+	}
+	return strings.Join(socks, ",")
+}
+
 // ICDBMembers is how many ovsdb-servers serve each IC database.
 func (c Config) ICDBMembers() int {
 	if c.ICRaft {
@@ -335,7 +352,7 @@ func icMemberPort(base, m int) int { return base + 10*m }
 func (c Config) icEndpoints(base int) []string {
 	var eps []string
 	for m := 0; m < c.ICDBMembers(); m++ {
-		eps = append(eps, "tcp:"+hostPort(c.ICDBIPs()[0], icMemberPort(base, m)))
+		eps = append(eps, c.ovsdbScheme()+":"+hostPort(c.ICDBIPs()[0], icMemberPort(base, m)))
 	}
 	return eps
 }

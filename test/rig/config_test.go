@@ -232,16 +232,19 @@ func TestCgroupHierarchies(t *testing.T) {
 
 func TestICEndpointsNameEveryRaftMember(t *testing.T) {
 	c := Config{IPFamily: Dual}
-	if got := c.ICSBEndpoint(); got != "tcp:172.30.0.2:6646" {
+	if got := c.ICSBEndpoint(); got != "ssl:172.30.0.2:6646" {
 		t.Fatalf("standalone IC-SB endpoint %q", got)
 	}
 	c.ICRaft = true
-	want := []string{"tcp:172.30.0.2:6646", "tcp:172.30.0.2:6656", "tcp:172.30.0.2:6666"}
+	want := []string{"ssl:172.30.0.2:6646", "ssl:172.30.0.2:6656", "ssl:172.30.0.2:6666"}
 	if got := c.ICSBEndpoints(); !slices.Equal(got, want) {
 		t.Fatalf("raft IC-SB endpoints %v, want %v", got, want)
 	}
-	if got := c.ICNBEndpoint(); got != "tcp:172.30.0.2:6645,tcp:172.30.0.2:6655,tcp:172.30.0.2:6665" {
+	if got := c.ICNBEndpoint(); got != "ssl:172.30.0.2:6645,ssl:172.30.0.2:6655,ssl:172.30.0.2:6665" {
 		t.Fatalf("raft IC-NB endpoint list %q", got)
+	}
+	if got := (Config{IPFamily: Dual, InsecurePlainTCP: true}).ICNBEndpoint(); got != "tcp:172.30.0.2:6645" {
+		t.Fatalf("insecure IC-NB endpoint %q", got)
 	}
 	// Client and raft ports of every member of both servers are distinct (the IC-SB server's
 	// second database, OVN_ClusterSet, has its raft on + 3).
@@ -273,7 +276,8 @@ func TestForeignAZIsNotKovn(t *testing.T) {
 	if strings.Contains(cmds, c.KovnBinDir) {
 		t.Fatalf("foreign AZ set-up runs a kovn binary:\n%s", cmds)
 	}
-	for _, want := range []string{"ovn-ic-nbctl --db=tcp:172.30.0.2:6645 --timeout=30 --may-exist ts-add ts-openstack",
+	for _, want := range []string{"ovn-ic-nbctl --db=ssl:172.30.0.2:6645 --private-key=" + c.ForeignAZTLS().Key(),
+		"--ca-cert=" + c.ForeignAZTLS().CA() + " --timeout=30 --may-exist ts-add ts-openstack",
 		"lrp-add neutron-router neutron-router-ts 0a:fa:3c:00:00:02 169.254.60.2/24 fd00:a9fe:3c::2/64",
 		"lrp-set-gateway-chassis neutron-router-ts openstack-gw 1", "lsp-set-addresses vm2 '0a:fa:02:00:00:0a 10.250.2.10 fd00:250:2::a'",
 		"ip -n krtest-fazvm2 -6 route add default via fd00:250:2::1",

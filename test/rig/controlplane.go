@@ -37,18 +37,47 @@ func createDB(file, schema string) error {
 	return nil
 }
 
-// ovsdbServerStep serves one database file on a unix socket and a TCP port (every family the
-// rig carries: an IPv6 wildcard socket also takes IPv4).
+// ovsdbServerStep serves one database file on a unix socket and on port (every family the rig
+// carries: an IPv6 wildcard socket also takes IPv4): with mutual TLS as identity tls, on plain
+// TCP when tls is empty (InsecurePlainTCP); port 0 serves the unix socket only.
 // Further database files (extraDBs) are served by the same server, on the same sockets.
-func (c Config) ovsdbServerStep(name, db, run string, port int, logDir string, extraDBs ...string) Step {
+func (c Config) ovsdbServerStep(name, db, run string, port int, logDir string, tls ovsdbTLS, extraDBs ...string) Step {
 	sock := filepath.Join(run, name+".sock")
 	argv := append([]string{"ovsdb-server", db}, extraDBs...)
+	argv = append(argv, "--remote=punix:"+sock)
+	switch {
+	case port == 0:
+	case tls.Dir == "":
+		argv = append(argv, fmt.Sprintf("--remote=ptcp:%d:%s", port, ovsdbHost(c.anyAddr())))
+	default:
+		argv = append(append(argv, fmt.Sprintf("--remote=pssl:%d:%s", port, ovsdbHost(c.anyAddr()))), tls.args()...)
+	}
 	return Step{
 		Name: "ovsdb-server-" + name, Daemon: true, Log: filepath.Join(logDir, "ovsdb-server-"+name+".log"),
-		Argv: append(argv, "--remote=punix:"+sock, fmt.Sprintf("--remote=ptcp:%d:%s", port, ovsdbHost(c.anyAddr())),
-			"--pidfile="+filepath.Join(run, name+".pid"), "--unixctl="+filepath.Join(run, name+".ctl")),
+		Argv:  append(argv, "--pidfile="+filepath.Join(run, name+".pid"), "--unixctl="+filepath.Join(run, name+".ctl")),
 		Ready: Ready{Unix: sock},
 	}
+}
+
+// sbServerSteps serve the SB database and give its network listener OVN's role ovn-controller
+// (SB RBAC): a client then writes only what its certificate's CN names as its chassis (its
+// Chassis, Chassis_Private and Encap rows, its ports' bindings). The listener is a Connection
+// row rather than a command-line remote because only those carry a role; the unix socket, for
+// northd, kovn-controller and tools on this host, has none. InsecurePlainTCP keeps the plain
+// listener (RBAC needs a certificate's CN).
+func (c Config) sbServerSteps(db, run, logs string, tls ovsdbTLS) []Step {
+	if tls.Dir == "" {
+		return []Step{c.ovsdbServerStep("sb", db, run, PortSB, logs, tls)}
+	}
+	server := c.ovsdbServerStep("sb", db, run, 0, logs, tls)
+	server.Argv = append(server.Argv, "--remote=db:OVN_Southbound,SB_Global,connections")
+	server.Argv = append(server.Argv, tls.args()...)
+	sbctl := "ovn-sbctl --db=unix:" + filepath.Join(run, "sb.sock") + " --timeout=30 "
+	// Before northd runs: northd creates SB_Global when it is missing, and a concurrent init
+	// would then fail on its maxRows.
+	conn := Step{Name: "sb-connection", Log: filepath.Join(logs, "sb-connection.log"), Argv: []string{"/bin/sh", "-ec",
+		sbctl + "init\n" + sbctl + fmt.Sprintf("set-connection role=ovn-controller 'pssl:%d:%s'", PortSB, ovsdbHost(c.anyAddr()))}}
+	return []Step{server, conn}
 }
 
 // controlPlaneSpec is cluster cl's supervisor: etcd, kube-apiserver, controller-manager,
@@ -103,13 +132,13 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 			"--flex-volume-plugin-dir="+filepath.Join(dir, "kcm-flex")),
 		step("kube-scheduler", Ready{}, c.k8sBin("kube-scheduler"), "--kubeconfig="+admin,
 			"--bind-address=127.0.0.1", "--leader-elect=false"),
-		c.ovsdbServerStep("nb", filepath.Join(ovnDir, "nb.db"), run, PortNB, logs),
-		c.ovsdbServerStep("sb", filepath.Join(ovnDir, "sb.db"), run, PortSB, logs),
-		{Name: "ovn-northd", Daemon: true, Log: filepath.Join(logs, "ovn-northd.log"),
-			Env: []string{"OVN_RUNDIR=" + run},
-			Argv: []string{"ovn-northd", "--ovnnb-db=unix:" + filepath.Join(run, "nb.sock"),
-				"--ovnsb-db=unix:" + filepath.Join(run, "sb.sock"), "--pidfile=" + filepath.Join(run, "northd.pid")}},
+		c.ovsdbServerStep("nb", filepath.Join(ovnDir, "nb.db"), run, PortNB, logs, c.NBServerTLS(cl)),
 	}
+	steps = append(steps, c.sbServerSteps(filepath.Join(ovnDir, "sb.db"), run, logs, c.SBServerTLS(cl))...)
+	steps = append(steps, Step{Name: "ovn-northd", Daemon: true, Log: filepath.Join(logs, "ovn-northd.log"),
+		Env: []string{"OVN_RUNDIR=" + run},
+		Argv: []string{"ovn-northd", "--ovnnb-db=unix:" + filepath.Join(run, "nb.sock"),
+			"--ovnsb-db=unix:" + filepath.Join(run, "sb.sock"), "--pidfile=" + filepath.Join(run, "northd.pid")}})
 	// kube-apiserver's graceful shutdown waits (up to its 60 s request timeout) for every client
 	// connection to close; connections from pods whose node's datapath is already gone never
 	// do, and every rig teardown waited out the 10 s grace. Nothing of a torn-down rig needs
@@ -130,8 +159,9 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 		// (InterConnect); until then it waits.
 		steps = append(steps, Step{Name: "ovn-ic", Daemon: true, Restart: true, Log: filepath.Join(logs, "ovn-ic.log"),
 			Env: []string{"OVN_RUNDIR=" + run},
-			Argv: []string{"ovn-ic", "--ovnnb-db=unix:" + filepath.Join(run, "nb.sock"), "--ovnsb-db=unix:" + filepath.Join(run, "sb.sock"),
-				"--ic-nb-db=" + c.ICNBEndpoint(), "--ic-sb-db=" + c.ICSBEndpoint(), "--pidfile=" + filepath.Join(run, "ovn-ic.pid")}})
+			Argv: append([]string{"ovn-ic", "--ovnnb-db=unix:" + filepath.Join(run, "nb.sock"), "--ovnsb-db=unix:" + filepath.Join(run, "sb.sock"),
+				"--ic-nb-db=" + c.ICNBEndpoint(), "--ic-sb-db=" + c.ICSBEndpoint(), "--pidfile=" + filepath.Join(run, "ovn-ic.pid")},
+				c.AZTLS(cl).args()...)})
 	}
 	if c.FakeNodes > 0 {
 		fake, err := c.fakeNodesStep(cl, admin, logs)
@@ -142,8 +172,11 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 	}
 	if c.Kovn {
 		kubeconfig := c.ControllerKubeconfig(cl)
-		steps = append(steps, c.credentialsStep("kovn-controller-credentials", logs, Credentials{AdminKubeconfig: admin,
-			ServiceAccount: ControllerServiceAccount, ApplyChartWith: c.helmBin(), Out: kubeconfig}))
+		cr := Credentials{AdminKubeconfig: admin, ServiceAccount: ControllerServiceAccount, ApplyChartWith: c.helmBin(), Out: kubeconfig}
+		if c.Interconnected() {
+			cr.ClustersetTLSDir = c.AZTLS(cl).Dir
+		}
+		steps = append(steps, c.credentialsStep("kovn-controller-credentials", logs, cr))
 		steps = append(steps, Step{Name: "kovn-controller", Daemon: true, Restart: true, Log: filepath.Join(logs, "kovn-controller.log"),
 			Argv: []string{filepath.Join(c.KovnBinDir, "kovn-controller"), "--kubeconfig=" + kubeconfig,
 				"--ovn-nb-addr=unix:" + filepath.Join(run, "nb.sock"), "--ovn-sb-addr=unix:" + filepath.Join(run, "sb.sock"), "--default-cidr=" + annotation.JoinAddrs(c.PodCIDRs(cl)),
@@ -191,7 +224,9 @@ func (c Config) interconnectSpec() (SupervisorSpec, error) {
 			var files []string
 			for k, db := range srv.dbs {
 				// Each raft cluster talks on its own port: the server's port + 2, + 3, ...
-				raft := func(m int) string { return "tcp:" + hostPort(c.ICDBIPs()[0], icMemberPort(srv.port, m)+2+k) }
+				raft := func(m int) string {
+					return c.ovsdbScheme() + ":" + hostPort(c.ICDBIPs()[0], icMemberPort(srv.port, m)+2+k)
+				}
 				file := filepath.Join(dir, ICDBMemberName(db.name, m)+".db")
 				var err error
 				switch {
@@ -207,7 +242,7 @@ func (c Config) interconnectSpec() (SupervisorSpec, error) {
 				}
 				files = append(files, file)
 			}
-			st := c.ovsdbServerStep(ICDBMemberName(srv.dbs[0].name, m), files[0], run, icMemberPort(srv.port, m), logs, files[1:]...)
+			st := c.ovsdbServerStep(ICDBMemberName(srv.dbs[0].name, m), files[0], run, icMemberPort(srv.port, m), logs, c.ICServerTLS(), files[1:]...)
 			// Restarted when it exits, as a service manager would, standalone too: the tests
 			// stop and start it (StopDaemon/StartDaemon) to prove the clusters reconnect.
 			st.Restart = true

@@ -62,11 +62,13 @@ func (s *State) RestConfigAs(cluster, kubeconfig string) (*rest.Config, error) {
 // token needs no restart of the component.
 type Credentials struct {
 	AdminKubeconfig string
-	ServiceAccount  string        // in KovnNamespace
-	Node            string        // bind the token to this Node, as a DaemonSet pod's token is
-	ApplyChartWith  string        // helm: first apply the chart's ServiceAccounts, RBAC and policies
-	Lifetime        time.Duration // requested token lifetime; renewed at 80 % of it
-	Out             string        // kubeconfig path; the token goes to Out + ".token"
+	ServiceAccount  string // in KovnNamespace
+	Node            string // bind the token to this Node, as a DaemonSet pod's token is
+	ApplyChartWith  string // helm: first apply the chart's ServiceAccounts, RBAC and policies
+	// ClustersetTLSDir: also apply the InterConnect's TLS Secret from this identity directory.
+	ClustersetTLSDir string
+	Lifetime         time.Duration // requested token lifetime; renewed at 80 % of it
+	Out              string        // kubeconfig path; the token goes to Out + ".token"
 }
 
 // Run writes the kubeconfig and returns; with renew it then keeps the token fresh until ctx ends.
@@ -87,6 +89,11 @@ func (cr Credentials) Run(ctx context.Context, renew bool) error {
 		}
 		// kube-system appears shortly after the apiserver turns ready: retry until it does.
 		if err := retry(ctx, func() error { return applyAccess(ctx, dyn, cr.ApplyChartWith) }); err != nil {
+			return err
+		}
+	}
+	if cr.ClustersetTLSDir != "" {
+		if err := retry(ctx, func() error { return applyClustersetSecret(ctx, kc, ovsdbTLS{Dir: cr.ClustersetTLSDir}) }); err != nil {
 			return err
 		}
 	}
@@ -242,6 +249,9 @@ func (c Config) credentialsStep(name, logDir string, cr Credentials) Step {
 	}
 	if cr.ApplyChartWith != "" {
 		argv = append(argv, "--apply-chart-with="+cr.ApplyChartWith)
+	}
+	if cr.ClustersetTLSDir != "" {
+		argv = append(argv, "--clusterset-tls-dir="+cr.ClustersetTLSDir)
 	}
 	return Step{Name: name, Argv: argv, Daemon: true, Restart: true, Log: filepath.Join(logDir, name+".log"),
 		Ready: Ready{File: cr.Out}, Timeout: 90 * time.Second}

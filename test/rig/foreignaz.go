@@ -154,16 +154,18 @@ func (c Config) foreignAZSpec() (SupervisorSpec, error) {
 	northd := h.daemon("ovn-northd", Ready{}, "ovn-northd", "--ovnnb-db="+c.ForeignNBDB(), "--ovnsb-db="+c.ForeignSBDB(),
 		"--pidfile="+filepath.Join(ovnRun, "northd.pid"))
 	// Restarted like the clusters' ovn-ic, so StopDaemon holds it down (RemoveForeignAZ).
-	ovnIC := h.daemon("ovn-ic", Ready{}, "ovn-ic", "--ovnnb-db="+c.ForeignNBDB(), "--ovnsb-db="+c.ForeignSBDB(),
-		"--ic-nb-db="+c.ICNBEndpoint(), "--ic-sb-db="+c.ICSBEndpoint(), "--pidfile="+filepath.Join(ovnRun, "ovn-ic.pid"))
+	ovnIC := h.daemon("ovn-ic", Ready{}, append([]string{"ovn-ic", "--ovnnb-db=" + c.ForeignNBDB(), "--ovnsb-db=" + c.ForeignSBDB(),
+		"--ic-nb-db=" + c.ICNBEndpoint(), "--ic-sb-db=" + c.ICSBEndpoint(), "--pidfile=" + filepath.Join(ovnRun, "ovn-ic.pid")},
+		c.ForeignAZTLS().args()...)...)
 	ovnIC.Restart = true
 	topology := h.sh("foreign-topology", c.foreignTopologyCmds()...)
 	topology.Timeout = 90 * time.Second // waits up to 60 s for ovn-ic
 	vms := h.sh("foreign-vms", c.foreignVMCmds(h)...)
 	vms.Timeout = 90 * time.Second
 	steps := []Step{
-		c.ovsdbServerStep("nb", filepath.Join(ovnDir, "nb.db"), ovnRun, PortNB, logs),
-		c.ovsdbServerStep("sb", filepath.Join(ovnDir, "sb.db"), ovnRun, PortSB, logs),
+		// Everything of the foreign AZ that uses its NB and SB runs on this host: unix sockets only.
+		c.ovsdbServerStep("nb", filepath.Join(ovnDir, "nb.db"), ovnRun, 0, logs, ovsdbTLS{}),
+		c.ovsdbServerStep("sb", filepath.Join(ovnDir, "sb.db"), ovnRun, 0, logs, ovsdbTLS{}),
 		// The AZ's name and route exchange, set before northd runs: northd creates NB_Global
 		// itself when it is missing, and a concurrent `init` would then fail on its maxRows.
 		h.sh("nb-global", nbctl+"init", nbctl+"set NB_Global . name="+ForeignAZName+
@@ -208,7 +210,8 @@ func (c Config) foreignTopologyCmds() []string {
 	ts = append(ts, "-- lrp-set-gateway-chassis", lrp, ForeignGatewayChassis, "1")
 	return []string{
 		strings.Join(net, " "),
-		"ovn-ic-nbctl --db=" + c.ICNBEndpoint() + " --timeout=30 --may-exist ts-add " + ForeignTransitSwitch,
+		strings.Join(append([]string{"ovn-ic-nbctl --db=" + c.ICNBEndpoint()}, c.ForeignAZTLS().args()...), " ") +
+			" --timeout=30 --may-exist ts-add " + ForeignTransitSwitch,
 		"i=0; until " + nbctl + " --bare --columns=_uuid find Logical_Switch name=" + ForeignTransitSwitch + " | grep -q .; do",
 		"  i=$((i+1)); if [ $i -ge 600 ]; then echo 'ovn-ic did not create " + ForeignTransitSwitch + " in this AZ within 60s' >&2; exit 1; fi; sleep 0.1",
 		"done",
@@ -283,8 +286,8 @@ func (r *Rig) RemoveForeignAZ(ctx context.Context) error {
 		}
 	}
 	sbctl := func(args ...string) (string, error) {
-		argv := append([]string{"netns", "exec", st.Config.ICNS(), "ovn-ic-sbctl", "--db=" + st.Config.ICSBEndpoint(), "--timeout=10"}, args...)
-		out, err := exec.CommandContext(ctx, "ip", argv...).CombinedOutput()
+		argv := append([]string{"--db=" + st.Config.ICSBLocal(), "--timeout=10"}, args...)
+		out, err := exec.CommandContext(ctx, "ovn-ic-sbctl", argv...).CombinedOutput()
 		if err != nil {
 			return "", fmt.Errorf("ovn-ic-sbctl %s: %w: %s", strings.Join(args, " "), err, out)
 		}

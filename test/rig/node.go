@@ -124,8 +124,8 @@ func (c Config) nodeSpec(cl, n int, pki clusterPKI, images []string) (Supervisor
 
 func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig string, images []string) []Step {
 	name, ips := NodeName(cl, n), c.NodeIPs(cl, n)
-	sbRemote := "tcp:" + hostPort(c.ControlPlaneIPs(cl)[0], PortSB)
-	h := ovsHost{name: name, ips: ips, sbRemote: sbRemote, routes: c.outsideRouteCmds(),
+	sbRemote := c.ovsdbScheme() + ":" + hostPort(c.ControlPlaneIPs(cl)[0], PortSB)
+	h := ovsHost{name: name, ips: ips, sbRemote: sbRemote, tls: c.ChassisTLS(cl, n), routes: c.outsideRouteCmds(),
 		confDB: confDB, ovsRun: ovsRun, ovnRun: ovnRun, logs: logs}
 	dbSock, daemon := h.dbSock(), h.daemon
 	steps := h.steps()

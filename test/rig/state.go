@@ -38,7 +38,7 @@ type Proc struct {
 type ClusterInfo struct {
 	Name       string   `json:"name"`
 	Kubeconfig string   `json:"kubeconfig"` // points at the host forwarder
-	NBAddr     string   `json:"nbAddr"`     // tcp:127.0.0.1:PORT
+	NBAddr     string   `json:"nbAddr"`     // unix:SOCKET (the chart: tcp:127.0.0.1:PORT, forwarded)
 	SBAddr     string   `json:"sbAddr"`
 	Nodes      []string `json:"nodes"`
 	FakeNodes  int      `json:"fakeNodes,omitempty"` // FakeNodeName(c, 1..FakeNodes)

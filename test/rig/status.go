@@ -42,7 +42,7 @@ func (s *State) Status(ctx context.Context) []Health {
 func (s *State) foreignAZHealth(ctx context.Context) Health {
 	h := Health{What: ForeignAZName + "/ic"}
 	sbctl := func(args ...string) (string, error) {
-		argv := append([]string{"--db=tcp:" + s.Forwards["ic/sb"], "--timeout=5", "--no-leader-only", "--bare"}, args...)
+		argv := append([]string{"--db=" + s.Config.ICSBLocal(), "--timeout=5", "--no-leader-only", "--bare"}, args...)
 		out, err := exec.CommandContext(ctx, "ovn-ic-sbctl", argv...).CombinedOutput()
 		if err != nil {
 			return "", fmt.Errorf("ovn-ic-sbctl: %v: %s", err, out)
@@ -137,9 +137,9 @@ func (s *State) Env(cluster string) (string, error) {
 				"export OVN_SB_DB=" + ci.SBAddr,
 				"export PATH=" + s.Config.K8sBinDir + ":$PATH",
 			}
-			if a, ok := s.Forwards["ic/nb"]; ok {
-				lines = append(lines, "export OVN_IC_NB_DB=tcp:"+a, "export OVN_IC_SB_DB=tcp:"+s.Forwards["ic/sb"],
-					"# the IC databases as the clusters reach them, for an InterConnect's icNorthbound/icSouthbound",
+			if s.Config.Interconnected() {
+				lines = append(lines, "export OVN_IC_NB_DB="+s.Config.ICNBLocal(), "export OVN_IC_SB_DB="+s.Config.ICSBLocal(),
+					"# the IC databases as the clusters reach them (mutual TLS), for an InterConnect's icNorthbound/icSouthbound",
 					"export KOVN_IC_NB="+s.Config.ICNBEndpoint(), "export KOVN_IC_SB="+s.Config.ICSBEndpoint(),
 					"# kovn's clusterset store (OVN_ClusterSet) is served by the IC-SB server(s): ovsdb-client dump $OVN_IC_SB_DB OVN_ClusterSet")
 			}

@@ -297,6 +297,9 @@ func waitSupervisors(ctx context.Context, procs []Proc) error {
 func (r *Rig) startControlPlanes(ctx context.Context) error {
 	cfg := r.State.Config
 	var procs []Proc
+	if err := cfg.writeOVNPKI(); err != nil {
+		return fmt.Errorf("OVN certificates: %w", err)
+	}
 	if cfg.Interconnected() {
 		spec, err := cfg.interconnectSpec()
 		if err != nil {

@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/interconnect/ictls"
 	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/ovn/model/clusterset"
 )
@@ -36,16 +38,36 @@ type Clusterset struct {
 	store   *Store
 	queues  []workqueue.TypedRateLimitingInterface[reconcile.Request]
 	connect func(ctx context.Context, eps []string) (libovsdb.Client, error)
+	tls     *ictls.Loader
 }
 
-// NewClusterset returns a Clusterset that connects with ovn.ConnectClusterSet.
-func NewClusterset() *Clusterset {
-	return &Clusterset{connect: func(ctx context.Context, eps []string) (libovsdb.Client, error) {
+// NewClusterset returns a Clusterset that connects with ovn.ConnectClusterSet, presenting
+// the certificate tls loads (nil: tcp: endpoints only).
+func NewClusterset(tls *ictls.Loader) *Clusterset {
+	c := &Clusterset{tls: tls}
+	c.connect = func(ctx context.Context, eps []string) (libovsdb.Client, error) {
 		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
-		return ovn.ConnectClusterSet(ctx, ovn.Config{Endpoints: eps, LeaderOnly: true,
-			Logger: ctrl.Log.WithName("clusterset"), MaxRetryInterval: 2 * time.Second})
-	}}
+		cfg := ovn.Config{Endpoints: eps, LeaderOnly: true, Logger: ctrl.Log.WithName("clusterset"), MaxRetryInterval: 2 * time.Second}
+		if tls != nil {
+			cfg.Credentials = tls.Creds
+		}
+		return ovn.ConnectClusterSet(ctx, cfg)
+	}
+	return c
+}
+
+// loadCredentials reads the InterConnect's TLS Secret for the store's connection. The
+// interconnect reconciler reports a bad Secret in the InterConnect's status; here it only
+// matters whether any certificate is usable.
+func (c *Clusterset) loadCredentials(ctx context.Context, spec *kovnv1.InterConnectSpec) error {
+	if c.tls == nil {
+		return nil
+	}
+	if usable, err := c.tls.Load(ctx, spec); !usable {
+		return err
+	}
+	return nil
 }
 
 // Store is the store while connected, else nil; member says whether the cluster is in a

@@ -29,7 +29,7 @@ func TestImportsStayUntilMembershipIsDecided(t *testing.T) {
 		Spec: mcsv1.ServiceImportSpec{Type: mcsv1.ClusterSetIP, IPs: []string{"10.96.0.9"}}}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(si,
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "mcs"}}).Build()
-	set := NewClusterset()
+	set := NewClusterset(nil)
 	r := &ImportReconciler{Client: c, Set: set}
 	ctx := context.Background()
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "mcs", Name: "web"}}

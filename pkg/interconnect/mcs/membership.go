@@ -81,6 +81,10 @@ func (r *MembershipReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (c
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.Set.loadCredentials(ctx, &ic.Spec); err != nil {
+		ctrl.Log.WithName("mcs").Error(err, "no usable clusterset certificate")
+		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+	}
 	changed, err := r.Set.set(ctx, id, ic.Spec.ICSouthbound)
 	if err != nil {
 		ctrl.Log.WithName("mcs").Error(err, "clusterset store unreachable", "endpoints", ic.Spec.ICSouthbound)
@@ -131,6 +135,9 @@ func (r *MembershipReconciler) forget(ctx context.Context, ic *kovnv1.InterConne
 		id, err := r.clusterID(ctx, ic.Spec.AZName)
 		if err != nil {
 			return err
+		}
+		if err := r.Set.loadCredentials(ctx, &ic.Spec); err != nil {
+			return fmt.Errorf("leaving the clusterset store: %w", err)
 		}
 		if _, err := r.Set.set(ctx, id, ic.Spec.ICSouthbound); err != nil {
 			return fmt.Errorf("leaving the clusterset store: %w", err)

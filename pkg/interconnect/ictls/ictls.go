@@ -1,0 +1,102 @@
+// Package ictls gives the clients of the clusterset's databases (IC-NB, IC-SB and
+// OVN_ClusterSet) this AZ's certificate, from the Secret its InterConnect names.
+//
+// The Secret is read with a plain get, not watched: kovn-controller may get that one Secret
+// and nothing else in its namespace (a watch would need list on every Secret there). The
+// reconcilers read it on each pass, at least once a minute, and a renewed certificate is
+// presented from the next handshake on: open connections keep their session.
+package ictls
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/ovn"
+	"github.com/kovn/kovn/pkg/pki"
+)
+
+// DefaultSecretName is the Secret the chart lets kovn-controller read.
+const DefaultSecretName = "kovn-clusterset-tls"
+
+// Keys of the Secret, as cert-manager writes a Certificate's.
+const (
+	KeyCert = corev1.TLSCertKey       // tls.crt
+	KeyKey  = corev1.TLSPrivateKeyKey // tls.key
+	KeyCA   = "ca.crt"
+)
+
+// +kubebuilder:rbac:groups="",namespace=kube-system,resources=secrets,resourceNames=kovn-clusterset-tls,verbs=get
+
+// Loader keeps Creds in step with the Secret an InterConnect names. One Loader serves every
+// reconciler that connects to the clusterset's databases.
+type Loader struct {
+	// Reader gets the Secret; it must not be a caching client (that would list and watch
+	// every Secret of the namespace).
+	Reader    client.Reader
+	Namespace string
+	Creds     *ovn.Credentials
+}
+
+// NeedsTLS reports whether any endpoint of the spec uses ssl.
+func NeedsTLS(spec *kovnv1.InterConnectSpec) bool {
+	for _, ep := range append(append([]string(nil), spec.ICNorthbound...), spec.ICSouthbound...) {
+		if strings.HasPrefix(ep, "ssl:") {
+			return true
+		}
+	}
+	return false
+}
+
+// SecretName is the Secret spec names, or the default.
+func SecretName(spec *kovnv1.InterConnectSpec) string {
+	if spec.TLSSecretName != "" {
+		return spec.TLSSecretName
+	}
+	return DefaultSecretName
+}
+
+// Load reads the spec's Secret into Creds when an endpoint uses ssl. The error names the
+// Secret and what is wrong with it; Creds then keeps what it last held (usable reports
+// whether it holds anything at all).
+func (l *Loader) Load(ctx context.Context, spec *kovnv1.InterConnectSpec) (usable bool, err error) {
+	if !NeedsTLS(spec) {
+		return true, nil
+	}
+	name := client.ObjectKey{Namespace: l.Namespace, Name: SecretName(spec)}
+	err = l.load(ctx, name)
+	if err != nil {
+		err = fmt.Errorf("clusterset Secret %s: %w", name, err)
+	}
+	_, _, loadErr := l.Creds.Load()
+	return loadErr == nil, err
+}
+
+func (l *Loader) load(ctx context.Context, name client.ObjectKey) error {
+	var s corev1.Secret
+	if err := l.Reader.Get(ctx, name, &s); err != nil {
+		return err
+	}
+	var missing []string
+	for _, k := range []string{KeyCert, KeyKey, KeyCA} {
+		if len(s.Data[k]) == 0 {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("no %s", strings.Join(missing, ", "))
+	}
+	cert, err := pki.ParseCertificate(s.Data[KeyCert])
+	if err != nil {
+		return fmt.Errorf("%s: %w", KeyCert, err)
+	}
+	if now := time.Now(); now.After(cert.NotAfter) || now.Before(cert.NotBefore) {
+		return fmt.Errorf("%s is valid from %s to %s only", KeyCert, cert.NotBefore.UTC().Format(time.RFC3339), cert.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return l.Creds.Set(s.Data[KeyCert], s.Data[KeyKey], s.Data[KeyCA])
+}

@@ -1,0 +1,195 @@
+package e2e
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kovn/kovn/pkg/pki"
+	"github.com/kovn/kovn/test/rig"
+)
+
+// tlsFiles is a client identity for OVS's ctl tools: key, certificate, CA.
+type tlsFiles struct{ key, cert, ca string }
+
+func (f tlsFiles) args() []string {
+	if f.key == "" {
+		return nil
+	}
+	return []string{"--private-key=" + f.key, "--certificate=" + f.cert, "--ca-cert=" + f.ca}
+}
+
+// otherCAIdentity issues a client certificate from a CA no database trusts, with cn (a node's
+// chassis name, as a forger would pick).
+func otherCAIdentity(t *testing.T, cn string) tlsFiles {
+	t.Helper()
+	ca, err := pki.NewCA("not the rig's CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.Issue(pki.Request{CommonName: cn, Usage: pki.Client, Validity: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	f := tlsFiles{key: filepath.Join(dir, "tls.key"), cert: filepath.Join(dir, "tls.crt"), ca: filepath.Join(dir, "ca.crt")}
+	for path, data := range map[string][]byte{f.key: keyPEM, f.cert: certPEM, f.ca: ca.CertPEM} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+// ovsdbAs runs an OVS/OVN ctl tool from node ns's network namespace with identity id.
+func ovsdbAs(ns string, id tlsFiles, tool string, args ...string) (string, error) {
+	argv := append(append([]string{"netns", "exec", ns, tool, "--timeout=5"}, id.args()...), args...)
+	out, err := exec.Command("ip", argv...).CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// ovsdbIdentity proves every OVN database the rig serves on the network takes mutual TLS and
+// nothing else, from a node's network namespace in both families: a plain TCP client and a
+// client with a certificate from another CA are refused by NB, SB, IC-NB and IC-SB (with
+// OVN_ClusterSet); a node's own certificate opens SB but not NB (NB trusts another CA), and SB
+// RBAC lets it write its own Chassis row only.
+func ovsdbIdentity(t *testing.T, cfg rig.Config) {
+	ns := cfg.NodeNS(1, 1)
+	chassis := func(cl, n int) tlsFiles {
+		id := cfg.ChassisTLS(cl, n)
+		return tlsFiles{key: id.Key(), cert: id.Cert(), ca: id.CA()}
+	}
+	own, forged := chassis(1, 1), otherCAIdentity(t, rig.NodeName(1, 1))
+	type server struct {
+		what, tool string
+		addr       netip.Addr
+		port       int
+		trusted    tlsFiles // an identity the server accepts (nothing: no network client of it should)
+	}
+	var servers []server
+	for _, a := range cfg.ControlPlaneIPs(1) {
+		servers = append(servers, server{"NB", "ovn-nbctl", a, rig.PortNB, tlsFiles{}}, server{"SB", "ovn-sbctl", a, rig.PortSB, own})
+	}
+	for _, a := range cfg.ICDBIPs() {
+		az := cfg.AZTLS(1)
+		azID := tlsFiles{key: az.Key(), cert: az.Cert(), ca: az.CA()}
+		servers = append(servers, server{"IC-NB", "ovn-ic-nbctl", a, rig.PortICNB, azID}, server{"IC-SB", "ovn-ic-sbctl", a, rig.PortICSB, azID})
+	}
+	for _, s := range servers {
+		hp := hostPort(s.addr.String(), s.port)
+		if out, err := ovsdbAs(ns, tlsFiles{}, "ovsdb-client", "list-dbs", "tcp:"+hp); err == nil {
+			t.Errorf("%s at %s answered a plain TCP client: %s", s.what, hp, out)
+		}
+		if out, err := ovsdbAs(ns, forged, "ovsdb-client", "list-dbs", "ssl:"+hp); err == nil {
+			t.Errorf("%s at %s answered a certificate from another CA: %s", s.what, hp, out)
+		}
+		if out, err := ovsdbAs(ns, own, "ovsdb-client", "list-dbs", "ssl:"+hp); s.what != "SB" && err == nil {
+			t.Errorf("%s at %s answered node %s's chassis certificate: %s", s.what, hp, rig.NodeName(1, 1), out)
+		}
+		if s.trusted.key != "" {
+			if out, err := ovsdbAs(ns, s.trusted, "ovsdb-client", "list-dbs", "ssl:"+hp); err != nil {
+				t.Errorf("%s at %s refused the identity it trusts: %v: %s", s.what, hp, err, out)
+			} else if s.what == "IC-SB" && !strings.Contains(out, "OVN_ClusterSet") {
+				t.Errorf("IC-SB at %s serves %q, want OVN_ClusterSet beside it", hp, out)
+			}
+		}
+	}
+	t.Logf("NB, SB, IC-NB and IC-SB at %d addresses each refused a plain TCP client and another CA's certificate", len(cfg.ControlPlaneIPs(1)))
+
+	// SB RBAC: node 1's certificate may write its own chassis, not node 2's.
+	sb := "--db=ssl:" + hostPort(cfg.ControlPlaneIPs(1)[0].String(), rig.PortSB)
+	victim := rig.NodeName(1, 2)
+	out, err := ovsdbAs(ns, own, "ovn-sbctl", sb, "set", "Chassis", victim, "external_ids:kovn-e2e=forged")
+	if err == nil || !strings.Contains(out, "RBAC rules for client") {
+		t.Errorf("node %s's certificate set chassis %s's external_ids: err %v, %s; want an RBAC refusal", rig.NodeName(1, 1), victim, err, out)
+	} else {
+		t.Logf("SB RBAC refused node %s writing chassis %s: %s", rig.NodeName(1, 1), victim, lastLine(out))
+	}
+	if got, _ := ovsdbAs(ns, own, "ovn-sbctl", sb, "--bare", "get", "Chassis", victim, "external_ids:kovn-e2e"); strings.Contains(got, "forged") {
+		t.Errorf("chassis %s carries the forged key", victim)
+	}
+	if out, err := ovsdbAs(ns, own, "ovn-sbctl", sb, "set", "Chassis", rig.NodeName(1, 1), "external_ids:kovn-e2e=own"); err != nil {
+		t.Errorf("node %s's certificate could not write its own chassis (so the refusal above proves nothing): %v: %s", rig.NodeName(1, 1), err, out)
+	}
+	_, _ = ovsdbAs(ns, own, "ovn-sbctl", sb, "remove", "Chassis", rig.NodeName(1, 1), "external_ids", "kovn-e2e")
+}
+
+// brokenClustersetSecret: the InterConnect's TLS Secret with a key that is not its
+// certificate's is reported (CredentialsReady=False naming the Secret, event SecretInvalid)
+// while the AZ stays joined on the last good certificate; restored, it is Loaded again.
+func brokenClustersetSecret(t *testing.T, c *cluster) {
+	c.t = t
+	credentials := func() (status, reason, msg string) {
+		out, _ := c.kubectl("get", "interconnect", "default", "-o", `jsonpath={.status.conditions[?(@.type=="CredentialsReady")].status}|`+
+			`{.status.conditions[?(@.type=="CredentialsReady")].reason}|{.status.conditions[?(@.type=="CredentialsReady")].message}`)
+		parts := strings.SplitN(out, "|", 3)
+		for len(parts) < 3 {
+			parts = append(parts, "")
+		}
+		return parts[0], parts[1], parts[2]
+	}
+	// The Secret is read on each pass (at least once a minute); an annotation makes one now.
+	poke := func() {
+		if out, err := c.kubectl("annotate", "interconnect", "default", "--overwrite", "kovn-e2e/poke="+time.Now().Format("150405.000")); err != nil {
+			t.Fatalf("annotate InterConnect: %v %s", err, out)
+		}
+	}
+	wait := func(want string, check func(status, reason, msg string) bool) string {
+		t.Helper()
+		var status, reason, msg string
+		if err := eventually(30*time.Second, func() error {
+			if status, reason, msg = credentials(); !check(status, reason, msg) {
+				return fmt.Errorf("CredentialsReady %s %s %q, want %s", status, reason, msg, want)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return msg
+	}
+	wait("True Loaded", func(s, r, _ string) bool { return s == "True" && r == "Loaded" })
+	goodKey, err := c.kubectl("get", "secret", "-n", "kube-system", "kovn-clusterset-tls", "-o", `jsonpath={.data.tls\.key}`)
+	if err != nil || goodKey == "" {
+		t.Fatalf("reading the clusterset Secret: %v %s", err, goodKey)
+	}
+	_, otherKey, err := mustCA(t).Issue(pki.Request{CommonName: "az1", Usage: pki.Client, Validity: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := func(key string) {
+		if out, err := c.kubectl("patch", "secret", "-n", "kube-system", "kovn-clusterset-tls", "--type=merge",
+			"-p", fmt.Sprintf(`{"data":{"tls.key":%q}}`, key)); err != nil {
+			t.Fatalf("patch Secret: %v %s", err, out)
+		}
+		poke()
+	}
+	patch(base64.StdEncoding.EncodeToString(otherKey))
+	msg := wait("False naming the Secret and keeping the last good certificate", func(s, r, m string) bool {
+		return s == "False" && r == "SecretInvalid" && strings.Contains(m, "kube-system/kovn-clusterset-tls") &&
+			strings.Contains(m, "the last good certificate stays in use")
+	})
+	t.Logf("CredentialsReady=False: %s", msg)
+	if s := c.interConnectStatus(); s.ready != "True" {
+		t.Errorf("InterConnect Ready %s (%s) with a broken Secret after a good one: want the AZ still joined", s.ready, s.message)
+	}
+	if ev, _ := c.kubectl("get", "events", "-A", "--field-selector", "reason=SecretInvalid", "-o", "name"); strings.TrimSpace(ev) == "" {
+		t.Errorf("no SecretInvalid event")
+	}
+	patch(goodKey)
+	wait("True Loaded again", func(s, r, _ string) bool { return s == "True" && r == "Loaded" })
+}
+
+func mustCA(t *testing.T) *pki.CA {
+	t.Helper()
+	ca, err := pki.NewCA("another CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
