@@ -233,6 +233,16 @@ echo "c1's router: the routes ovn-ic learned from c2 (only its pod subnets: the 
 echo "and transit network never cross) beside the default route through the join gateway:"
 ovn-nbctl --db="$OVN_NB_DB" lr-route-list ovn-cluster
 
+step "identity: the OVN databases take mutual TLS only, and SB lets a node's certificate write its own chassis only"
+N1NS="${KOVN_FABRIC_NS%-fab}-c1n1" N1CERT="$DIR/c1/pki/ovn-sb/c1-n1"
+echo "from c1-n1, a client without a certificate at c1's SB (the address ovn-controller uses):"
+ip netns exec "$N1NS" ovsdb-client --timeout=5 list-dbs tcp:172.30.1.1:6642 2>&1 | tail -1 || true
+echo "c1-n1's own certificate (CN c1-n1) changing chassis c1-n2 (OVN's SB RBAC, role ovn-controller):"
+ip netns exec "$N1NS" ovn-sbctl --timeout=5 --db=ssl:172.30.1.1:6642 --private-key="$N1CERT/tls.key" \
+  --certificate="$N1CERT/tls.crt" --ca-cert="$N1CERT/ca.crt" set Chassis c1-n2 external_ids:demo=forged 2>&1 | tail -1 || true
+echo "c1's AZ reaches the IC databases with its own certificate (CN az1), from a Secret:"
+kubectl get interconnect default -o jsonpath='{.status.conditions[?(@.type=="CredentialsReady")].message}{"\n"}'
+
 step "Multi-Cluster Services: x-2 in c2 exported; c1 imports it (ServiceImport, ClusterSetIP) and names it in clusterset.local"
 eval "$("$RIG" env c2 --dir "$DIR")"
 kubectl label pod x-2 mcs=hello --overwrite >/dev/null

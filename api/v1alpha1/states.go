@@ -17,7 +17,10 @@ const (
 	ReasonWaitingForOVNIC = "WaitingForOVNIC"
 	ReasonNoGateway       = "NoGateway"
 	ReasonRouteConflict   = "RouteConflict"
-	ReasonNoConflict      = "NoConflict"
+	// ReasonRouteRefused: a peer advertises a route it may not claim (outside the subnets it
+	// declared, a default route, or overlapping an earlier AZ's); it is never routed to.
+	ReasonRouteRefused = "RouteRefused"
+	ReasonNoConflict   = "NoConflict"
 	// ReasonAZNameTaken: Ready=False because another cluster of the clusterset holds the AZ
 	// name; nothing of that AZ is changed.
 	ReasonAZNameTaken = "AZNameTaken"

@@ -2,6 +2,7 @@ package interconnect
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sort"
@@ -88,7 +89,10 @@ type Input struct {
 	// WithdrawnBy are the subnets other AZs withdrew for a conflict (no longer advertised,
 	// so known only from what they declare), by AZ.
 	WithdrawnBy map[string][]netip.Prefix
-	BFD         BFD
+	// Declared are the subnets each other AZ declared its own in IC-NB: only routes inside
+	// them are learned from it (see declaredRoutes). An AZ missing here declared nothing.
+	Declared map[string][]netip.Prefix
+	BFD      BFD
 	// SwitchPortKeys are the tunnel keys ovn-ic gave the AZ's transit switch ports, by port
 	// name (see PeerTunnelKeyID).
 	SwitchPortKeys map[string]string
@@ -127,9 +131,23 @@ type Desired struct {
 	// Unenforced are IPv6 deny entries OVN-IC cannot be given (see ovnDenyOption): kovn does
 	// not route to them, but ovn-ic may still advertise and learn them.
 	Unenforced []netip.Prefix
+	// Declare are the local subnets this AZ advertises, which it declares its own in IC-NB
+	// (the only routes its peers learn from it).
+	Declare []netip.Prefix
+	// Refused are remote routes their AZ may not claim (declaredRoutes): never routed to.
+	Refused []RefusedRoute
 	// Foreign are the foreign AZs' shards and reports, in Input.Foreign's order.
 	Foreign []ForeignDesired
 }
+
+// RefusedRoute is a route an AZ advertises but may not claim.
+type RefusedRoute struct {
+	AZ     string
+	Prefix netip.Prefix
+	Why    string
+}
+
+func (r RefusedRoute) String() string { return fmt.Sprintf("%s from %s (%s)", r.Prefix, r.AZ, r.Why) }
 
 // Conflict is a remote prefix overlapping one of this cluster's subnets.
 type Conflict struct {
@@ -274,7 +292,10 @@ func For(in Input) Desired {
 		deny = append(deny, ForeignLinkCIDR6) // a connected network of the Vpc routers
 	}
 	deny = sortedPrefixes(deny)
-	d.Learned, d.Conflicts = learnable(in, deny)
+	remote := in
+	remote.Remote, d.Refused = declaredRoutes(in)
+	deny = append(deny, captureDeny(d.Refused, remote.Remote, in.LocalCIDRs)...)
+	d.Learned, d.Conflicts = learnable(remote, deny)
 	for i, c := range d.Conflicts {
 		// The AZ that joined the set later withdraws its overlapping subnet, so every other
 		// cluster keeps exactly one route for the prefix (the older AZ's).
@@ -286,6 +307,12 @@ func For(in Input) Desired {
 	}
 	d.Withdraw = sortedPrefixes(d.Withdraw)
 	deny = sortedPrefixes(deny)
+	for _, c := range in.LocalCIDRs {
+		if !coveredBy(c, deny) {
+			d.Declare = append(d.Declare, c)
+		}
+	}
+	d.Declare = sortedPrefixes(d.Declare)
 	option, unenforced := ovnDenyOption(deny, in)
 	d.Unenforced = unenforced
 	for i := range d.Foreign {
@@ -317,6 +344,73 @@ func For(in Input) Desired {
 			Action: "allow", Match: fmt.Sprintf("%s.dst == %s", fam, p)})
 	}
 	return d
+}
+
+// declaredRoutes splits the other AZs' routes into those they may claim and the refused: an
+// AZ's route is learned only inside the subnets it declared, never as a default route, and
+// never overlapping what an AZ that joined the set earlier declared (a prefix inside another
+// AZ's subnet would take its traffic by the longest match; one covering it would take the
+// traffic to its unused addresses). So an AZ that advertises 0.0.0.0/1, or a subnet of
+// another cluster, captures nothing. Overlaps with this cluster's own subnets are Conflicts
+// (learnable), not refusals.
+func declaredRoutes(in Input) (map[string][]netip.Prefix, []RefusedRoute) {
+	accepted := map[string][]netip.Prefix{}
+	var refused []RefusedRoute
+	for az, prefixes := range in.Remote {
+		declared, ok := in.Declared[az]
+		for _, p := range prefixes {
+			why := ""
+			switch {
+			case !ok:
+				why = "its AZ declared no subnets"
+			case p.Bits() == 0:
+				why = "a default route"
+			case !coveredBy(p, declared):
+				why = fmt.Sprintf("outside its declared subnets %v", declared)
+			default:
+				why = overlapsEarlier(in, az, p)
+			}
+			if why != "" {
+				refused = append(refused, RefusedRoute{AZ: az, Prefix: p, Why: why})
+				continue
+			}
+			accepted[az] = append(accepted[az], p)
+		}
+	}
+	sort.Slice(refused, func(i, j int) bool { return refused[i].String() < refused[j].String() })
+	return accepted, refused
+}
+
+// overlapsEarlier names the subnet of an AZ that joined before az (other than this cluster's,
+// whose overlaps are Conflicts) that p overlaps, or is empty.
+func overlapsEarlier(in Input, az string, p netip.Prefix) string {
+	others := slices.Sorted(maps.Keys(in.Declared))
+	for _, o := range others {
+		if o == az || o == in.AZ || !joinedBefore(in.Joined, o, az) {
+			continue
+		}
+		if q, ok := overlapping(p, in.Declared[o]); ok {
+			return fmt.Sprintf("overlaps %s's declared %s, which joined earlier", o, q)
+		}
+	}
+	return ""
+}
+
+// captureDeny are the refused routes ovn-ic must not learn: those inside a route this cluster
+// learns or inside one of its own subnets, where the longer refused route would win (ovn-ic
+// installs a learned route even inside a connected network). A refused route covering others
+// (or nothing) is merely not routed to: denying it would deny the routes inside it too.
+func captureDeny(refused []RefusedRoute, accepted map[string][]netip.Prefix, local []netip.Prefix) []netip.Prefix {
+	all, out := slices.Clone(local), []netip.Prefix(nil)
+	for _, ps := range accepted {
+		all = append(all, ps...)
+	}
+	for _, r := range refused {
+		if coveredBy(r.Prefix, all) {
+			out = append(out, r.Prefix)
+		}
+	}
+	return out
 }
 
 // denyList is what OVN-IC must neither advertise nor learn: the join subnet, node addresses,

@@ -35,7 +35,8 @@ func baseInput() Input {
 	return Input{AZ: "az1", Router: "ovn-cluster", TransitSwitches: []string{DefaultTransitSwitch}, TransitIndex: 3, IPv4: true, IPv6: true,
 		Gateways: []string{"n1", "n2"}, LocalCIDRs: pfx("10.16.0.0/16", "fd00:10:16::/64"),
 		JoinCIDRs: pfx("100.64.0.0/16", "fd00:100:64::/112"), NodeIPs: []netip.Addr{netip.MustParseAddr("172.30.1.11")},
-		Remote: map[string][]netip.Prefix{"az2": pfx("10.17.0.0/16", "fd00:10:17::/64")}, BFD: BFD{60, 60, 3},
+		Remote:   map[string][]netip.Prefix{"az2": pfx("10.17.0.0/16", "fd00:10:17::/64")},
+		Declared: map[string][]netip.Prefix{"az2": pfx("10.17.0.0/16", "fd00:10:17::/64")}, BFD: BFD{60, 60, 3},
 		SwitchPortKeys: keyedPorts("az1")}
 }
 
@@ -139,6 +140,7 @@ func TestForDenyListAndLearned(t *testing.T) {
 	in.LocalCIDRs = append(in.LocalCIDRs, netip.MustParsePrefix("10.99.0.0/24"))
 	in.AdvertiseCIDRs = pfx("10.16.0.0/15", "fd00:10:16::/64")
 	in.Remote["az3"] = pfx("10.16.128.0/17", "192.168.1.0/24", "10.18.0.0/16")
+	in.Declared["az3"] = in.Remote["az3"]
 	d := For(in)
 	deny := strings.Split(d.Options["ic-route-blacklist"], ",")
 	for _, want := range []string{"100.64.0.0/16", "fd00:100:64::/112", "172.30.1.11/32", "169.254.100.0/24", "fd00:a9fe:64::/112",
@@ -261,6 +263,7 @@ func TestForConflictLaterAZWithdraws(t *testing.T) {
 	in := baseInput()
 	in.LocalCIDRs = append(in.LocalCIDRs, netip.MustParsePrefix("10.30.5.0/24"))
 	in.Remote["az0"] = pfx("10.30.0.0/16")
+	in.Declared["az0"] = pfx("10.30.0.0/16")
 	t0 := time.Unix(1000, 0)
 	for _, c := range []struct {
 		name      string
@@ -472,5 +475,62 @@ func TestForRouterPortCarriesPeerKey(t *testing.T) {
 	}
 	if ids := byName[RouterPortName("az1", "kovn-ts")]; len(ids) != 0 {
 		t.Errorf("router port on kovn-ts (peer not keyed yet): external_ids %v, want none", ids)
+	}
+}
+
+// TestForDeclaredRoutesOnly: routes are learned only inside the subnets their AZ declared;
+// a default route, an undeclared AZ's routes and a prefix overlapping what an earlier AZ
+// declared (inside it or covering it) are refused and never routed to; the refused prefix
+// inside a learned route is denied to ovn-ic too (it would win by the longest match), the one
+// covering learned routes is not (denying it would deny them). The AZ declares what it
+// advertises.
+func TestForDeclaredRoutesOnly(t *testing.T) {
+	in := baseInput()
+	t0 := time.Unix(1000, 0)
+	in.Joined = map[string]time.Time{"az1": t0, "az2": t0.Add(time.Second), "az3": t0.Add(2 * time.Second), "az4": t0.Add(3 * time.Second)}
+	in.RefuseCIDRs = pfx("10.16.128.0/17")
+	in.LocalCIDRs = append(in.LocalCIDRs, pfx("10.16.128.0/24")...)
+	in.Remote = map[string][]netip.Prefix{
+		"az2": pfx("10.17.0.0/16", "0.0.0.0/0", "10.99.0.0/16", "fd00:10:17::/64", "10.16.7.0/24"),
+		"az3": pfx("10.18.0.0/16", "0.0.0.0/1", "10.17.128.0/17"),
+		"az4": pfx("10.19.0.0/16"),
+	}
+	in.Declared = map[string][]netip.Prefix{
+		"az2": pfx("10.17.0.0/16", "fd00:10:17::/64"),
+		"az3": pfx("10.18.0.0/16", "0.0.0.0/1", "10.17.128.0/17"),
+	}
+	d := For(in)
+	var refused []string
+	for _, r := range d.Refused {
+		refused = append(refused, r.String())
+	}
+	want := []string{
+		"0.0.0.0/0 from az2 (a default route)",
+		"0.0.0.0/1 from az3 (overlaps az2's declared 10.17.0.0/16, which joined earlier)",
+		"10.16.7.0/24 from az2 (outside its declared subnets [10.17.0.0/16 fd00:10:17::/64])",
+		"10.17.128.0/17 from az3 (overlaps az2's declared 10.17.0.0/16, which joined earlier)",
+		"10.19.0.0/16 from az4 (its AZ declared no subnets)",
+		"10.99.0.0/16 from az2 (outside its declared subnets [10.17.0.0/16 fd00:10:17::/64])",
+	}
+	if !slices.Equal(refused, want) {
+		t.Errorf("refused:\n%s\nwant:\n%s", strings.Join(refused, "\n"), strings.Join(want, "\n"))
+	}
+	learned := fmt.Sprint(d.Learned)
+	if learned != "map[az2:[10.17.0.0/16 fd00:10:17::/64] az3:[10.18.0.0/16]]" {
+		t.Errorf("learned %s", learned)
+	}
+	for _, p := range d.Shard.Policies {
+		for _, r := range d.Refused {
+			if strings.HasSuffix(p.Match, " "+r.Prefix.String()) {
+				t.Errorf("refused %s is routed to: %+v", r, p)
+			}
+		}
+	}
+	deny := strings.Split(d.Options["ic-route-blacklist"], ",")
+	if !slices.Contains(deny, "10.17.128.0/17") || !slices.Contains(deny, "10.16.7.0/24") || slices.Contains(deny, "0.0.0.0/1") || slices.Contains(deny, "0.0.0.0/0") {
+		t.Errorf("blacklist %v: want 10.17.128.0/17 (inside az2's route) and 10.16.7.0/24 (inside a local subnet), not the covering 0.0.0.0/1 or 0.0.0.0/0", deny)
+	}
+	if got := fmt.Sprint(d.Declare); got != "[10.16.0.0/16 fd00:10:16::/64]" {
+		t.Errorf("declared %s, want the advertised local subnets (10.16.128.0/24 is refused)", got)
 	}
 }

@@ -190,6 +190,7 @@ func (r *Reconciler) readJoin(ctx context.Context, run *joinRun) error {
 	in.SwitchPortKeys = transitPortKeys(ctx, r.NB, in.AZ, keyed)
 	in.Joined = run.joined
 	in.WithdrawnBy = withdrawnBy(ctx, run.icnb, in.AZ)
+	in.Declared = declarationsBy(ctx, run.icnb, subnetsKeyPrefix, in.AZ)
 	run.in = in
 	return nil
 }
@@ -229,6 +230,9 @@ func (r *Reconciler) gatewayHandshake(ctx context.Context, run *joinRun) error {
 func (r *Reconciler) writeDesired(ctx context.Context, run *joinRun, d Desired) (applyErr, foreignErr, err error) {
 	ic, in := run.ic, run.in
 	if err := declareWithdrawn(ctx, run.icnb, in.AZ, d.Withdraw); err != nil {
+		return nil, nil, err
+	}
+	if err := declare(ctx, run.icnb, subnetsKeyPrefix, in.AZ, d.Declare); err != nil {
 		return nil, nil, err
 	}
 	if len(d.Unenforced) > 0 {

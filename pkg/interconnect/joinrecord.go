@@ -145,11 +145,11 @@ func renameJoin(ctx context.Context, c libovsdb.Client, from, to, owner string) 
 			want[joinedKeyPrefix+to] = joined
 		}
 		return ovn.GlobalChange{Mutations: ovn.MapMutations(&m.ExternalIDs, ids, want,
-			[]string{joinedKeyPrefix + from, withdrawnKeyPrefix + from, azOwnerKeyPrefix + from})}
+			[]string{joinedKeyPrefix + from, withdrawnKeyPrefix + from, subnetsKeyPrefix + from, azOwnerKeyPrefix + from})}
 	})
 }
 
-// forgetJoin removes az's join record, withdrawal declaration and hold (it left the set), unless
+// forgetJoin removes az's join record, declarations and hold (it left the set), unless
 // another cluster holds az: then nothing.
 func forgetJoin(ctx context.Context, c libovsdb.Client, az, owner string) error {
 	if heldByOther(ctx, c, az, owner) != "" {
@@ -157,6 +157,6 @@ func forgetJoin(ctx context.Context, c libovsdb.Client, az, owner string) error 
 	}
 	return updateICNBGlobal(ctx, c, func(m *icnb.ICNBGlobal) ovn.GlobalChange {
 		return ovn.GlobalChange{Mutations: ovn.MapMutations(&m.ExternalIDs, m.ExternalIDs, nil,
-			[]string{joinedKeyPrefix + az, withdrawnKeyPrefix + az, azOwnerKeyPrefix + az})}
+			[]string{joinedKeyPrefix + az, withdrawnKeyPrefix + az, subnetsKeyPrefix + az, azOwnerKeyPrefix + az})}
 	})
 }

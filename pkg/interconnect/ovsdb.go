@@ -286,15 +286,24 @@ func updateICNBGlobal(ctx context.Context, c libovsdb.Client, change func(m *icn
 // subnets it withdrew for a conflict ("kovn.io/withdrawn/<az>" = comma-separated CIDRs).
 const withdrawnKeyPrefix = "kovn.io/withdrawn/"
 
+// subnetsKeyPrefix starts the key under which an AZ declares the subnets it advertises
+// ("kovn.io/subnets/<az>" = comma-separated CIDRs): its peers learn its routes only inside them.
+const subnetsKeyPrefix = "kovn.io/subnets/"
+
 // withdrawnBy reads every AZ's declaration but az's.
 func withdrawnBy(ctx context.Context, c libovsdb.Client, az string) map[string][]netip.Prefix {
+	return declarationsBy(ctx, c, withdrawnKeyPrefix, az)
+}
+
+// declarationsBy reads every AZ's declaration under keyPrefix but az's.
+func declarationsBy(ctx context.Context, c libovsdb.Client, keyPrefix, az string) map[string][]netip.Prefix {
 	row, err := ovn.GlobalRow[*icnb.ICNBGlobal](ctx, c)
 	if err != nil {
 		return nil
 	}
 	out := map[string][]netip.Prefix{}
 	for k, v := range row.ExternalIDs {
-		if name, ok := strings.CutPrefix(k, withdrawnKeyPrefix); ok && name != az {
+		if name, ok := strings.CutPrefix(k, keyPrefix); ok && name != az {
 			for _, f := range strings.Split(v, ",") {
 				if p, err := netip.ParsePrefix(f); err == nil {
 					out[name] = append(out[name], p)
@@ -308,7 +317,13 @@ func withdrawnBy(ctx context.Context, c libovsdb.Client, az string) map[string][
 // declareWithdrawn sets az's declaration to prefixes (none: the key goes); no transaction when
 // it already says so.
 func declareWithdrawn(ctx context.Context, c libovsdb.Client, az string, prefixes []netip.Prefix) error {
-	key, want := withdrawnKeyPrefix+az, strings.Join(prefixStrings(prefixes), ",")
+	return declare(ctx, c, withdrawnKeyPrefix, az, prefixes)
+}
+
+// declare sets az's declaration under keyPrefix to prefixes (none: the key goes); no
+// transaction when it already says so.
+func declare(ctx context.Context, c libovsdb.Client, keyPrefix, az string, prefixes []netip.Prefix) error {
+	key, want := keyPrefix+az, strings.Join(prefixStrings(prefixes), ",")
 	wantIDs := map[string]string{}
 	if want != "" {
 		wantIDs[key] = want

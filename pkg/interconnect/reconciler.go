@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
@@ -258,19 +259,41 @@ func (r *Reconciler) fillStatus(ic *kovnv1.InterConnect, in Input, d Desired, cs
 	for _, az := range cs.peers(in.AZ) {
 		st.Peers = append(st.Peers, kovnv1.InterConnectPeer{AZ: az, Gateways: cs.gateways[az], Routes: prefixStrings(cs.routes[az])})
 	}
-	if len(d.Conflicts) == 0 {
+	r.routesAccepted(ic, d)
+}
+
+// routesAccepted sets RoutesAccepted: False naming each conflict with a local subnet
+// (RouteConflict) and each route a peer may not claim (RouteRefused), with an event when the
+// message changes.
+func (r *Reconciler) routesAccepted(ic *kovnv1.InterConnect, d Desired) {
+	if len(d.Conflicts) == 0 && len(d.Refused) == 0 {
 		setCondition(ic, kovnv1.ConditionRoutesAccepted, true, kovnv1.ReasonNoConflict, "")
 		return
 	}
-	var msgs []string
-	for _, c := range d.Conflicts {
-		msgs = append(msgs, c.String())
+	var parts []string
+	reason := kovnv1.ReasonRouteConflict
+	if len(d.Conflicts) > 0 {
+		var msgs []string
+		for _, c := range d.Conflicts {
+			msgs = append(msgs, c.String())
+		}
+		parts = append(parts, fmt.Sprintf("not routed to: %v", msgs))
 	}
-	msg := fmt.Sprintf("not routed to: %v", msgs)
-	if c := meta.FindStatusCondition(st.Conditions, kovnv1.ConditionRoutesAccepted); (c == nil || c.Message != msg) && r.Recorder != nil {
-		r.Recorder.Event(ic, corev1.EventTypeWarning, kovnv1.ReasonRouteConflict, msg)
+	if len(d.Refused) > 0 {
+		if len(d.Conflicts) == 0 {
+			reason = kovnv1.ReasonRouteRefused
+		}
+		var msgs []string
+		for _, rr := range d.Refused {
+			msgs = append(msgs, rr.String())
+		}
+		parts = append(parts, fmt.Sprintf("refused, never routed to: %v", msgs))
 	}
-	setCondition(ic, kovnv1.ConditionRoutesAccepted, false, kovnv1.ReasonRouteConflict, msg)
+	msg := strings.Join(parts, "; ")
+	if c := meta.FindStatusCondition(ic.Status.Conditions, kovnv1.ConditionRoutesAccepted); (c == nil || c.Message != msg) && r.Recorder != nil {
+		r.Recorder.Event(ic, corev1.EventTypeWarning, reason, msg)
+	}
+	setCondition(ic, kovnv1.ConditionRoutesAccepted, false, reason, msg)
 }
 
 // gatewayNodes resolves the gateway nodes that exist, in preference order: the spec's list,

@@ -79,7 +79,7 @@ func icRaftLeaderKill(t *testing.T, st *rig.State, cs []*cluster, db, dbName str
 	if err := eventually(30*time.Second, func() error {
 		out, err := appctl(cfg, leader, "cluster/status", dbName)
 		if err != nil || !strings.Contains(out, "Status: cluster member") || !strings.Contains(out, "Role: follower") ||
-			strings.Count(out, " at tcp:") != rig.ICRaftMembers {
+			strings.Count(out, " at tcp:")+strings.Count(out, " at ssl:") != rig.ICRaftMembers {
 			return fmt.Errorf("restarted %s member %s not a follower with its peers yet: %v\n%s", dbName, leader, err, out)
 		}
 		return nil

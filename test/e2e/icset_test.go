@@ -109,6 +109,13 @@ func TestInterconnectSet(t *testing.T) {
 		t.Logf("ping and HTTP between the three clusters' pods in %d famil(ies), no NAT", len(podIPs[0]))
 	})
 
+	t.Run("a cluster advertising a route inside another's pod CIDR captures nothing", func(t *testing.T) {
+		for _, c := range cs {
+			c.t = t
+		}
+		capturedRoute(t, cs[0], cs[2], pods)
+	})
+
 	b := rig.PodCIDR(1).Addr().As4()
 	b[2] = 200
 	clash := netip.PrefixFrom(netip.AddrFrom4(b), 24) // inside c1's IPv4 pod CIDR
@@ -428,4 +435,30 @@ func clustersetServed(t *testing.T, cfg rig.Config) {
 	}
 	client("transact", eps[0], `["OVN_ClusterSet",{"op":"delete","table":"Cluster","where":[["name","==","e2e-probe"]]}]`)
 	t.Logf("OVN_ClusterSet served by the IC-SB server(s): written through %s, read through %s", eps[0], eps[len(eps)-1])
+}
+
+// capturedRoute: c3 (az3) gives its router a static route for the /24 (/120) of c2's pod CIDR that
+// holds c2's pod, which ovn-ic advertises to the clusterset as az3's. It is outside what az3
+// declared (and inside what az2 declared): c1 refuses it (RoutesAccepted False, RouteRefused,
+// naming it), never installs it, and its pod keeps reaching c2's pod, which the longer route
+// would otherwise have sent to c3.
+func capturedRoute(t *testing.T, c1, c3 *cluster, pods []string) {
+	victim := netip.MustParseAddr(pods[1])
+	prefix := netip.PrefixFrom(victim, 24).Masked()
+	if victim.Is6() { // an IPv6-only lab: still far longer than the pod CIDR's /64
+		prefix = netip.PrefixFrom(victim, 120).Masked()
+	}
+	c3.nbctl("--may-exist", "lr-route-add", "ovn-cluster", prefix.String(), pods[2])
+	defer c3.nbctl("--if-exists", "lr-route-del", "ovn-cluster", prefix.String())
+	c1.waitRoutesAccepted("False", prefix.String()+" from az3 (outside its declared subnets")
+	routes := c1.nbctl("lr-route-list", "ovn-cluster")
+	if strings.Contains(routes, prefix.String()) {
+		t.Errorf("c1's router holds az3's refused %s:\n%s", prefix, routes)
+	}
+	c1.ping("default", "p", victim.String())
+	ev, _ := c1.kubectl("get", "events", "-A", "--field-selector", "reason=RouteRefused", "-o", "name")
+	if strings.TrimSpace(ev) == "" {
+		t.Errorf("c1: no RouteRefused event")
+	}
+	t.Logf("az3's %s (inside az2's pod CIDR) refused by c1 and not installed; c1 -> c2's pod %s answered", prefix, victim)
 }
