@@ -170,6 +170,11 @@ type InterConnectStatus struct {
 	// rename is in progress).
 	// +optional
 	AZName string `json:"azName,omitempty"`
+	// JoinedAt is when this cluster joined the clusterset under AZName, as its join record in
+	// IC-NB says (RFC 3339, nanoseconds): kept here so that a record another AZ's certificate
+	// rewrote or deleted is put back as it was (its precedence in conflicts included).
+	// +optional
+	JoinedAt string `json:"joinedAt,omitempty"`
 	// Gateways as programmed, most preferred first.
 	// +listType=atomic
 	// +optional

@@ -25,6 +25,14 @@ const (
 	// name; nothing of that AZ is changed.
 	ReasonAZNameTaken = "AZNameTaken"
 
+	// ConditionDegraded is True for a while (DegradedHold) after kovn found this AZ's join
+	// record in IC-NB changed or deleted by someone else and put it back; the message says
+	// what it found. OVN-IC's databases have no access control: any AZ's certificate can
+	// write them, so kovn watches what is this cluster's.
+	ConditionDegraded    = "Degraded"
+	ReasonRecordTampered = "RecordTampered"
+	ReasonRecordsIntact  = "RecordsIntact"
+
 	// ConditionCredentialsReady is False while the Secret TLSSecretName cannot be read or does
 	// not hold a usable certificate, key and CA; the message names the Secret and what is
 	// wrong. The last good credentials stay in use meanwhile.

@@ -126,8 +126,16 @@ func (r *Reconciler) enter(ctx context.Context, run *joinRun) error {
 		}
 		run.renamedFrom = old
 	}
-	if run.joined, err = claimJoin(ctx, run.icnb, ic.Spec.AZName, owner, time.Now()); err != nil {
+	joinTime, err := r.guardRecord(ctx, run, owner)
+	if err != nil {
+		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonReconcileFailed, "checking the join record in IC-NB: "+err.Error())
+		return err
+	}
+	if run.joined, err = claimJoin(ctx, run.icnb, ic.Spec.AZName, owner, joinTime); err != nil {
 		return claimFailed(ic, err)
+	}
+	if t, ok := run.joined[ic.Spec.AZName]; ok {
+		ic.Status.JoinedAt = t.UTC().Format(time.RFC3339Nano)
 	}
 	var nodes corev1.NodeList
 	if err := r.List(ctx, &nodes); err != nil {
@@ -148,6 +156,48 @@ func (r *Reconciler) enter(ctx context.Context, run *joinRun) error {
 		}
 	}
 	return nil
+}
+
+// DegradedHold is how long Degraded stays True after kovn last put this AZ's join record back.
+const DegradedHold = 10 * time.Minute
+
+// guardRecord checks, once the cluster has joined under its AZ name, that IC-NB still holds its
+// join record as the InterConnect's status remembers it, puts back what someone else changed
+// (see restoreRecord) and reports it in Degraded, an event and a metric. It returns the join
+// time to claim with: the recorded one, so a deleted record comes back with its precedence.
+func (r *Reconciler) guardRecord(ctx context.Context, run *joinRun, owner string) (time.Time, error) {
+	ic := run.ic
+	joined, err := time.Parse(time.RFC3339Nano, ic.Status.JoinedAt)
+	if ic.Status.AZName != ic.Spec.AZName || err != nil {
+		r.noteTampering(ic, nil)
+		return time.Now(), nil // not joined under this name yet (or renaming): nothing to guard
+	}
+	found, err := restoreRecord(ctx, run.icnb, ic.Spec.AZName, owner, ic.Status.JoinedAt)
+	if err != nil {
+		return joined, err
+	}
+	r.noteTampering(ic, found)
+	return joined, nil
+}
+
+// noteTampering records a repair (found: what was put back) and sets Degraded: True for
+// DegradedHold after the last one, else False.
+func (r *Reconciler) noteTampering(ic *kovnv1.InterConnect, found []string) {
+	now := time.Now()
+	if len(found) > 0 {
+		r.tampered = tamperNote{at: now, msg: "put back: " + strings.Join(found, "; ") +
+			" (not by this cluster; OVN-IC's databases let any AZ's certificate write them)"}
+		metricRecordsRestored.Add(float64(len(found)))
+		if r.Recorder != nil {
+			r.Recorder.Event(ic, corev1.EventTypeWarning, kovnv1.ReasonRecordTampered, r.tampered.msg)
+		}
+	}
+	if !r.tampered.at.IsZero() && now.Sub(r.tampered.at) < DegradedHold {
+		setCondition(ic, kovnv1.ConditionDegraded, true, kovnv1.ReasonRecordTampered,
+			fmt.Sprintf("%s, at %s", r.tampered.msg, r.tampered.at.UTC().Format(time.RFC3339)))
+		return
+	}
+	setCondition(ic, kovnv1.ConditionDegraded, false, kovnv1.ReasonRecordsIntact, "")
 }
 
 // claimFailed sets Ready from an error of claiming the AZ name in IC-NB: AZNameTaken when another

@@ -96,7 +96,11 @@ func externalIDsOf(res ovsdb.OperationResult) (map[string]string, error) {
 	if len(res.Rows) != 1 {
 		return nil, fmt.Errorf("%d rows", len(res.Rows))
 	}
-	m, ok := res.Rows[0]["external_ids"].(ovsdb.OvsMap)
+	v := res.Rows[0]["external_ids"]
+	if v == nil { // an empty map
+		return map[string]string{}, nil
+	}
+	m, ok := v.(ovsdb.OvsMap)
 	if !ok {
 		return nil, fmt.Errorf("external_ids is %T", res.Rows[0]["external_ids"])
 	}
@@ -158,5 +162,50 @@ func forgetJoin(ctx context.Context, c libovsdb.Client, az, owner string) error 
 	return updateICNBGlobal(ctx, c, func(m *icnb.ICNBGlobal) ovn.GlobalChange {
 		return ovn.GlobalChange{Mutations: ovn.MapMutations(&m.ExternalIDs, m.ExternalIDs, nil,
 			[]string{joinedKeyPrefix + az, withdrawnKeyPrefix + az, subnetsKeyPrefix + az, azOwnerKeyPrefix + az})}
+	})
+}
+
+// readRecords reads IC_NB_Global's external_ids from the server, not the cache, which may
+// lag (after a reconnect, after another client's write): a watchdog must judge what is there.
+func readRecords(ctx context.Context, c libovsdb.Client) (map[string]string, error) {
+	res, err := ovn.Transact(ctx, c, []ovsdb.Operation{{Op: ovsdb.OperationSelect, Table: icnb.ICNBGlobalTable,
+		Where: []ovsdb.Condition{}, Columns: []string{"external_ids"}}})
+	if err != nil {
+		return nil, err
+	}
+	if len(res) == 0 || len(res[0].Rows) == 0 {
+		return map[string]string{}, nil
+	}
+	return externalIDsOf(res[0])
+}
+
+// restoreRecord puts back this cluster's join record of az (held as owner since joined, an
+// RFC 3339 time) where someone else changed it, and says what it found: a holder or join time
+// changed (overwritten here) or deleted (claimJoin inserts it again with joined). OVN-IC's
+// databases have no access control, so any AZ's certificate could have written it; a cluster
+// of kovn never does (claims only insert).
+func restoreRecord(ctx context.Context, c libovsdb.Client, az, owner, joined string) ([]string, error) {
+	ids, err := readRecords(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	var found []string
+	want := map[string]string{}
+	for _, k := range []struct{ key, mine, what string }{
+		{azOwnerKeyPrefix + az, owner, "holder"}, {joinedKeyPrefix + az, joined, "join time"},
+	} {
+		switch v, ok := ids[k.key]; {
+		case !ok:
+			found = append(found, fmt.Sprintf("the %s of AZ %s was deleted", k.what, az))
+		case v != k.mine:
+			found = append(found, fmt.Sprintf("the %s of AZ %s was changed to %q", k.what, az, v))
+			want[k.key] = k.mine
+		}
+	}
+	if len(want) == 0 || len(ids) == 0 {
+		return found, nil
+	}
+	return found, updateICNBGlobal(ctx, c, func(m *icnb.ICNBGlobal) ovn.GlobalChange {
+		return ovn.GlobalChange{Mutations: ovn.MapMutations(&m.ExternalIDs, ids, want, nil)}
 	})
 }

@@ -19,19 +19,7 @@ import (
 func TestAZNameHeld(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	db, err := icnb.DatabaseModel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ep := ovntest.Serve(t, ovntest.SocketPath(t), db)
-	connect := func() libovsdb.Client {
-		c, err := ovn.ConnectICNB(ctx, ovn.Config{Endpoints: []string{ep}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return c
-	}
+	connect := serveICNB(ctx, t)
 	one, two := connect(), connect() // two clusters, each with its own client and cache
 	t0 := time.Unix(1000, 0).UTC()
 	ids := func() map[string]string {
@@ -111,4 +99,70 @@ func TestAZNameHeld(t *testing.T) {
 		_, err := claimJoin(ctx, two, "az1", "uid-2", t0.Add(2*time.Hour))
 		return err == nil
 	})
+}
+
+// TestRestoreRecord: another AZ's client overwriting this cluster's holder and join time, or
+// deleting them, is found and undone: the overwritten keys are put back at once, the deleted
+// ones by the claim that follows with the recorded join time; an intact record finds nothing.
+func TestRestoreRecord(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	connect := serveICNB(ctx, t)
+	mine, attacker := connect(), connect()
+	t0 := time.Unix(1000, 0).UTC()
+	joined := t0.Format(time.RFC3339Nano)
+	if _, err := claimJoin(ctx, mine, "az1", "uid-1", t0); err != nil {
+		t.Fatal(err)
+	}
+	if found, err := restoreRecord(ctx, mine, "az1", "uid-1", joined); err != nil || len(found) != 0 {
+		t.Fatalf("intact record: found %v, %v", found, err)
+	}
+	rewrite := func(want map[string]string, drop []string) {
+		t.Helper()
+		ids, err := readRecords(ctx, attacker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := updateICNBGlobal(ctx, attacker, func(m *icnb.ICNBGlobal) ovn.GlobalChange {
+			return ovn.GlobalChange{Mutations: ovn.MapMutations(&m.ExternalIDs, ids, want, drop)}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rewrite(map[string]string{azOwnerKeyPrefix + "az1": "uid-evil", joinedKeyPrefix + "az1": t0.Add(time.Hour).Format(time.RFC3339Nano)}, nil)
+	found, err := restoreRecord(ctx, mine, "az1", "uid-1", joined)
+	if err != nil || len(found) != 2 {
+		t.Fatalf("rewritten record: found %v, %v; want the holder and the join time", found, err)
+	}
+	t.Logf("found: %v", found)
+	ids, _ := readRecords(ctx, mine)
+	if ids[azOwnerKeyPrefix+"az1"] != "uid-1" || ids[joinedKeyPrefix+"az1"] != joined {
+		t.Fatalf("after the repair: %v", ids)
+	}
+	rewrite(nil, []string{azOwnerKeyPrefix + "az1", joinedKeyPrefix + "az1"})
+	if found, err := restoreRecord(ctx, mine, "az1", "uid-1", joined); err != nil || len(found) != 2 {
+		t.Fatalf("deleted record: found %v, %v", found, err)
+	}
+	got, err := claimJoin(ctx, mine, "az1", "uid-1", t0)
+	if err != nil || !got["az1"].Equal(t0) {
+		t.Fatalf("claim after the deletion: %v, %v; want az1 joined at %s again", got, err, t0)
+	}
+}
+
+// serveICNB serves an in-memory IC-NB and returns a function connecting a new client (one per
+// cluster, each with its own cache) to it.
+func serveICNB(ctx context.Context, t *testing.T) func() libovsdb.Client {
+	db, err := icnb.DatabaseModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := ovntest.Serve(t, ovntest.SocketPath(t), db)
+	return func() libovsdb.Client {
+		c, err := ovn.ConnectICNB(ctx, ovn.Config{Endpoints: []string{ep}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
 }

@@ -62,6 +62,14 @@ type Reconciler struct {
 	// peered the ForeignAZs whose shards were applied (removed when the object goes).
 	foreignGood map[string]ForeignIn
 	peered      map[string]bool
+
+	// tampered is the last repair of this AZ's join record (guardRecord).
+	tampered tamperNote
+}
+
+type tamperNote struct {
+	at  time.Time
+	msg string
 }
 
 // clusterUID is the UID of the cluster's kube-system namespace, which names the cluster that

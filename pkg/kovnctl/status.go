@@ -291,6 +291,14 @@ func (r *Report) interconnect(in Inputs) {
 		r.problem("interconnect/"+ic.Name, "route conflict: "+c.Message,
 			"give the clusters disjoint pod and service CIDRs, or refuse the overlapping prefix (spec.refuseCIDRs)")
 	}
+	if c := meta.FindStatusCondition(ic.Status.Conditions, kovnv1.ConditionCredentialsReady); c != nil && c.Status == metav1.ConditionFalse {
+		r.problem("interconnect/"+ic.Name, "clusterset credentials: "+c.Message,
+			"put this AZ's certificate (tls.crt, tls.key) and the clusterset CA (ca.crt) into the Secret named")
+	}
+	if c := meta.FindStatusCondition(ic.Status.Conditions, kovnv1.ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue {
+		r.problem("interconnect/"+ic.Name, "join record tampered with: "+c.Message,
+			"find the AZ certificate that wrote IC-NB (the IC databases' logs name the client) and revoke it")
+	}
 	if len(s.Peers) == 0 && s.Ready == string(metav1.ConditionTrue) {
 		r.problem("interconnect/"+ic.Name, "joined, but no other AZ is in the clusterset",
 			"apply an InterConnect with the same icNorthbound/icSouthbound in the other clusters")

@@ -77,6 +77,14 @@ func TestStatusNamesEachFault(t *testing.T) {
 			in.InterConnect.Status.Conditions = append(in.InterConnect.Status.Conditions, metav1.Condition{Type: "RoutesAccepted",
 				Status: metav1.ConditionFalse, Message: "10.17.0.0/16 of AZ az2 overlaps local 10.16.0.0/12"})
 		}, "interconnect/default", []string{"overlaps local"}},
+		{"clusterset Secret broken", func(in *Inputs) {
+			in.InterConnect.Status.Conditions = append(in.InterConnect.Status.Conditions, metav1.Condition{Type: kovnv1.ConditionCredentialsReady,
+				Status: metav1.ConditionFalse, Message: "clusterset Secret kube-system/kovn-clusterset-tls: no tls.key"})
+		}, "interconnect/default", []string{"no tls.key", "clusterset CA"}},
+		{"join record tampered with", func(in *Inputs) {
+			in.InterConnect.Status.Conditions = append(in.InterConnect.Status.Conditions, metav1.Condition{Type: kovnv1.ConditionDegraded,
+				Status: metav1.ConditionTrue, Message: `put back: the holder of AZ az1 was changed to "evil"`})
+		}, "interconnect/default", []string{`changed to "evil"`, "revoke it"}},
 		{"subnet not ready", func(in *Inputs) {
 			in.Subnets[0].Status.Conditions[0] = metav1.Condition{Type: kovnv1.ConditionReady, Status: metav1.ConditionFalse,
 				Reason: "ValidationFailed", Message: "overlaps subnet other"}

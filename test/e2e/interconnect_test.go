@@ -184,6 +184,11 @@ func TestInterconnect(t *testing.T) {
 		azNameTaken(t, a, b, cfg, pa, pb)
 	})
 
+	t.Run("another AZ's certificate rewrites this AZ's join record: put back, Degraded, still joined", func(t *testing.T) {
+		a.t, b.t = t, t
+		tamperedRecord(t, a, cfg)
+	})
+
 	t.Run("kovn-controller restarted with a leader change: nothing rewritten, traffic untouched, the new leader programs", func(t *testing.T) {
 		a.t, b.t = t, t
 		icControllerRestart(t, a, r.State, pb)

@@ -193,3 +193,61 @@ func mustCA(t *testing.T) *pki.CA {
 	}
 	return ca
 }
+
+// tamperedRecord: cluster 2's AZ certificate (as a compromised cluster would) rewrites the
+// holder and join time of c1's AZ in IC-NB, which OVN-IC's databases allow. c1's kovn puts
+// both back within one resync, says so in Degraded (and an event), and stays joined.
+func tamperedRecord(t *testing.T, c1 *cluster, cfg rig.Config) {
+	get := func(path string) string {
+		out, err := c1.kubectl("get", "interconnect", "default", "-o", "jsonpath="+path)
+		if err != nil {
+			t.Fatalf("kubectl get interconnect: %v %s", err, out)
+		}
+		return strings.TrimSpace(out)
+	}
+	az, joinedAt := get("{.status.azName}"), get("{.status.joinedAt}")
+	uid, err := c1.kubectl("get", "namespace", "kube-system", "-o", "jsonpath={.metadata.uid}")
+	if err != nil || az == "" || joinedAt == "" {
+		t.Fatalf("c1's AZ %q joined at %q, kube-system %q: %v", az, joinedAt, uid, err)
+	}
+	ownerKey, joinedKey := `external_ids:"kovn.io/az-owner/`+az+`"`, `external_ids:"kovn.io/joined/`+az+`"`
+	local := func(args ...string) string {
+		out, err := exec.Command("ovn-ic-nbctl", append([]string{"--db=" + cfg.ICNBLocal(), "--timeout=10", "--no-leader-only"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ovn-ic-nbctl %v: %v %s", args, err, out)
+		}
+		return strings.Trim(strings.TrimSpace(string(out)), `"`)
+	}
+	row := local("--bare", "--columns=_uuid", "list", "IC_NB_Global")
+	id := cfg.AZTLS(2)
+	out, err := ovsdbAs(cfg.NodeNS(2, 1), tlsFiles{key: id.Key(), cert: id.Cert(), ca: id.CA()}, "ovn-ic-nbctl",
+		"--db="+cfg.ICNBEndpoint(), "set", "IC_NB_Global", row, ownerKey+`="evil"`, joinedKey+`="2099-01-01T00:00:00Z"`)
+	if err != nil {
+		t.Fatalf("az2's certificate writing az1's record (OVN-IC allows it): %v %s", err, out)
+	}
+	tampered := time.Now()
+	var msg string
+	if err := eventually(30*time.Second, func() error {
+		st := get(`{.status.conditions[?(@.type=="Degraded")].status}`)
+		msg = get(`{.status.conditions[?(@.type=="Degraded")].message}`)
+		if st != "True" || !strings.Contains(msg, `the holder of AZ `+az+` was changed to "evil"`) || !strings.Contains(msg, "the join time of AZ "+az) {
+			return fmt.Errorf("Degraded %s: %q", st, msg)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := local("get", "IC_NB_Global", row, ownerKey); got != strings.TrimSpace(uid) {
+		t.Errorf("holder of %s after the repair: %q, want c1's %q", az, got, uid)
+	}
+	if got := local("get", "IC_NB_Global", row, joinedKey); got != joinedAt {
+		t.Errorf("join time of %s after the repair: %q, want %q", az, got, joinedAt)
+	}
+	if s := c1.interConnectStatus(); s.ready != "True" {
+		t.Errorf("c1 Ready %s (%s) after the repair", s.ready, s.message)
+	}
+	if ev, _ := c1.kubectl("get", "events", "-A", "--field-selector", "reason=RecordTampered", "-o", "name"); strings.TrimSpace(ev) == "" {
+		t.Errorf("c1: no RecordTampered event")
+	}
+	t.Logf("az2's certificate rewrote %s's holder and join time; c1 put both back and said so %.1fs later: %s", az, time.Since(tampered).Seconds(), msg)
+}
