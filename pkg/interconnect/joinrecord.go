@@ -183,8 +183,15 @@ func readRecords(ctx context.Context, c libovsdb.Client) (map[string]string, err
 // RFC 3339 time) where someone else changed it, and says what it found: a holder or join time
 // changed (overwritten here) or deleted (claimJoin inserts it again with joined). OVN-IC's
 // databases have no access control, so any AZ's certificate could have written it; a cluster
-// of kovn never does (claims only insert).
+// of kovn never does (claims only insert). The cache answers when the record is intact there;
+// only a difference is read again from the server (a cache that lags after a reconnect must
+// not be taken for tampering). A change the cache has not seen yet is found on the pass its
+// arrival triggers.
 func restoreRecord(ctx context.Context, c libovsdb.Client, az, owner, joined string) ([]string, error) {
+	if row, err := ovn.GlobalRow[*icnb.ICNBGlobal](ctx, c); err == nil &&
+		row.ExternalIDs[azOwnerKeyPrefix+az] == owner && row.ExternalIDs[joinedKeyPrefix+az] == joined {
+		return nil, nil
+	}
 	ids, err := readRecords(ctx, c)
 	if err != nil {
 		return nil, err

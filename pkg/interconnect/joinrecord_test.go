@@ -117,6 +117,19 @@ func TestRestoreRecord(t *testing.T) {
 	if found, err := restoreRecord(ctx, mine, "az1", "uid-1", joined); err != nil || len(found) != 0 {
 		t.Fatalf("intact record: found %v, %v", found, err)
 	}
+	// The attacker's write reaches this cluster's cache (which triggers the reconcile that
+	// looks) before restoreRecord is asked.
+	seen := func(ok func(ids map[string]string) bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if row, err := ovn.GlobalRow[*icnb.ICNBGlobal](ctx, mine); err == nil && ok(row.ExternalIDs) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("this cluster's cache never saw the attacker's write")
+			}
+		}
+	}
 	rewrite := func(want map[string]string, drop []string) {
 		t.Helper()
 		ids, err := readRecords(ctx, attacker)
@@ -130,6 +143,7 @@ func TestRestoreRecord(t *testing.T) {
 		}
 	}
 	rewrite(map[string]string{azOwnerKeyPrefix + "az1": "uid-evil", joinedKeyPrefix + "az1": t0.Add(time.Hour).Format(time.RFC3339Nano)}, nil)
+	seen(func(ids map[string]string) bool { return ids[azOwnerKeyPrefix+"az1"] == "uid-evil" })
 	found, err := restoreRecord(ctx, mine, "az1", "uid-1", joined)
 	if err != nil || len(found) != 2 {
 		t.Fatalf("rewritten record: found %v, %v; want the holder and the join time", found, err)
@@ -140,6 +154,7 @@ func TestRestoreRecord(t *testing.T) {
 		t.Fatalf("after the repair: %v", ids)
 	}
 	rewrite(nil, []string{azOwnerKeyPrefix + "az1", joinedKeyPrefix + "az1"})
+	seen(func(ids map[string]string) bool { _, ok := ids[azOwnerKeyPrefix+"az1"]; return !ok })
 	if found, err := restoreRecord(ctx, mine, "az1", "uid-1", joined); err != nil || len(found) != 2 {
 		t.Fatalf("deleted record: found %v, %v", found, err)
 	}

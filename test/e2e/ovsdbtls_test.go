@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,19 +14,9 @@ import (
 	"github.com/kovn/kovn/test/rig"
 )
 
-// tlsFiles is a client identity for OVS's ctl tools: key, certificate, CA.
-type tlsFiles struct{ key, cert, ca string }
-
-func (f tlsFiles) args() []string {
-	if f.key == "" {
-		return nil
-	}
-	return []string{"--private-key=" + f.key, "--certificate=" + f.cert, "--ca-cert=" + f.ca}
-}
-
 // otherCAIdentity issues a client certificate from a CA no database trusts, with cn (a node's
 // chassis name, as a forger would pick).
-func otherCAIdentity(t *testing.T, cn string) tlsFiles {
+func otherCAIdentity(t *testing.T, cn string) rig.OVSDBTLS {
 	t.Helper()
 	ca, err := pki.NewCA("not the rig's CA", time.Hour)
 	if err != nil {
@@ -37,9 +26,8 @@ func otherCAIdentity(t *testing.T, cn string) tlsFiles {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	f := tlsFiles{key: filepath.Join(dir, "tls.key"), cert: filepath.Join(dir, "tls.crt"), ca: filepath.Join(dir, "ca.crt")}
-	for path, data := range map[string][]byte{f.key: keyPEM, f.cert: certPEM, f.ca: ca.CertPEM} {
+	f := rig.OVSDBTLS{Dir: t.TempDir()}
+	for path, data := range map[string][]byte{f.Key(): keyPEM, f.Cert(): certPEM, f.CA(): ca.CertPEM} {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -48,8 +36,8 @@ func otherCAIdentity(t *testing.T, cn string) tlsFiles {
 }
 
 // ovsdbAs runs an OVS/OVN ctl tool from node ns's network namespace with identity id.
-func ovsdbAs(ns string, id tlsFiles, tool string, args ...string) (string, error) {
-	argv := append(append([]string{"netns", "exec", ns, tool, "--timeout=5"}, id.args()...), args...)
+func ovsdbAs(ns string, id rig.OVSDBTLS, tool string, args ...string) (string, error) {
+	argv := append(append([]string{"netns", "exec", ns, tool, "--timeout=5"}, id.Args()...), args...)
 	out, err := exec.Command("ip", argv...).CombinedOutput()
 	return strings.TrimSpace(string(out)), err
 }
@@ -61,29 +49,24 @@ func ovsdbAs(ns string, id tlsFiles, tool string, args ...string) (string, error
 // RBAC lets it write its own Chassis row only.
 func ovsdbIdentity(t *testing.T, cfg rig.Config) {
 	ns := cfg.NodeNS(1, 1)
-	chassis := func(cl, n int) tlsFiles {
-		id := cfg.ChassisTLS(cl, n)
-		return tlsFiles{key: id.Key(), cert: id.Cert(), ca: id.CA()}
-	}
-	own, forged := chassis(1, 1), otherCAIdentity(t, rig.NodeName(1, 1))
+	own, forged := cfg.ChassisTLS(1, 1), otherCAIdentity(t, rig.NodeName(1, 1))
 	type server struct {
 		what, tool string
 		addr       netip.Addr
 		port       int
-		trusted    tlsFiles // an identity the server accepts (nothing: no network client of it should)
+		trusted    rig.OVSDBTLS // an identity the server accepts (nothing: no network client of it should)
 	}
 	var servers []server
 	for _, a := range cfg.ControlPlaneIPs(1) {
-		servers = append(servers, server{"NB", "ovn-nbctl", a, rig.PortNB, tlsFiles{}}, server{"SB", "ovn-sbctl", a, rig.PortSB, own})
+		servers = append(servers, server{"NB", "ovn-nbctl", a, rig.PortNB, rig.OVSDBTLS{}}, server{"SB", "ovn-sbctl", a, rig.PortSB, own})
 	}
 	for _, a := range cfg.ICDBIPs() {
-		az := cfg.AZTLS(1)
-		azID := tlsFiles{key: az.Key(), cert: az.Cert(), ca: az.CA()}
+		azID := cfg.AZTLS(1)
 		servers = append(servers, server{"IC-NB", "ovn-ic-nbctl", a, rig.PortICNB, azID}, server{"IC-SB", "ovn-ic-sbctl", a, rig.PortICSB, azID})
 	}
 	for _, s := range servers {
 		hp := hostPort(s.addr.String(), s.port)
-		if out, err := ovsdbAs(ns, tlsFiles{}, "ovsdb-client", "list-dbs", "tcp:"+hp); err == nil {
+		if out, err := ovsdbAs(ns, rig.OVSDBTLS{}, "ovsdb-client", "list-dbs", "tcp:"+hp); err == nil {
 			t.Errorf("%s at %s answered a plain TCP client: %s", s.what, hp, out)
 		}
 		if out, err := ovsdbAs(ns, forged, "ovsdb-client", "list-dbs", "ssl:"+hp); err == nil {
@@ -92,7 +75,7 @@ func ovsdbIdentity(t *testing.T, cfg rig.Config) {
 		if out, err := ovsdbAs(ns, own, "ovsdb-client", "list-dbs", "ssl:"+hp); s.what != "SB" && err == nil {
 			t.Errorf("%s at %s answered node %s's chassis certificate: %s", s.what, hp, rig.NodeName(1, 1), out)
 		}
-		if s.trusted.key != "" {
+		if s.trusted.Dir != "" {
 			if out, err := ovsdbAs(ns, s.trusted, "ovsdb-client", "list-dbs", "ssl:"+hp); err != nil {
 				t.Errorf("%s at %s refused the identity it trusts: %v: %s", s.what, hp, err, out)
 			} else if s.what == "IC-SB" && !strings.Contains(out, "OVN_ClusterSet") {
@@ -134,7 +117,8 @@ func brokenClustersetSecret(t *testing.T, c *cluster) {
 		}
 		return parts[0], parts[1], parts[2]
 	}
-	// The Secret is read on each pass (at least once a minute); an annotation makes one now.
+	// The Secret is read on a pass (at least once a minute), at most every ictls.RereadAfter;
+	// an annotation makes a pass now, so the wait below makes one every 2 s.
 	poke := func() {
 		if out, err := c.kubectl("annotate", "interconnect", "default", "--overwrite", "kovn-e2e/poke="+time.Now().Format("150405.000")); err != nil {
 			t.Fatalf("annotate InterConnect: %v %s", err, out)
@@ -143,7 +127,12 @@ func brokenClustersetSecret(t *testing.T, c *cluster) {
 	wait := func(want string, check func(status, reason, msg string) bool) string {
 		t.Helper()
 		var status, reason, msg string
+		var poked time.Time
 		if err := eventually(30*time.Second, func() error {
+			if time.Since(poked) >= 2*time.Second {
+				poke()
+				poked = time.Now()
+			}
 			if status, reason, msg = credentials(); !check(status, reason, msg) {
 				return fmt.Errorf("CredentialsReady %s %s %q, want %s", status, reason, msg, want)
 			}
@@ -167,7 +156,6 @@ func brokenClustersetSecret(t *testing.T, c *cluster) {
 			"-p", fmt.Sprintf(`{"data":{"tls.key":%q}}`, key)); err != nil {
 			t.Fatalf("patch Secret: %v %s", err, out)
 		}
-		poke()
 	}
 	patch(base64.StdEncoding.EncodeToString(otherKey))
 	msg := wait("False naming the Secret and keeping the last good certificate", func(s, r, m string) bool {
@@ -219,8 +207,7 @@ func tamperedRecord(t *testing.T, c1 *cluster, cfg rig.Config) {
 		return strings.Trim(strings.TrimSpace(string(out)), `"`)
 	}
 	row := local("--bare", "--columns=_uuid", "list", "IC_NB_Global")
-	id := cfg.AZTLS(2)
-	out, err := ovsdbAs(cfg.NodeNS(2, 1), tlsFiles{key: id.Key(), cert: id.Cert(), ca: id.CA()}, "ovn-ic-nbctl",
+	out, err := ovsdbAs(cfg.NodeNS(2, 1), cfg.AZTLS(2), "ovn-ic-nbctl",
 		"--db="+cfg.ICNBEndpoint(), "set", "IC_NB_Global", row, ownerKey+`="evil"`, joinedKey+`="2099-01-01T00:00:00Z"`)
 	if err != nil {
 		t.Fatalf("az2's certificate writing az1's record (OVN-IC allows it): %v %s", err, out)

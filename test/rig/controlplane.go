@@ -41,7 +41,7 @@ func createDB(file, schema string) error {
 // carries: an IPv6 wildcard socket also takes IPv4): with mutual TLS as identity tls, on plain
 // TCP when tls is empty (InsecurePlainTCP); port 0 serves the unix socket only.
 // Further database files (extraDBs) are served by the same server, on the same sockets.
-func (c Config) ovsdbServerStep(name, db, run string, port int, logDir string, tls ovsdbTLS, extraDBs ...string) Step {
+func (c Config) ovsdbServerStep(name, db, run string, port int, logDir string, tls OVSDBTLS, extraDBs ...string) Step {
 	sock := filepath.Join(run, name+".sock")
 	argv := append([]string{"ovsdb-server", db}, extraDBs...)
 	argv = append(argv, "--remote=punix:"+sock)
@@ -50,7 +50,7 @@ func (c Config) ovsdbServerStep(name, db, run string, port int, logDir string, t
 	case tls.Dir == "":
 		argv = append(argv, fmt.Sprintf("--remote=ptcp:%d:%s", port, ovsdbHost(c.anyAddr())))
 	default:
-		argv = append(append(argv, fmt.Sprintf("--remote=pssl:%d:%s", port, ovsdbHost(c.anyAddr()))), tls.args()...)
+		argv = append(append(argv, fmt.Sprintf("--remote=pssl:%d:%s", port, ovsdbHost(c.anyAddr()))), tls.Args()...)
 	}
 	return Step{
 		Name: "ovsdb-server-" + name, Daemon: true, Log: filepath.Join(logDir, "ovsdb-server-"+name+".log"),
@@ -65,13 +65,13 @@ func (c Config) ovsdbServerStep(name, db, run string, port int, logDir string, t
 // row rather than a command-line remote because only those carry a role; the unix socket, for
 // northd, kovn-controller and tools on this host, has none. InsecurePlainTCP keeps the plain
 // listener (RBAC needs a certificate's CN).
-func (c Config) sbServerSteps(db, run, logs string, tls ovsdbTLS) []Step {
+func (c Config) sbServerSteps(db, run, logs string, tls OVSDBTLS) []Step {
 	if tls.Dir == "" {
 		return []Step{c.ovsdbServerStep("sb", db, run, PortSB, logs, tls)}
 	}
 	server := c.ovsdbServerStep("sb", db, run, 0, logs, tls)
 	server.Argv = append(server.Argv, "--remote=db:OVN_Southbound,SB_Global,connections")
-	server.Argv = append(server.Argv, tls.args()...)
+	server.Argv = append(server.Argv, tls.Args()...)
 	sbctl := "ovn-sbctl --db=unix:" + filepath.Join(run, "sb.sock") + " --timeout=30 "
 	// Before northd runs: northd creates SB_Global when it is missing, and a concurrent init
 	// would then fail on its maxRows.
@@ -161,7 +161,7 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 			Env: []string{"OVN_RUNDIR=" + run},
 			Argv: append([]string{"ovn-ic", "--ovnnb-db=unix:" + filepath.Join(run, "nb.sock"), "--ovnsb-db=unix:" + filepath.Join(run, "sb.sock"),
 				"--ic-nb-db=" + c.ICNBEndpoint(), "--ic-sb-db=" + c.ICSBEndpoint(), "--pidfile=" + filepath.Join(run, "ovn-ic.pid")},
-				c.AZTLS(cl).args()...)})
+				c.AZTLS(cl).Args()...)})
 	}
 	if c.FakeNodes > 0 {
 		fake, err := c.fakeNodesStep(cl, admin, logs)

@@ -93,7 +93,7 @@ func (cr Credentials) Run(ctx context.Context, renew bool) error {
 		}
 	}
 	if cr.ClustersetTLSDir != "" {
-		if err := retry(ctx, func() error { return applyClustersetSecret(ctx, kc, ovsdbTLS{Dir: cr.ClustersetTLSDir}) }); err != nil {
+		if err := retry(ctx, func() error { return applyClustersetSecret(ctx, kc, OVSDBTLS{Dir: cr.ClustersetTLSDir}) }); err != nil {
 			return err
 		}
 	}

@@ -156,7 +156,7 @@ func (c Config) foreignAZSpec() (SupervisorSpec, error) {
 	// Restarted like the clusters' ovn-ic, so StopDaemon holds it down (RemoveForeignAZ).
 	ovnIC := h.daemon("ovn-ic", Ready{}, append([]string{"ovn-ic", "--ovnnb-db=" + c.ForeignNBDB(), "--ovnsb-db=" + c.ForeignSBDB(),
 		"--ic-nb-db=" + c.ICNBEndpoint(), "--ic-sb-db=" + c.ICSBEndpoint(), "--pidfile=" + filepath.Join(ovnRun, "ovn-ic.pid")},
-		c.ForeignAZTLS().args()...)...)
+		c.ForeignAZTLS().Args()...)...)
 	ovnIC.Restart = true
 	topology := h.sh("foreign-topology", c.foreignTopologyCmds()...)
 	topology.Timeout = 90 * time.Second // waits up to 60 s for ovn-ic
@@ -164,8 +164,8 @@ func (c Config) foreignAZSpec() (SupervisorSpec, error) {
 	vms.Timeout = 90 * time.Second
 	steps := []Step{
 		// Everything of the foreign AZ that uses its NB and SB runs on this host: unix sockets only.
-		c.ovsdbServerStep("nb", filepath.Join(ovnDir, "nb.db"), ovnRun, 0, logs, ovsdbTLS{}),
-		c.ovsdbServerStep("sb", filepath.Join(ovnDir, "sb.db"), ovnRun, 0, logs, ovsdbTLS{}),
+		c.ovsdbServerStep("nb", filepath.Join(ovnDir, "nb.db"), ovnRun, 0, logs, OVSDBTLS{}),
+		c.ovsdbServerStep("sb", filepath.Join(ovnDir, "sb.db"), ovnRun, 0, logs, OVSDBTLS{}),
 		// The AZ's name and route exchange, set before northd runs: northd creates NB_Global
 		// itself when it is missing, and a concurrent `init` would then fail on its maxRows.
 		h.sh("nb-global", nbctl+"init", nbctl+"set NB_Global . name="+ForeignAZName+
@@ -210,7 +210,7 @@ func (c Config) foreignTopologyCmds() []string {
 	ts = append(ts, "-- lrp-set-gateway-chassis", lrp, ForeignGatewayChassis, "1")
 	return []string{
 		strings.Join(net, " "),
-		strings.Join(append([]string{"ovn-ic-nbctl --db=" + c.ICNBEndpoint()}, c.ForeignAZTLS().args()...), " ") +
+		strings.Join(append([]string{"ovn-ic-nbctl --db=" + c.ICNBEndpoint()}, c.ForeignAZTLS().Args()...), " ") +
 			" --timeout=30 --may-exist ts-add " + ForeignTransitSwitch,
 		"i=0; until " + nbctl + " --bare --columns=_uuid find Logical_Switch name=" + ForeignTransitSwitch + " | grep -q .; do",
 		"  i=$((i+1)); if [ $i -ge 600 ]; then echo 'ovn-ic did not create " + ForeignTransitSwitch + " in this AZ within 60s' >&2; exit 1; fi; sleep 0.1",

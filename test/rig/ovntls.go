@@ -42,16 +42,16 @@ const (
 	rigCertValidity = 30 * 24 * time.Hour
 )
 
-// ovsdbTLS is one identity's directory; empty: plain TCP.
-type ovsdbTLS struct{ Dir string }
+// OVSDBTLS is one identity's directory; empty: plain TCP.
+type OVSDBTLS struct{ Dir string }
 
-func (t ovsdbTLS) Cert() string { return filepath.Join(t.Dir, "tls.crt") }
-func (t ovsdbTLS) Key() string  { return filepath.Join(t.Dir, "tls.key") }
-func (t ovsdbTLS) CA() string   { return filepath.Join(t.Dir, "ca.crt") }
+func (t OVSDBTLS) Cert() string { return filepath.Join(t.Dir, "tls.crt") }
+func (t OVSDBTLS) Key() string  { return filepath.Join(t.Dir, "tls.key") }
+func (t OVSDBTLS) CA() string   { return filepath.Join(t.Dir, "ca.crt") }
 
-// args are the SSL options of OVS and OVN programs (ovsdb-server, ovn-controller, ovn-ic,
+// Args are the SSL options of OVS and OVN programs (ovsdb-server, ovn-controller, ovn-ic,
 // ovn-nbctl and the other ctl tools all take them).
-func (t ovsdbTLS) args() []string {
+func (t OVSDBTLS) Args() []string {
 	if t.Dir == "" {
 		return nil
 	}
@@ -71,33 +71,33 @@ func (c Config) ovnPKIDir(cl int, db string) string {
 }
 func (c Config) icPKIDir() string { return filepath.Join(c.Dir, "ic", "pki") }
 
-func (c Config) identity(dir string) ovsdbTLS {
+func (c Config) identity(dir string) OVSDBTLS {
 	if c.InsecurePlainTCP {
-		return ovsdbTLS{}
+		return OVSDBTLS{}
 	}
-	return ovsdbTLS{Dir: dir}
+	return OVSDBTLS{Dir: dir}
 }
 
 // NBServerTLS and SBServerTLS are cluster cl's NB and SB servers' identities; NBAdminTLS an
 // operator's NB client; ChassisTLS node n's ovn-controller's.
-func (c Config) NBServerTLS(cl int) ovsdbTLS {
+func (c Config) NBServerTLS(cl int) OVSDBTLS {
 	return c.identity(filepath.Join(c.ovnPKIDir(cl, "nb"), "server"))
 }
-func (c Config) SBServerTLS(cl int) ovsdbTLS {
+func (c Config) SBServerTLS(cl int) OVSDBTLS {
 	return c.identity(filepath.Join(c.ovnPKIDir(cl, "sb"), "server"))
 }
-func (c Config) NBAdminTLS(cl int) ovsdbTLS {
+func (c Config) NBAdminTLS(cl int) OVSDBTLS {
 	return c.identity(filepath.Join(c.ovnPKIDir(cl, "nb"), "admin"))
 }
-func (c Config) ChassisTLS(cl, n int) ovsdbTLS {
+func (c Config) ChassisTLS(cl, n int) OVSDBTLS {
 	return c.identity(filepath.Join(c.ovnPKIDir(cl, "sb"), NodeName(cl, n)))
 }
 
 // ICServerTLS is the IC databases' identity; AZTLS cluster cl's as an AZ of the clusterset
 // (what its ovn-ic presents, and its InterConnect's Secret holds); ForeignAZTLS the foreign AZ's.
-func (c Config) ICServerTLS() ovsdbTLS { return c.identity(filepath.Join(c.icPKIDir(), "server")) }
-func (c Config) AZTLS(cl int) ovsdbTLS { return c.identity(filepath.Join(c.icPKIDir(), AZName(cl))) }
-func (c Config) ForeignAZTLS() ovsdbTLS {
+func (c Config) ICServerTLS() OVSDBTLS { return c.identity(filepath.Join(c.icPKIDir(), "server")) }
+func (c Config) AZTLS(cl int) OVSDBTLS { return c.identity(filepath.Join(c.icPKIDir(), AZName(cl))) }
+func (c Config) ForeignAZTLS() OVSDBTLS {
 	return c.identity(filepath.Join(c.icPKIDir(), ForeignAZName))
 }
 
@@ -179,7 +179,7 @@ func loadOrMakeCA(dir, cn string) (*pki.CA, error) {
 // issueAll writes each identity's directory that does not exist yet.
 func issueAll(ca *pki.CA, dir string, ids map[string]pki.Request) error {
 	for name, req := range ids {
-		id := ovsdbTLS{Dir: filepath.Join(dir, name)}
+		id := OVSDBTLS{Dir: filepath.Join(dir, name)}
 		if _, err := os.Stat(id.Cert()); err == nil {
 			continue
 		}
@@ -193,7 +193,7 @@ func issueAll(ca *pki.CA, dir string, ids map[string]pki.Request) error {
 // writeIdentity issues req and writes the identity's key, certificate and CA; the key and
 // certificate are written to temporary names and renamed, certificate last, so a reader that
 // finds a certificate finds its key.
-func writeIdentity(ca *pki.CA, id ovsdbTLS, req pki.Request) error {
+func writeIdentity(ca *pki.CA, id OVSDBTLS, req pki.Request) error {
 	if req.Validity == 0 {
 		req.Validity = rigCertValidity
 	}
@@ -221,7 +221,7 @@ func writeIdentity(ca *pki.CA, id ovsdbTLS, req pki.Request) error {
 // applyClustersetSecret creates or updates the InterConnect's TLS Secret (ictls.DefaultSecretName
 // in KovnNamespace) from identity id, as an installer hands a cluster its clusterset certificate.
 // An empty id (InsecurePlainTCP) applies nothing.
-func applyClustersetSecret(ctx context.Context, kc kubernetes.Interface, id ovsdbTLS) error {
+func applyClustersetSecret(ctx context.Context, kc kubernetes.Interface, id OVSDBTLS) error {
 	if id.Dir == "" {
 		return nil
 	}

@@ -14,7 +14,7 @@ type ovsHost struct {
 	name                         string       // chassis name (system-id) and hostname
 	ips                          []netip.Addr // fabric addresses, primary (the encap IP) first
 	sbRemote                     string       // ovn-controller's SB database
-	tls                          ovsdbTLS     // ovn-controller's identity (CN = chassis name) for an ssl: sbRemote
+	tls                          OVSDBTLS     // ovn-controller's identity (CN = chassis name) for an ssl: sbRemote
 	extraIDs                     []string     // further Open_vSwitch external_ids, "key=value"
 	routes                       []string     // shell commands run once the address is on br-phy (and restored with it)
 	confDB, ovsRun, ovnRun, logs string
@@ -71,7 +71,7 @@ func (h ovsHost) steps() []Step {
 	// ovn-controller is started again when it exits, as its DaemonSet would; tests crash it
 	// and hold it down (CrashDaemon, StartDaemon).
 	ovnController := h.daemon("ovn-controller", Ready{}, append([]string{"ovn-controller", "unix:" + dbSock,
-		"--pidfile=" + filepath.Join(h.ovnRun, "ovn-controller.pid")}, h.tls.args()...)...)
+		"--pidfile=" + filepath.Join(h.ovnRun, "ovn-controller.pid")}, h.tls.Args()...)...)
 	ovnController.Restart = true
 	return []Step{
 		h.daemon("ovsdb-server", Ready{Unix: dbSock}, "ovsdb-server", h.confDB, "--remote=punix:"+dbSock,

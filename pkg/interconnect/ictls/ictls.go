@@ -3,7 +3,8 @@
 //
 // The Secret is read with a plain get, not watched: kovn-controller may get that one Secret
 // and nothing else in its namespace (a watch would need list on every Secret there). The
-// reconcilers read it on each pass, at least once a minute, and a renewed certificate is
+// reconcilers ask for it on each pass, at least once a minute; it is read again at most every
+// RereadAfter (the passes follow every IC database change), and a renewed certificate is
 // presented from the next handshake on: open connections keep their session.
 package ictls
 
@@ -11,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,7 +43,15 @@ type Loader struct {
 	Reader    client.Reader
 	Namespace string
 	Creds     *ovn.Credentials
+
+	mu       sync.Mutex
+	readName client.ObjectKey // the Secret last read, when, and what was wrong with it
+	readAt   time.Time
+	readErr  error
 }
+
+// RereadAfter is how long a read of the Secret serves the passes that follow.
+const RereadAfter = 10 * time.Second
 
 // NeedsTLS reports whether any endpoint of the spec uses ssl.
 func NeedsTLS(spec *kovnv1.InterConnectSpec) bool {
@@ -69,12 +79,16 @@ func (l *Loader) Load(ctx context.Context, spec *kovnv1.InterConnectSpec) (usabl
 		return true, nil
 	}
 	name := client.ObjectKey{Namespace: l.Namespace, Name: SecretName(spec)}
-	err = l.load(ctx, name)
-	if err != nil {
-		err = fmt.Errorf("clusterset Secret %s: %w", name, err)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if name != l.readName || time.Since(l.readAt) >= RereadAfter {
+		l.readName, l.readAt, l.readErr = name, time.Now(), l.load(ctx, name)
+		if l.readErr != nil {
+			l.readErr = fmt.Errorf("clusterset Secret %s: %w", name, l.readErr)
+		}
 	}
 	_, _, loadErr := l.Creds.Load()
-	return loadErr == nil, err
+	return loadErr == nil, l.readErr
 }
 
 func (l *Loader) load(ctx context.Context, name client.ObjectKey) error {

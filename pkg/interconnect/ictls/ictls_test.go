@@ -74,8 +74,21 @@ func TestLoad(t *testing.T) {
 	if pair, _, err := creds.Load(); err != nil || pair == nil {
 		t.Fatalf("credentials after the steps: %v", err)
 	}
+	// A read serves the passes of the next RereadAfter: the Secret deleted meanwhile is not seen.
+	good := secret(map[string][]byte{KeyCert: goodCert, KeyKey: goodKey, KeyCA: ca.CertPEM})
+	c := fake.NewClientBuilder().WithObjects(good).Build()
+	l := &Loader{Reader: c, Namespace: "kube-system", Creds: &ovn.Credentials{}}
+	if _, err := l.Load(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(context.Background(), good); err != nil {
+		t.Fatal(err)
+	}
+	if usable, err := l.Load(context.Background(), spec); !usable || err != nil {
+		t.Errorf("second Load within RereadAfter = %t, %v; want the first read's result, no new read", usable, err)
+	}
 	tcp := &kovnv1.InterConnectSpec{ICNorthbound: []string{"tcp:10.0.0.1:6645"}, ICSouthbound: []string{"tcp:10.0.0.1:6646"}, InsecurePlainTCP: true}
-	l := &Loader{Reader: fake.NewClientBuilder().Build(), Namespace: "kube-system", Creds: &ovn.Credentials{}}
+	l = &Loader{Reader: fake.NewClientBuilder().Build(), Namespace: "kube-system", Creds: &ovn.Credentials{}}
 	if usable, err := l.Load(context.Background(), tcp); !usable || err != nil {
 		t.Errorf("tcp endpoints: Load = %t, %v; want usable without a Secret", usable, err)
 	}
