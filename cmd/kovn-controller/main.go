@@ -30,6 +30,7 @@ import (
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/cluster"
 	"github.com/kovn/kovn/pkg/cluster/nbsync"
+	"github.com/kovn/kovn/pkg/cluster/ovnpki"
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/interconnect"
 	"github.com/kovn/kovn/pkg/interconnect/ictls"
@@ -45,6 +46,13 @@ var (
 	namespace string
 	// aclLogRate caps ACL log lines per second and node (the ACL log meter's rate).
 	aclLogRate = 20
+	// ovnPKI makes kovn-controller the cluster's OVN certificate authority (package ovnpki).
+	ovnPKI         bool
+	ovnCentralIPs  string
+	ovnCertLife    time.Duration
+	daemonSAccount string
+	// ovnCreds is kovn-controller's own OVN client certificate, with ovnPKI.
+	ovnCreds *ovn.Credentials
 )
 
 func main() {
@@ -68,6 +76,12 @@ func main() {
 	// cold start with ten thousand pods is not throttled to a fixed rate.
 	flag.Float64Var(&apiQPS, "kube-api-qps", -1, "queries per second to the Kubernetes API (-1: no client-side limit)")
 	flag.IntVar(&apiBurst, "kube-api-burst", 0, "burst of queries to the Kubernetes API (with --kube-api-qps > 0)")
+	flag.BoolVar(&ovnPKI, "ovn-pki", false, "be the cluster's OVN certificate authority: keep the CAs and OVN central's certificate in kovn's namespace (Secrets "+
+		ovnpki.CentralCASecret+", "+ovnpki.ChassisCASecret+", "+ovnpki.CentralSecret+"), sign the nodes' chassis CSRs (signer "+ovnpki.SignerName+
+		") and connect to NB and SB with a certificate of its own")
+	flag.StringVar(&ovnCentralIPs, "ovn-central-addresses", "", "with --ovn-pki: the addresses of the OVN central nodes, comma-separated (named in their certificate)")
+	flag.DurationVar(&ovnCertLife, "ovn-cert-validity", ovnpki.DefaultCertValidity, "with --ovn-pki: lifetime of the certificates issued; each is renewed at half of it")
+	flag.StringVar(&daemonSAccount, "daemon-service-account", "kovn-daemon", "with --ovn-pki: kovn-daemon's ServiceAccount in --namespace, the only requester of chassis certificates")
 	zapOpts := zap.Options{}
 	flag.IntVar(&aclLogRate, "acl-log-rate", aclLogRate, "ACL log lines per second and node at most (OVN meter "+topology.ACLLogMeter+"); the rest are not logged")
 	zapOpts.BindFlags(flag.CommandLine)
@@ -110,7 +124,11 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 	if err := cluster.RequireCRDs(setupCtx, direct); err != nil {
 		return err
 	}
-	nb, err := ovn.ConnectNB(setupCtx, ovn.Config{Endpoints: ovn.SplitEndpoints(nbAddr), Logger: ctrl.Log.WithName("nb")})
+	pkiCfg, err := startPKI(setupCtx, direct)
+	if err != nil {
+		return err
+	}
+	nb, err := ovn.ConnectNB(setupCtx, ovn.Config{Endpoints: ovn.SplitEndpoints(nbAddr), Logger: ctrl.Log.WithName("nb"), Credentials: credentialSource()})
 	if err != nil {
 		return err
 	}
@@ -130,6 +148,9 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 		}
 		return nil
 	})
+	if err := addPKI(mgr, direct, pkiCfg); err != nil {
+		return err
+	}
 	st := cluster.NewState(opts)
 	if err := mgr.Add(leaderInit(direct, nb, st, opts)); err != nil {
 		return err
@@ -175,7 +196,7 @@ func setupControllers(mgr manager.Manager, st *cluster.State, nb libovsdb.Client
 		sbEndpoints = ovn.SplitEndpoints(sbAddr)
 	}
 	health := cluster.NewGatewayHealth(sbEndpoints)
-	health.NB = nb
+	health.NB, health.Credentials = nb, credentialSource()
 	if err := cluster.RegisterOVSDBConnected(metrics.Registry, "nb", nbLive.Answers); err != nil {
 		return err
 	}

@@ -20,18 +20,24 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	nadv1 "github.com/kovn/kovn/api/nad/v1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
+	"github.com/kovn/kovn/pkg/cluster/ovnpki"
 	"github.com/kovn/kovn/pkg/node"
 	"github.com/kovn/kovn/pkg/node/bootstrap"
+	"github.com/kovn/kovn/pkg/node/chassistls"
 	"github.com/kovn/kovn/pkg/node/cleanup"
 	"github.com/kovn/kovn/pkg/node/mirror"
 	"github.com/kovn/kovn/pkg/ovn"
 )
+
+// chassisTLSDir and pkiNamespace: where the chassis certificate goes, and where its CA is.
+var chassisTLSDir, pkiNamespace string
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "cleanup-node" {
@@ -68,6 +74,8 @@ func main() {
 	serviceCIDRs := flag.String("service-cidrs", "", "the cluster's Service ranges, comma-separated (kube-apiserver --service-cluster-ip-range): routed through ovn0 so the node reaches ClusterIPs")
 	mirrorFlag := flag.String("mirror", string(mirror.Annotated), "traffic mirroring to the node's mirror0: off, annotated (pods annotated ovn.kovn.io/mirror=true) or all (every pod of the node)")
 	remote := flag.String("mirror-remote", "", "also send mirrored traffic to a collector: gre:IP[:KEY] or erspan:IP[:INDEX]")
+	flag.StringVar(&chassisTLSDir, "ovn-chassis-tls-dir", "", "get this node's chassis certificate (CSR of signer kovn.io/ovn-chassis, signed by kovn-controller --ovn-pki) into this directory, which ovn-controller sees at the same path, and point the Open_vSwitch SSL row at it; empty: leave ovn-controller's TLS alone")
+	flag.StringVar(&pkiNamespace, "namespace", envOr("POD_NAMESPACE", "kube-system"), "kovn's namespace: where the ConfigMap "+ovnpki.CAConfigMap+" (the OVN central CA) is")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -152,5 +160,21 @@ func run(cfg node.Config, ovsDB, metricsAddr, probeAddr string) error {
 	if err := node.Setup(ctx, mgr, cfg, node.Deps{OVS: ovs, Metrics: metrics.Registry}); err != nil {
 		return err
 	}
+	if chassisTLSDir != "" {
+		r := &chassistls.Requester{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), OVS: ovs, Node: cfg.NodeName,
+			Namespace: pkiNamespace, Dir: chassisTLSDir, Validity: ovnpki.DefaultChassisValidity, SignTimeout: time.Minute,
+			Log: ctrl.Log.WithName("chassis-tls")}
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { r.Run(ctx, time.Hour); return nil })); err != nil {
+			return err
+		}
+	}
 	return mgr.Start(ctx)
+}
+
+// envOr is the environment variable's value, or def when it is unset or empty.
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
 }

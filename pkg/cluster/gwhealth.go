@@ -34,6 +34,8 @@ import (
 // and the subnet reconciler falls back to Node readiness.
 type GatewayHealth struct {
 	Endpoints []string
+	// Credentials, if set, is the client certificate for ssl endpoints.
+	Credentials ovn.CredentialSource
 	// NB, when set, is where every replica moves a centralized subnet's egress itself
 	// (nbsync.FollowGateway) as soon as a health port's binding changes, leader or not.
 	NB libovsdb.Client
@@ -85,7 +87,7 @@ func (h *GatewayHealth) Start(ctx context.Context) error {
 		go h.follow(ctx)
 	}
 	pb, cp := &sb.PortBinding{}, &sb.ChassisPrivate{}
-	c, err := ovn.ConnectMonitor(ctx, dbModel, ovn.Config{Endpoints: h.Endpoints, Logger: ctrl.Log.WithName("sb")},
+	c, err := ovn.ConnectMonitor(ctx, dbModel, ovn.Config{Endpoints: h.Endpoints, Logger: ctrl.Log.WithName("sb"), Credentials: h.Credentials},
 		libovsdb.WithConditionalTable(pb, []model.Condition{{Field: &pb.Type, Function: ovsdb.ConditionEqual, Value: "chassisredirect"}},
 			&pb.LogicalPort, &pb.Chassis, &pb.Type),
 		libovsdb.WithTable(&sb.Chassis{}),

@@ -79,3 +79,15 @@ func AwaitVswitchd(ctx context.Context, c libovsdb.Client, timeout time.Duration
 	}
 	return AwaitCurCfg(ctx, c, res[len(res)-1], timeout)
 }
+
+// OpenVSwitchRoot is the Open_vSwitch table's one row, from c's cache.
+func OpenVSwitchRoot(ctx context.Context, c libovsdb.Client) (*vswitch.OpenvSwitch, error) {
+	var rows []vswitch.OpenvSwitch
+	if err := c.List(ctx, &rows); err != nil {
+		return nil, err
+	}
+	if len(rows) != 1 {
+		return nil, fmt.Errorf("Open_vSwitch table has %d rows, want 1", len(rows))
+	}
+	return &rows[0], nil
+}

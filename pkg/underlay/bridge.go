@@ -85,7 +85,7 @@ func CreateBridge(ctx context.Context, c libovsdb.Client, provider, nic, mac, da
 	if err := add(br, &br.UUID); err != nil {
 		return err
 	}
-	root, err := openVSwitch(ctx, c)
+	root, err := ovn.OpenVSwitchRoot(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func DeleteBridge(ctx context.Context, c libovsdb.Client, name string) error {
 	if err != nil {
 		return err
 	}
-	root, err := openVSwitch(ctx, c)
+	root, err := ovn.OpenVSwitchRoot(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -127,7 +127,7 @@ func DeleteBridge(ctx context.Context, c libovsdb.Client, name string) error {
 // the providers kovn has bridges for, some perhaps no longer wanted), keeping other tools'
 // entries. One mutation of that key: the chassis identity's keys are left alone.
 func SetMappings(ctx context.Context, c libovsdb.Client, want []Want, owned []string) error {
-	root, err := openVSwitch(ctx, c)
+	root, err := ovn.OpenVSwitchRoot(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -157,17 +157,6 @@ func DatapathType(ctx context.Context, c libovsdb.Client, integration string) (s
 		return "", fmt.Errorf("integration bridge %s: %w", integration, err)
 	}
 	return br.DatapathType, nil
-}
-
-func openVSwitch(ctx context.Context, c libovsdb.Client) (*vswitch.OpenvSwitch, error) {
-	var rows []vswitch.OpenvSwitch
-	if err := c.List(ctx, &rows); err != nil {
-		return nil, err
-	}
-	if len(rows) != 1 {
-		return nil, fmt.Errorf("Open_vSwitch table has %d rows, want 1", len(rows))
-	}
-	return &rows[0], nil
 }
 
 // owners lists the providers of bridges, for SetMappings.

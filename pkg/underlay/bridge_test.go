@@ -21,7 +21,7 @@ func ovsWithIntegration(t *testing.T) libovsdb.Client {
 
 func rootIDs(t *testing.T, c libovsdb.Client) map[string]string {
 	t.Helper()
-	root, err := openVSwitch(context.Background(), c)
+	root, err := ovn.OpenVSwitchRoot(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,6 +128,10 @@ func TestRBAC(t *testing.T) {
 		}
 	})
 
+	t.Run("chassis certificates: a node's kovn-daemon gets its own, never another node's", func(t *testing.T) {
+		checkChassisCSRs(t, r, c)
+	})
+
 	t.Run("controller writes IPPool status", func(t *testing.T) {
 		c.t = t
 		if out, err := c.apply("apiVersion: kovn.io/v1alpha1\nkind: IPPool\nmetadata: {name: rbac-pool}\n" +

@@ -181,6 +181,9 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 			Argv: []string{filepath.Join(c.KovnBinDir, "kovn-controller"), "--kubeconfig=" + kubeconfig,
 				"--ovn-nb-addr=unix:" + filepath.Join(run, "nb.sock"), "--ovn-sb-addr=unix:" + filepath.Join(run, "sb.sock"), "--default-cidr=" + annotation.JoinAddrs(c.PodCIDRs(cl)),
 				"--join-cidr=" + annotation.JoinAddrs(c.JoinCIDRs()), "--leader-elect=true",
+				// The cluster's OVN PKI and chassis CSR signer, as the chart runs them. The
+				// rig's own databases trust the rig's CAs (ovntls.go), not these.
+				"--ovn-pki", "--ovn-central-addresses=" + annotation.JoinAddrs(c.ControlPlaneIPs(cl)),
 				fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", PortControllerMetrics),
 				fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", PortControllerHealth)}})
 		// Cluster DNS runs on kovn (its pods and Service need it), so it comes with kovn.

@@ -26,8 +26,8 @@ func TestAccessObjects(t *testing.T) {
 	want := []string{
 		"ClusterRole//kovn-controller", "ClusterRole//kovn-daemon", "ClusterRole//kovn-speaker",
 		"ClusterRoleBinding//kovn-controller", "ClusterRoleBinding//kovn-daemon", "ClusterRoleBinding//kovn-speaker",
-		"Namespace//kovn-bgp", "Role/kovn-bgp/kovn-speaker", "Role/kube-system/kovn-controller",
-		"RoleBinding/kovn-bgp/kovn-speaker", "RoleBinding/kube-system/kovn-controller",
+		"Namespace//kovn-bgp", "Role/kovn-bgp/kovn-speaker", "Role/kube-system/kovn-controller", "Role/kube-system/kovn-daemon",
+		"RoleBinding/kovn-bgp/kovn-speaker", "RoleBinding/kube-system/kovn-controller", "RoleBinding/kube-system/kovn-daemon",
 		"ServiceAccount/kube-system/kovn-controller", "ServiceAccount/kube-system/kovn-daemon", "ServiceAccount/kube-system/kovn-speaker",
 		"ValidatingAdmissionPolicy//kovn-daemon-network-status", "ValidatingAdmissionPolicy//kovn-daemon-own-node", "ValidatingAdmissionPolicy//kovn-daemon-own-provider-entry",
 		"ValidatingAdmissionPolicyBinding//kovn-daemon-network-status", "ValidatingAdmissionPolicyBinding//kovn-daemon-own-node", "ValidatingAdmissionPolicyBinding//kovn-daemon-own-provider-entry",

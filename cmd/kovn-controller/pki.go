@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/kovn/kovn/pkg/cluster/ovnpki"
+	"github.com/kovn/kovn/pkg/ovn"
+)
+
+// pkiRenewInterval is how often the OVN PKI is checked: far below any renewal margin (half of
+// a certificate's life), and it puts back a deleted Secret within that time.
+const pkiRenewInterval = 10 * time.Minute
+
+// startPKI, with --ovn-pki, completes the OVN PKI and issues this replica's client certificate
+// before anything connects to NB: OVN central's pods wait for their Secret, so on a new
+// install this is what lets the databases start. It retries until ctx ends.
+func startPKI(ctx context.Context, direct client.Client) (ovnpki.Config, error) {
+	if !ovnPKI {
+		return ovnpki.Config{}, nil
+	}
+	cfg := ovnpki.Config{Namespace: namespace, CertValidity: ovnCertLife}
+	for _, a := range ovn.SplitEndpoints(ovnCentralIPs) {
+		addr, err := netip.ParseAddr(a)
+		if err != nil {
+			return cfg, fmt.Errorf("--ovn-central-addresses: %w", err)
+		}
+		cfg.CentralAddresses = append(cfg.CentralAddresses, addr)
+	}
+	ovnCreds = &ovn.Credentials{}
+	r := &ovnpki.Renewer{Client: direct, Config: cfg, Creds: ovnCreds}
+	for {
+		err := r.Pass(ctx)
+		if err == nil {
+			return cfg, nil
+		}
+		ctrl.Log.Error(err, "OVN PKI not ready yet")
+		select {
+		case <-ctx.Done():
+			return cfg, fmt.Errorf("OVN PKI: %w", err)
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// addPKI runs the renewal and the chassis CSR signer with --ovn-pki.
+func addPKI(mgr manager.Manager, direct client.Client, cfg ovnpki.Config) error {
+	if !ovnPKI {
+		return nil
+	}
+	signer := &ovnpki.Signer{Client: mgr.GetClient(), DaemonUser: "system:serviceaccount:" + namespace + ":" + daemonSAccount}
+	if err := signer.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return mgr.Add(&ovnpki.Renewer{Client: direct, Config: cfg, Signer: signer, Creds: ovnCreds,
+		Interval: pkiRenewInterval, Log: ctrl.Log.WithName("ovn-pki")})
+}
+
+// credentialSource is what NB and SB clients present: this replica's certificate with
+// --ovn-pki, else nothing (the endpoints are unix or plain tcp, or files are configured).
+func credentialSource() ovn.CredentialSource {
+	if ovnCreds == nil {
+		return nil
+	}
+	return ovnCreds
+}
