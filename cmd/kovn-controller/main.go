@@ -35,6 +35,7 @@ import (
 	"github.com/kovn/kovn/pkg/interconnect"
 	"github.com/kovn/kovn/pkg/interconnect/ictls"
 	"github.com/kovn/kovn/pkg/interconnect/mcs"
+	"github.com/kovn/kovn/pkg/interconnect/tamper"
 	"github.com/kovn/kovn/pkg/ovn"
 )
 
@@ -218,15 +219,20 @@ func setupControllers(mgr manager.Manager, st *cluster.State, nb libovsdb.Client
 	}
 	// Read with the uncached reader: kovn-controller may get that one Secret, not list Secrets.
 	icTLS := &ictls.Loader{Reader: mgr.GetAPIReader(), Namespace: namespace, Creds: &ovn.Credentials{}}
+	// One record of repairs to this AZ's rows in the clusterset's databases, for Degraded.
+	tampering := &tamper.Log{}
 	icr := &interconnect.Reconciler{Client: mgr.GetClient(), State: st, NB: nb, Health: health,
-		Recorder: mgr.GetEventRecorderFor("kovn-interconnect"), TLS: icTLS}
+		Recorder: mgr.GetEventRecorderFor("kovn-interconnect"), TLS: icTLS, Tamper: tampering}
 	if err := icr.SetupWithManager(mgr); err != nil {
 		return err
 	}
+	tampering.OnNote = icr.Wake
 	if err := icr.RegisterMetrics(metrics.Registry); err != nil {
 		return err
 	}
-	if err := mcs.Setup(mgr, mcs.NewClusterset(icTLS)); err != nil {
+	set := mcs.NewClusterset(icTLS)
+	set.Tamper = tampering
+	if err := mcs.Setup(mgr, set); err != nil {
 		return err
 	}
 	return mcs.RegisterMetrics(metrics.Registry, mgr.GetClient())

@@ -14,6 +14,7 @@ import (
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/cluster/nbsync"
+	"github.com/kovn/kovn/pkg/interconnect/tamper"
 )
 
 // joinRun carries one join reconcile through its phases: what the earlier phases read or
@@ -158,8 +159,8 @@ func (r *Reconciler) enter(ctx context.Context, run *joinRun) error {
 	return nil
 }
 
-// DegradedHold is how long Degraded stays True after kovn last put this AZ's join record back.
-const DegradedHold = 10 * time.Minute
+// DegradedHold is how long Degraded stays True after kovn last put a row of this AZ back.
+const DegradedHold = tamper.Hold
 
 // guardRecord checks, once the cluster has joined under its AZ name, that IC-NB still holds its
 // join record as the InterConnect's status remembers it, puts back what someone else changed
@@ -180,21 +181,20 @@ func (r *Reconciler) guardRecord(ctx context.Context, run *joinRun, owner string
 	return joined, nil
 }
 
-// noteTampering records a repair (found: what was put back) and sets Degraded: True for
-// DegradedHold after the last one, else False.
+// noteTampering records a repair of the join record (found: what was put back) and sets
+// Degraded from the latest repair of any of this AZ's rows (the MCS exports' too): True for
+// DegradedHold after it, else False.
 func (r *Reconciler) noteTampering(ic *kovnv1.InterConnect, found []string) {
-	now := time.Now()
 	if len(found) > 0 {
-		r.tampered = tamperNote{at: now, msg: "put back: " + strings.Join(found, "; ") +
-			" (not by this cluster; OVN-IC's databases let any AZ's certificate write them)"}
-		metricRecordsRestored.Add(float64(len(found)))
+		msg := "put back: " + strings.Join(found, "; ") + " (not by this cluster; OVN-IC's databases let any AZ's certificate write them)"
+		r.Tamper.Note(len(found), msg)
 		if r.Recorder != nil {
-			r.Recorder.Event(ic, corev1.EventTypeWarning, kovnv1.ReasonRecordTampered, r.tampered.msg)
+			r.Recorder.Event(ic, corev1.EventTypeWarning, kovnv1.ReasonRecordTampered, msg)
 		}
 	}
-	if !r.tampered.at.IsZero() && now.Sub(r.tampered.at) < DegradedHold {
+	if at, msg, ok := r.Tamper.Latest(time.Now()); ok {
 		setCondition(ic, kovnv1.ConditionDegraded, true, kovnv1.ReasonRecordTampered,
-			fmt.Sprintf("%s, at %s", r.tampered.msg, r.tampered.at.UTC().Format(time.RFC3339)))
+			fmt.Sprintf("%s, at %s", msg, at.UTC().Format(time.RFC3339)))
 		return
 	}
 	setCondition(ic, kovnv1.ConditionDegraded, false, kovnv1.ReasonRecordsIntact, "")

@@ -6,6 +6,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/interconnect/tamper"
 )
 
 // What the leader's last interconnect reconcile saw, per remote AZ; a cluster that is not
@@ -20,12 +21,10 @@ var (
 	metricLocal = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kovn_ic_local",
 		Help: "This AZ: ready (1 while InterConnect Ready is True), active_gateways, advertised_routes, route_conflicts."},
 		[]string{"az", "item"})
-	metricRecordsRestored = prometheus.NewCounter(prometheus.CounterOpts{Name: "kovn_ic_records_restored_total",
-		Help: "Parts of this AZ's join record in IC-NB (holder, join time) found changed or deleted by someone else and put back."})
 )
 
 func init() {
-	metrics.Registry.MustRegister(metricPeerReady, metricPeerRoutes, metricPeerGateways, metricLocal, metricRecordsRestored)
+	metrics.Registry.MustRegister(metricPeerReady, metricPeerRoutes, metricPeerGateways, metricLocal, tamper.Restored)
 }
 
 // azMetrics is one reconcile's view, set whole so departed AZs disappear.

@@ -25,6 +25,7 @@ import (
 	"github.com/kovn/kovn/pkg/cluster/nbsync"
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/interconnect/ictls"
+	"github.com/kovn/kovn/pkg/interconnect/tamper"
 	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/ovn/model/nb"
 )
@@ -63,13 +64,9 @@ type Reconciler struct {
 	foreignGood map[string]ForeignIn
 	peered      map[string]bool
 
-	// tampered is the last repair of this AZ's join record (guardRecord).
-	tampered tamperNote
-}
-
-type tamperNote struct {
-	at  time.Time
-	msg string
+	// Tamper records repairs of this AZ's rows (guardRecord, the MCS export writer) for
+	// Degraded; nil records nothing.
+	Tamper *tamper.Log
 }
 
 // clusterUID is the UID of the cluster's kube-system namespace, which names the cluster that

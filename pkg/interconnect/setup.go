@@ -48,3 +48,15 @@ func nodeChangeMatters(e event.UpdateEvent) bool {
 	return !maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations) ||
 		!slices.Equal(o.Status.Addresses, n.Status.Addresses)
 }
+
+// Wake queues a reconcile of the InterConnect: a repair noted elsewhere (the MCS exports)
+// changes its Degraded condition.
+func (r *Reconciler) Wake() {
+	if r.icEvents == nil {
+		return
+	}
+	select {
+	case r.icEvents <- event.GenericEvent{Object: &kovnv1.InterConnect{}}:
+	default:
+	}
+}

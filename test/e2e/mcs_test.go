@@ -198,6 +198,11 @@ func TestMultiClusterServices(t *testing.T) {
 		recreateBe1(c1, c3, ips)
 	})
 
+	t.Run("az2's certificate deletes c1's export from the clusterset store: c1 puts it back and flags it", func(t *testing.T) {
+		c1.t = t
+		storeTampered(t, c1, cfg)
+	})
+
 	t.Run("conflicts: ports unioned and routed only to the clusters exposing them; headless against ClusterSetIP, the oldest wins", func(t *testing.T) {
 		for _, c := range cs {
 			c.t = t

@@ -238,3 +238,67 @@ func tamperedRecord(t *testing.T, c1 *cluster, cfg rig.Config) {
 	}
 	t.Logf("az2's certificate rewrote %s's holder and join time; c1 put both back and said so %.1fs later: %s", az, time.Since(tampered).Seconds(), msg)
 }
+
+// storeTampered: cluster 2's AZ certificate deletes c1's export of mcs/web from the
+// clusterset store (OVN_ClusterSet beside IC-SB lets any AZ write any row). c1's kovn puts the
+// row back within one resync and says so: a RecordTampered event on the ServiceExport and
+// Degraded on its InterConnect naming the export.
+func storeTampered(t *testing.T, c1 *cluster, cfg rig.Config) {
+	rowsOfWeb := func() string {
+		out, err := exec.Command("ovsdb-client", "--timeout=10", "query", cfg.ICSBLocal(),
+			`["OVN_ClusterSet",{"op":"select","table":"Service_Export","where":[["cluster","==","az1"],["namespace","==","mcs"],["name","==","web"]],"columns":["name"]}]`).CombinedOutput()
+		if err != nil {
+			t.Fatalf("reading the store: %v %s", err, out)
+		}
+		return string(out)
+	}
+	if !strings.Contains(rowsOfWeb(), `"name":"web"`) {
+		t.Fatalf("c1's export of mcs/web is not in the store: %s", rowsOfWeb())
+	}
+	// c1 calls a rewrite tampering only when its own last write is 2 s old or more (younger,
+	// it may be its own write not yet in its cache): tamper once its rows stood still 3 s.
+	az1Rows := func() string {
+		out, _ := exec.Command("ovsdb-client", "--timeout=10", "query", cfg.ICSBLocal(),
+			`["OVN_ClusterSet",{"op":"select","table":"Service_Export","where":[["cluster","==","az1"]]},`+
+				`{"op":"select","table":"Endpoint_Slice","where":[["cluster","==","az1"]]}]`).CombinedOutput()
+		return string(out)
+	}
+	last, since := az1Rows(), time.Now()
+	if err := eventually(60*time.Second, func() error {
+		if now := az1Rows(); now != last {
+			last, since = now, time.Now()
+		}
+		if time.Since(since) < 3*time.Second {
+			return fmt.Errorf("c1's rows changed %s ago", time.Since(since).Round(time.Millisecond))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := ovsdbAs(cfg.NodeNS(2, 1), cfg.AZTLS(2), "ovsdb-client", "transact", cfg.ICSBEndpoint(),
+		`["OVN_ClusterSet",{"op":"delete","table":"Service_Export","where":[["cluster","==","az1"],["namespace","==","mcs"],["name","==","web"]]}]`)
+	if err != nil || !strings.Contains(out, `"count":1`) {
+		t.Fatalf("az2's certificate deleting az1's export (the store allows it): %v %s", err, out)
+	}
+	tampered := time.Now()
+	var msg string
+	if err := eventually(30*time.Second, func() error {
+		if !strings.Contains(rowsOfWeb(), `"name":"web"`) {
+			return fmt.Errorf("the row is not back")
+		}
+		st, _ := c1.kubectl("get", "interconnect", "default", "-o", `jsonpath={.status.conditions[?(@.type=="Degraded")].status}`)
+		msg, _ = c1.kubectl("get", "interconnect", "default", "-o", `jsonpath={.status.conditions[?(@.type=="Degraded")].message}`)
+		if strings.TrimSpace(st) != "True" || !strings.Contains(msg, "export of mcs/web") {
+			return fmt.Errorf("Degraded %s: %q", st, msg)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(tampered)
+	ev, _ := c1.kubectl("get", "events", "-n", "mcs", "--field-selector", "reason=RecordTampered,involvedObject.kind=ServiceExport", "-o", "name")
+	if strings.TrimSpace(ev) == "" {
+		t.Error("c1: no RecordTampered event on the ServiceExport")
+	}
+	t.Logf("az2's certificate deleted c1's export of mcs/web; c1 put it back and said so %.1fs later: %s", took.Seconds(), msg)
+}

@@ -17,6 +17,7 @@ import (
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/interconnect/ictls"
+	"github.com/kovn/kovn/pkg/interconnect/tamper"
 	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/ovn/model/clusterset"
 )
@@ -26,6 +27,8 @@ import (
 // id there. Changes in the store re-queue the export and import reconcilers of the Service
 // they concern.
 type Clusterset struct {
+	// Tamper, if set, records this cluster's rows put back after someone else changed them.
+	Tamper *tamper.Log
 	// writers orders this cluster's writes against membership changes: an export reconcile
 	// holds it shared while it writes, leaving or renaming holds it alone, so no export is
 	// written under an id after its rows were removed (they would stay behind for good).

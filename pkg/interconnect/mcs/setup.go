@@ -61,7 +61,7 @@ func Setup(mgr ctrl.Manager, set *Clusterset) error {
 			return byName(o.GetNamespace(), name)
 		})).
 		WatchesRawSource(set.Source()).
-		Complete(&ExportReconciler{Client: c, Set: set})
+		Complete(&ExportReconciler{Client: c, Set: set, Recorder: mgr.GetEventRecorderFor("kovn-mcs"), Tamper: set.Tamper})
 	if err != nil {
 		return err
 	}
