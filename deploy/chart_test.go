@@ -190,6 +190,12 @@ func checkPodSpec(t *testing.T, name string, spec *corev1.PodSpec) {
 		if !strings.HasPrefix(c.Command[0], "/kovn-") {
 			continue
 		}
+		if c.Command[0] == "/kovn-ovsdb" { // the NB proxy: probed through its own socket
+			if c.LivenessProbe == nil || c.LivenessProbe.Exec == nil {
+				t.Errorf("%s/%s: needs a liveness probe through its socket", name, c.Name)
+			}
+			continue
+		}
 		if c.LivenessProbe == nil || c.ReadinessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet == nil {
 			t.Errorf("%s/%s: needs HTTP liveness and readiness probes", name, c.Name)
 			continue
@@ -286,29 +292,64 @@ func TestChartValuesReachTheComponents(t *testing.T) {
 		"ovnCentral.addresses={172.30.1.11,fd00:30::1:11}")...)
 	ctrl, _ := args(t, objs, "Deployment", "kovn-controller", "controller")
 	for _, a := range []string{"--default-cidr=10.16.0.0/16,fd00:10:16::/64", "--join-cidr=100.64.0.0/16",
-		"--ovn-nb-addr=tcp:172.30.1.11:6641,tcp:[fd00:30::1:11]:6641", "--ovn-sb-addr=tcp:172.30.1.11:6642,tcp:[fd00:30::1:11]:6642"} {
+		"--ovn-nb-addr=ssl:172.30.1.11:6641,ssl:[fd00:30::1:11]:6641", "--ovn-sb-addr=ssl:172.30.1.11:6642,ssl:[fd00:30::1:11]:6642",
+		"--ovn-pki", "--ovn-central-addresses=172.30.1.11,fd00:30::1:11"} {
 		if !slices.Contains(ctrl, a) {
 			t.Errorf("kovn-controller lacks %s: %v", a, ctrl)
 		}
 	}
 	daemon, _ := args(t, objs, "DaemonSet", "kovn-daemon", "daemon")
 	for _, a := range []string{"--netdev", "--mtu=1300", "--service-cidrs=10.96.0.0/16,fd00:10:96::/108",
-		"--ovn-remote=tcp:172.30.1.11:6642,tcp:[fd00:30::1:11]:6642"} {
+		"--ovn-remote=ssl:172.30.1.11:6642,ssl:[fd00:30::1:11]:6642", "--ovn-chassis-tls-dir=/var/run/ovn/kovn-chassis-tls"} {
 		if !slices.Contains(daemon, a) {
 			t.Errorf("kovn-daemon lacks %s: %v", a, daemon)
 		}
 	}
 	_, env := args(t, objs, "DaemonSet", "kovn-ovs", "vswitchd")
-	if env["DATAPATH"] != "netdev" || env["OVN_SB_DB"] != "tcp:172.30.1.11:6642,tcp:[fd00:30::1:11]:6642" {
+	if env["DATAPATH"] != "netdev" || env["OVN_SB_DB"] != "ssl:172.30.1.11:6642,ssl:[fd00:30::1:11]:6642" {
 		t.Errorf("kovn-ovs env: %v", env)
 	}
+	// OVN central on mutual TLS: NB trusts the central CA alone, SB both CAs; northd and ovn-ic
+	// reach SB through its unix socket (its network listener carries a chassis's role), ovn-ic
+	// reaches NB through kovn-ovsdb's proxy (its one certificate is the AZ's).
+	for db, ca := range map[string]string{"nb": "ca.crt", "sb": "sb-ca.crt"} {
+		if cmd, _ := args(t, objs, "DaemonSet", "kovn-ovn-central", db); cmd[len(cmd)-1] != ca {
+			t.Errorf("%s: %v, want clients chained to %s", db, cmd, ca)
+		}
+	}
+	northd, _ := args(t, objs, "DaemonSet", "kovn-ovn-central", "northd")
+	for _, a := range []string{"--ovnnb-db=ssl:172.30.1.11:6641,ssl:[fd00:30::1:11]:6641", "--ovnsb-db=unix:/var/run/ovn/ovnsb_db.sock",
+		"--certificate=/etc/kovn/ovn-tls/tls.crt", "--ca-cert=/etc/kovn/ovn-tls/ca.crt"} {
+		if !slices.Contains(northd, a) {
+			t.Errorf("ovn-northd lacks %s: %v", a, northd)
+		}
+	}
+	proxy, _ := args(t, objs, "DaemonSet", "kovn-ovn-central", "nb-proxy")
+	if !slices.Contains(proxy, "ssl:172.30.1.11:6641,ssl:[fd00:30::1:11]:6641") || !slices.Contains(proxy, "/var/run/ovn/ovnnb_ic.sock") {
+		t.Errorf("nb-proxy: %v", proxy)
+	}
 	ic, _ := args(t, objs, "DaemonSet", "kovn-ovn-central", "ovn-ic")
-	if !slices.Contains(ic, "--ic-nb-db=ssl:172.30.0.100:6645") || !slices.Contains(ic, "--certificate=/etc/kovn/clusterset-tls/tls.crt") {
-		t.Errorf("ovn-ic: %v", ic)
+	for _, a := range []string{"--ic-nb-db=ssl:172.30.0.100:6645", "--certificate=/etc/kovn/clusterset-tls/tls.crt",
+		"--ovnnb-db=unix:/var/run/ovn/ovnnb_ic.sock", "--ovnsb-db=unix:/var/run/ovn/ovnsb_db.sock"} {
+		if !slices.Contains(ic, a) {
+			t.Errorf("ovn-ic lacks %s: %v", a, ic)
+		}
+	}
+	// INSECURE plain TCP: no PKI, no chassis certificates, tcp endpoints everywhere.
+	plain := mustRender(t, append(slices.Clone(sampleValues), "ovnCentral.addresses={172.30.1.11}", "ovnCentral.insecurePlainTCP=true")...)
+	if ctrl, _ := args(t, plain, "Deployment", "kovn-controller", "controller"); slices.Contains(ctrl, "--ovn-pki") ||
+		!slices.Contains(ctrl, "--ovn-nb-addr=tcp:172.30.1.11:6641") {
+		t.Errorf("insecure kovn-controller: %v", ctrl)
+	}
+	if daemon, _ := args(t, plain, "DaemonSet", "kovn-daemon", "daemon"); slices.Contains(daemon, "--ovn-chassis-tls-dir=/var/run/ovn/kovn-chassis-tls") {
+		t.Errorf("insecure kovn-daemon asks for a chassis certificate: %v", daemon)
+	}
+	if sb, _ := args(t, plain, "DaemonSet", "kovn-ovn-central", "sb"); sb[len(sb)-1] != "none" {
+		t.Errorf("insecure SB: %v", sb)
 	}
 	objs = mustRender(t, sampleValues[0], "interconnect.databases.enabled=true")
 	if nb, _ := args(t, objs, "DaemonSet", "kovn-ovn-central", "ic-nb"); !slices.Equal(nb[1:], []string{"/scripts/start-db.sh",
-		"ovn_ic_nb_db", "/usr/share/ovn/ovn-ic-nb.ovsschema", "6645", "6647"}) {
+		"ovn_ic_nb_db", "/usr/share/ovn/ovn-ic-nb.ovsschema", "6645", "6647", "none"}) {
 		t.Errorf("IC-NB: %v", nb)
 	}
 	// Without interconnect: no ovn-ic and no InterConnect object.

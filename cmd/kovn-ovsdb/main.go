@@ -7,6 +7,12 @@
 // DATABASE is nb, sb, ic-nb, ic-sb or ovs; ENDPOINTS is OVN's syntax ("unix:/path",
 // "tcp:IP:PORT", comma-separated for a raft cluster). The output is one JSON object: table ->
 // rows, each row kovn's generated model (pkg/ovn/model), so readers decode typed rows.
+//
+//	kovn-ovsdb -cert F -key F -cacert F tls-proxy SOCKET ENDPOINTS
+//
+// serves SOCKET (a unix socket) and relays each connection to the next member of ENDPOINTS
+// (ssl:IP:PORT, comma-separated) with that certificate (ovn.TLSProxy): the chart's ovn-ic
+// reaches NB through it, since its own certificate is the AZ's, which NB does not trust.
 package main
 
 import (
@@ -14,8 +20,13 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"log"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
+
+	"github.com/go-logr/stdr"
 
 	"github.com/kovn/kovn/pkg/ovn"
 )
@@ -37,8 +48,15 @@ func run(args []string) error {
 		return err
 	}
 	rest := fs.Args()
+	if len(rest) == 3 && rest[0] == "tls-proxy" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		p := &ovn.TLSProxy{Socket: rest[1], Config: ovn.Config{Endpoints: ovn.SplitEndpoints(rest[2]), Cert: *cert, Key: *key, CACert: *ca},
+			Log: stdr.New(log.New(os.Stderr, "", log.LstdFlags))}
+		return p.Serve(ctx)
+	}
 	if len(rest) < 3 || rest[0] != "dump" {
-		return fmt.Errorf("usage: kovn-ovsdb [flags] dump DATABASE ENDPOINTS [TABLE...] (DATABASE: nb, sb, ic-nb, ic-sb, ovs)")
+		return fmt.Errorf("usage: kovn-ovsdb [flags] dump DATABASE ENDPOINTS [TABLE...] (DATABASE: nb, sb, ic-nb, ic-sb, ovs) | kovn-ovsdb [flags] tls-proxy SOCKET ENDPOINTS")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()

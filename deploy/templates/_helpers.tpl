@@ -8,8 +8,9 @@
 {{- $root := index . 0 -}}{{- $port := index . 1 -}}{{- $explicit := index . 2 -}}
 {{- if $root.Values.ovnCentral.enabled -}}
 {{- $eps := list -}}
+{{- $scheme := ternary "tcp" "ssl" (toString $root.Values.ovnCentral.insecurePlainTCP | eq "true") -}}
 {{- range $root.Values.ovnCentral.addresses -}}
-{{- $eps = append $eps (printf "tcp:%s:%d" (include "kovn.hostPort" .) (int $port)) -}}
+{{- $eps = append $eps (printf "%s:%s:%d" $scheme (include "kovn.hostPort" .) (int $port)) -}}
 {{- end -}}
 {{ join "," $eps }}
 {{- else -}}
@@ -20,6 +21,16 @@
 {{/* An IPv6 address in brackets, as OVSDB endpoints want it. */}}
 {{- define "kovn.hostPort" -}}
 {{- if contains ":" . -}}[{{ . }}]{{- else -}}{{ . }}{{- end -}}
+{{- end }}
+
+{{/* "true" when OVN central (the chart's own) serves mutual TLS. */}}
+{{- define "kovn.ovnTLS" -}}
+{{- if and .Values.ovnCentral.enabled (not .Values.ovnCentral.insecurePlainTCP) -}}true{{- end -}}
+{{- end }}
+
+{{/* The TLS files of the OVN central certificate, for OVS daemons' options (-p -c -C). */}}
+{{- define "kovn.ovnTLSArgs" -}}
+--private-key=/etc/kovn/ovn-tls/tls.key, --certificate=/etc/kovn/ovn-tls/tls.crt, --ca-cert=/etc/kovn/ovn-tls/ca.crt
 {{- end }}
 
 {{- define "kovn.nbEndpoints" -}}

@@ -49,6 +49,9 @@ func TestChartInstall(t *testing.T) {
 	b := c.waitRunning("default", "b", 90*time.Second)
 	familyChecks(t, c, r.State, false, a, b)
 	familyChecks(t, c, r.State, true, a, b)
+	t.Run("mutual TLS: OVN central refuses plain and foreign clients; each node's chassis certificate from a CSR opens SB only, for its own chassis", func(t *testing.T) {
+		chartIdentity(t, c, cfg)
+	})
 
 	var echoVIPs []string
 	t.Run("ClusterIP: TCP reaches both backends, both families", func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -301,4 +302,81 @@ func storeTampered(t *testing.T, c1 *cluster, cfg rig.Config) {
 		t.Error("c1: no RecordTampered event on the ServiceExport")
 	}
 	t.Logf("az2's certificate deleted c1's export of mcs/web; c1 put it back and said so %.1fs later: %s", took.Seconds(), msg)
+}
+
+// chartIdentity: the chart's OVN central takes mutual TLS only, each node's ovn-controller
+// presents a chassis certificate its kovn-daemon got through a CSR (CN = the node, issued by
+// the chassis CA in kovn-ovn-chassis-ca), and SB's RBAC holds that certificate to its own
+// chassis while NB refuses it.
+func chartIdentity(t *testing.T, c *cluster, cfg rig.Config) {
+	c.t = t
+	chassisCA := caOf(t, c, "kovn-ovn-chassis-ca")
+	ids := map[string]rig.OVSDBTLS{}
+	for n := 1; n <= cfg.Nodes; n++ {
+		node := rig.NodeName(1, n)
+		db := "--db=unix:" + filepath.Join(cfg.NodeDir(1, n), "host", "ovs-run", "db.sock")
+		var cert string
+		if err := eventually(60*time.Second, func() error {
+			out, err := exec.Command("ovs-vsctl", db, "--timeout=5", "get-ssl").CombinedOutput()
+			for _, line := range strings.Split(string(out), "\n") {
+				if p, ok := strings.CutPrefix(line, "Certificate: "); ok {
+					cert = strings.TrimSpace(p)
+				}
+			}
+			if err != nil || cert == "" {
+				return fmt.Errorf("%s's SSL row: %v %s", node, err, out)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		// As the pods see it (/var/run/ovn/...), on the host: the node's own ovn-run directory.
+		dir := filepath.Join(cfg.NodeDir(1, n), "host", "ovn-run", strings.TrimPrefix(filepath.Dir(cert), "/var/run/ovn/"))
+		id := rig.OVSDBTLS{Dir: dir}
+		b, err := os.ReadFile(id.Cert())
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, err := pki.ParseCertificate(b)
+		if err != nil || leaf.Subject.CommonName != node || leaf.CheckSignatureFrom(chassisCA) != nil {
+			t.Fatalf("%s's chassis certificate: %v, CN %q, from the chassis CA: %v", node, err, leaf.Subject.CommonName, leaf.CheckSignatureFrom(chassisCA))
+		}
+		ids[node] = id
+	}
+	ns, own, forged := cfg.NodeNS(1, 1), ids[rig.NodeName(1, 1)], otherCAIdentity(t, rig.NodeName(1, 1))
+	central := cfg.NodeIPs(1, 1)[0].String()
+	for _, s := range []struct {
+		what string
+		port int
+	}{{"NB", rig.PortNB}, {"SB", rig.PortSB}} {
+		hp := hostPort(central, s.port)
+		if out, err := ovsdbAs(ns, rig.OVSDBTLS{}, "ovsdb-client", "list-dbs", "tcp:"+hp); err == nil {
+			t.Errorf("%s at %s answered a plain TCP client: %s", s.what, hp, out)
+		}
+		if out, err := ovsdbAs(ns, forged, "ovsdb-client", "list-dbs", "ssl:"+hp); err == nil {
+			t.Errorf("%s at %s answered a certificate from another CA: %s", s.what, hp, out)
+		}
+		out, err := ovsdbAs(ns, own, "ovsdb-client", "list-dbs", "ssl:"+hp)
+		if s.what == "NB" && err == nil {
+			t.Errorf("NB at %s answered node %s's chassis certificate: %s", hp, rig.NodeName(1, 1), out)
+		}
+		if s.what == "SB" && err != nil {
+			t.Errorf("SB at %s refused node %s's chassis certificate: %v %s", hp, rig.NodeName(1, 1), err, out)
+		}
+	}
+	sb := "--db=ssl:" + hostPort(central, rig.PortSB)
+	victim := rig.NodeName(1, 2)
+	out, err := ovsdbAs(ns, own, "ovn-sbctl", sb, "set", "Chassis", victim, "external_ids:kovn-e2e=forged")
+	if err == nil || !strings.Contains(out, "RBAC rules for client") {
+		t.Errorf("node %s's certificate set chassis %s's external_ids: err %v, %s; want an RBAC refusal", rig.NodeName(1, 1), victim, err, out)
+	}
+	if out, err := ovsdbAs(ns, own, "ovn-sbctl", sb, "set", "Chassis", rig.NodeName(1, 1), "external_ids:kovn-e2e=own"); err != nil {
+		t.Errorf("node %s's certificate could not write its own chassis (so the refusal above proves nothing): %v: %s", rig.NodeName(1, 1), err, out)
+	}
+	_, _ = ovsdbAs(ns, own, "ovn-sbctl", sb, "remove", "Chassis", rig.NodeName(1, 1), "external_ids", "kovn-e2e")
+	if t.Failed() {
+		return
+	}
+	t.Logf("chart: NB and SB at %s refused plain TCP and another CA; each node's CSR-issued chassis certificate opens SB only, and SB RBAC kept %s off %s's chassis",
+		central, rig.NodeName(1, 1), victim)
 }

@@ -72,8 +72,10 @@ func (r *Rig) startForwarder(ctx context.Context) error {
 		ci := ClusterInfo{Name: ClusterName(cl), Kubeconfig: filepath.Join(cfg.ClusterDir(cl), "kubeconfig"),
 			NBAddr: cfg.ovnLocal(cl, "nb"), SBAddr: cfg.ovnLocal(cl, "sb"), FakeNodes: cfg.FakeNodes}
 		if cfg.Chart() {
-			// The chart's OVN central listens on node 1's plain TCP (the chart is not on TLS yet).
-			ci.NBAddr, ci.SBAddr = "tcp:"+st.Forwards[ClusterName(cl)+"/nb"], "tcp:"+st.Forwards[ClusterName(cl)+"/sb"]
+			// The chart's OVN central member on node 1, through its unix sockets (its network
+			// listeners take mutual TLS; with several members this one may follow: tools
+			// then need --no-leader-only).
+			ci.NBAddr, ci.SBAddr = "unix:"+cfg.chartOVNSocket(cl, "ovnnb_db"), "unix:"+cfg.chartOVNSocket(cl, "ovnsb_db")
 		}
 		for n := 1; n <= cfg.Nodes; n++ {
 			ci.Nodes = append(ci.Nodes, NodeName(cl, n))

@@ -64,6 +64,12 @@ func (c Config) chartNodeBinds(cl, n int) ([]Bind, error) {
 	return []Bind{{Src: src, Dst: c.nodeHostDir()}}, nil
 }
 
+// chartOVNSocket is, on the host, the unix socket of database db (ovnnb_db, ovnsb_db) that
+// the chart's OVN central serves on node 1 of cluster cl.
+func (c Config) chartOVNSocket(cl int, db string) string {
+	return filepath.Join(c.NodeDir(cl, 1), "host", "ovn-run", db+".sock")
+}
+
 // ChartImage is the kovn image archive the chart's pods run (`make images`).
 func (c Config) ChartImage() string {
 	return filepath.Join(filepath.Dir(c.KovnBinDir), "images", "kovn.tar")
@@ -75,6 +81,7 @@ func (c Config) ChartValues(cl int) []string {
 		"image.pullPolicy=Never",
 		"ovnCentral.addresses={" + strings.Join(c.centralAddresses(cl), ",") + "}",
 		"ovnCentral.dataDir=" + c.NodeHostPath("ovn-central"),
+		fmt.Sprintf("ovnCentral.insecurePlainTCP=%t", c.InsecurePlainTCP),
 		"cluster.podCIDR=" + strings.ReplaceAll(annotation.JoinAddrs(c.PodCIDRs(cl)), ",", "\\,"),
 		"cluster.joinCIDR=" + strings.ReplaceAll(annotation.JoinAddrs(c.JoinCIDRs()), ",", "\\,"),
 		"cluster.serviceCIDR=" + strings.ReplaceAll(annotation.JoinAddrs(c.ServiceCIDRs(cl)), ",", "\\,"),
