@@ -88,6 +88,9 @@ func (r *Reconciler) clusterUID(ctx context.Context) (string, error) {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (res ctrl.Result, err error) {
+	statusCtx := ctx // the status is written even when the pass ran out of time
+	ctx, cancel := context.WithTimeout(ctx, ovn.ReconcileTimeout)
+	defer cancel()
 	var ic kovnv1.InterConnect
 	if err := r.Get(ctx, client.ObjectKey{Name: Name}, &ic); err != nil {
 		if client.IgnoreNotFound(err) != nil {
@@ -113,7 +116,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (res ctrl.Re
 	defer func() {
 		ic.Status.ObservedGeneration = ic.Generation
 		r.exportMetrics(&ic)
-		if perr := r.Status().Patch(ctx, &ic, client.MergeFrom(before)); perr != nil && err == nil {
+		if perr := r.Status().Patch(statusCtx, &ic, client.MergeFrom(before)); perr != nil && err == nil {
 			err = perr
 		}
 	}()
@@ -414,10 +417,10 @@ func (r *Reconciler) loadCredentials(ctx context.Context, ic *kovnv1.InterConnec
 			"kovn-controller has no clusterset credentials loader: ssl: endpoints cannot be used")
 		return false
 	}
-	usable, err := r.TLS.Load(ctx, &ic.Spec)
+	usable, err := r.TLS.Refresh(ctx, &ic.Spec)
 	if err == nil {
 		setCondition(ic, kovnv1.ConditionCredentialsReady, true, kovnv1.ReasonCredentialsLoaded,
-			"certificate from Secret "+ictls.SecretName(&ic.Spec))
+			"certificate "+r.TLS.Describe()+" from Secret "+ictls.SecretName(&ic.Spec))
 		return true
 	}
 	msg := err.Error()
@@ -436,7 +439,7 @@ func (r *Reconciler) credentials() ovn.CredentialSource {
 	if r.TLS == nil || r.TLS.Creds == nil {
 		return nil
 	}
-	return r.TLS.Creds
+	return r.TLS
 }
 
 func setCondition(ic *kovnv1.InterConnect, t string, ok bool, reason, msg string) {

@@ -3,10 +3,17 @@ package ovn
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/ovsdb"
 )
+
+// ReconcileTimeout bounds the OVSDB work of one reconcile pass. libovsdb's reconnecting client
+// makes a transaction wait until the connection is back, so a pass against a database that
+// stays unreachable (or refuses this client's certificate) would otherwise hang unseen, holding
+// its worker and never reporting the outage in status.
+const ReconcileTimeout = 30 * time.Second
 
 // Transact commits ops as one OVSDB transaction. OVSDB reports most failures inside a
 // successful reply, one result per operation; those are turned into an error that names the

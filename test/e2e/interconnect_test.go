@@ -189,6 +189,11 @@ func TestInterconnect(t *testing.T) {
 		tamperedRecord(t, a, cfg)
 	})
 
+	t.Run("every OVN CA and certificate rotated under a 100 ms cross-cluster stream: none lost, the old CA refused", func(t *testing.T) {
+		a.t, b.t = t, t
+		rotatedEverything(t, a, b, r.State, pb)
+	})
+
 	t.Run("kovn-controller restarted with a leader change: nothing rewritten, traffic untouched, the new leader programs", func(t *testing.T) {
 		a.t, b.t = t, t
 		icControllerRestart(t, a, r.State, pb)

@@ -104,23 +104,23 @@ func (c Config) ForeignAZTLS() OVSDBTLS {
 // AZName is cluster cl's availability zone in the rig's clusterset (its InterConnect's azName).
 func AZName(cl int) string { return fmt.Sprintf("az%d", cl) }
 
-// writeOVNPKI makes the CAs and certificates above, keeping those a rig restarted in place
-// already has.
-func (c Config) writeOVNPKI() error {
-	if c.InsecurePlainTCP {
-		return nil
-	}
+// caPlan is one CA of the rig's OVN PKI: its directory, its name and the identities it
+// issues (directory name under dir -> request).
+type caPlan struct {
+	dir, cn string
+	ids     map[string]pki.Request
+}
+
+// ovnPKIPlan lists the rig's CAs and what each issues.
+func (c Config) ovnPKIPlan() []caPlan {
 	loopback := []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")}
+	var plan []caPlan
 	for cl := 1; cl <= c.Clusters; cl++ {
 		central := append(c.ControlPlaneIPs(cl), loopback...)
 		if c.Chart() {
 			central = append(c.NodeIPs(cl, 1), loopback...) // the chart serves NB and SB from node 1
 		}
 		for _, db := range []string{"nb", "sb"} {
-			ca, err := loadOrMakeCA(c.ovnPKIDir(cl, db), fmt.Sprintf("%s OVN %s CA", ClusterName(cl), db))
-			if err != nil {
-				return err
-			}
 			ids := map[string]pki.Request{"server": {CommonName: "ovn-" + db, IPs: central, Usage: pki.Server | pki.Client}}
 			if db == "nb" {
 				ids["admin"] = pki.Request{CommonName: "admin", Usage: pki.Client}
@@ -128,17 +128,11 @@ func (c Config) writeOVNPKI() error {
 			for n := 1; db == "sb" && n <= c.Nodes; n++ {
 				ids[NodeName(cl, n)] = pki.Request{CommonName: NodeName(cl, n), Usage: pki.Client}
 			}
-			if err := issueAll(ca, c.ovnPKIDir(cl, db), ids); err != nil {
-				return err
-			}
+			plan = append(plan, caPlan{dir: c.ovnPKIDir(cl, db), cn: fmt.Sprintf("%s OVN %s CA", ClusterName(cl), db), ids: ids})
 		}
 	}
 	if !c.Interconnected() {
-		return nil
-	}
-	ca, err := loadOrMakeCA(c.icPKIDir(), "clusterset CA")
-	if err != nil {
-		return err
+		return plan
 	}
 	ids := map[string]pki.Request{"server": {CommonName: "ovn-ic-db", IPs: append(c.ICDBIPs(), loopback...), Usage: pki.Server | pki.Client}}
 	for cl := 1; cl <= c.Clusters; cl++ {
@@ -147,7 +141,25 @@ func (c Config) writeOVNPKI() error {
 	if c.ForeignAZ {
 		ids[ForeignAZName] = pki.Request{CommonName: ForeignAZName, Usage: pki.Client}
 	}
-	return issueAll(ca, c.icPKIDir(), ids)
+	return append(plan, caPlan{dir: c.icPKIDir(), cn: "clusterset CA", ids: ids})
+}
+
+// writeOVNPKI makes the CAs and certificates above, keeping those a rig restarted in place
+// already has.
+func (c Config) writeOVNPKI() error {
+	if c.InsecurePlainTCP {
+		return nil
+	}
+	for _, p := range c.ovnPKIPlan() {
+		ca, err := loadOrMakeCA(p.dir, p.cn)
+		if err != nil {
+			return err
+		}
+		if err := issueAll(ca, p.dir, p.ids); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // loadOrMakeCA reads dir's ca.crt and ca.key, or makes them.
@@ -183,17 +195,17 @@ func issueAll(ca *pki.CA, dir string, ids map[string]pki.Request) error {
 		if _, err := os.Stat(id.Cert()); err == nil {
 			continue
 		}
-		if err := writeIdentity(ca, id, req); err != nil {
+		if err := writeIdentity(ca, id, req, ca.CertPEM); err != nil {
 			return fmt.Errorf("issuing %s: %w", name, err)
 		}
 	}
 	return nil
 }
 
-// writeIdentity issues req and writes the identity's key, certificate and CA; the key and
-// certificate are written to temporary names and renamed, certificate last, so a reader that
-// finds a certificate finds its key.
-func writeIdentity(ca *pki.CA, id OVSDBTLS, req pki.Request) error {
+// writeIdentity issues req and writes the identity's key, certificate and trusted CAs (caPEM);
+// each is written to a temporary name and renamed, certificate last, so a reader that finds a
+// certificate finds its key.
+func writeIdentity(ca *pki.CA, id OVSDBTLS, req pki.Request, caPEM []byte) error {
 	if req.Validity == 0 {
 		req.Validity = rigCertValidity
 	}
@@ -207,7 +219,7 @@ func writeIdentity(ca *pki.CA, id OVSDBTLS, req pki.Request) error {
 	for _, f := range []struct {
 		path string
 		data []byte
-	}{{id.CA(), ca.CertPEM}, {id.Key(), keyPEM}, {id.Cert(), certPEM}} {
+	}{{id.CA(), caPEM}, {id.Key(), keyPEM}, {id.Cert(), certPEM}} {
 		if err := os.WriteFile(f.path+".tmp", f.data, 0o600); err != nil {
 			return err
 		}

@@ -70,16 +70,22 @@ func (h ovsHost) steps() []Step {
 	brPhyKeeper.Restart = true
 	// ovn-controller is started again when it exits, as its DaemonSet would; tests crash it
 	// and hold it down (CrashDaemon, StartDaemon).
-	ovnController := h.daemon("ovn-controller", Ready{}, append([]string{"ovn-controller", "unix:" + dbSock,
-		"--pidfile=" + filepath.Join(h.ovnRun, "ovn-controller.pid")}, h.tls.Args()...)...)
+	ovnController := h.daemon("ovn-controller", Ready{}, "ovn-controller", "unix:"+dbSock,
+		"--pidfile="+filepath.Join(h.ovnRun, "ovn-controller.pid"))
 	ovnController.Restart = true
+	init := []string{vsctl + "--no-wait init", vsctl + "--no-wait set Open_vSwitch . external_ids:" + strings.Join(ids, " external_ids:")}
+	if h.tls.Dir != "" {
+		// Its identity is the Open_vSwitch SSL row, as kovn-daemon sets it on a node: files
+		// named there are read again whenever they change (command-line ones only at start),
+		// so a renewed certificate or CA bundle needs no restart.
+		init = append(init, vsctl+"--no-wait set-ssl "+strings.Join([]string{h.tls.Key(), h.tls.Cert(), h.tls.CA()}, " "))
+	}
 	return []Step{
 		h.daemon("ovsdb-server", Ready{Unix: dbSock}, "ovsdb-server", h.confDB, "--remote=punix:"+dbSock,
 			"--remote=db:Open_vSwitch,Open_vSwitch,manager_options",
 			"--pidfile="+filepath.Join(h.ovsRun, "ovsdb-server.pid"), "--unixctl="+filepath.Join(h.ovsRun, "ovsdb-server.ctl")),
 		// The chassis identity: what ovn-controller needs to register in the SB database.
-		h.sh("ovs-init", vsctl+"--no-wait init",
-			vsctl+"--no-wait set Open_vSwitch . external_ids:"+strings.Join(ids, " external_ids:")),
+		h.sh("ovs-init", init...),
 		vswitchd,
 		// Userspace geneve egresses through a netdev bridge that owns the host address. TX
 		// checksum offload must be off on kernel interfaces feeding OVS or TCP breaks. eth0

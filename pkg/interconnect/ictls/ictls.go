@@ -10,6 +10,8 @@ package ictls
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"strings"
 	"sync"
@@ -71,10 +73,10 @@ func SecretName(spec *kovnv1.InterConnectSpec) string {
 	return DefaultSecretName
 }
 
-// Load reads the spec's Secret into Creds when an endpoint uses ssl. The error names the
-// Secret and what is wrong with it; Creds then keeps what it last held (usable reports
-// whether it holds anything at all).
-func (l *Loader) Load(ctx context.Context, spec *kovnv1.InterConnectSpec) (usable bool, err error) {
+// Refresh reads the spec's Secret into Creds when an endpoint uses ssl (at most every
+// RereadAfter). The error names the Secret and what is wrong with it; Creds then keeps what
+// it last held (usable reports whether it holds anything at all).
+func (l *Loader) Refresh(ctx context.Context, spec *kovnv1.InterConnectSpec) (usable bool, err error) {
 	if !NeedsTLS(spec) {
 		return true, nil
 	}
@@ -89,6 +91,38 @@ func (l *Loader) Load(ctx context.Context, spec *kovnv1.InterConnectSpec) (usabl
 	}
 	_, _, loadErr := l.Creds.Load()
 	return loadErr == nil, l.readErr
+}
+
+// handshakeReadTimeout bounds the Secret read a handshake may do (Load).
+const handshakeReadTimeout = 5 * time.Second
+
+// Load implements ovn.CredentialSource for the clients, which call it on every handshake. It
+// reads the Secret again first when the last read is RereadAfter old: a client reconnecting
+// after its databases retired a CA then finds the renewed certificate on its own, while no
+// reconcile pass runs (a pass may be waiting for that very connection).
+func (l *Loader) Load() (*tls.Certificate, *x509.CertPool, error) {
+	l.mu.Lock()
+	if l.readName.Name != "" && time.Since(l.readAt) >= RereadAfter {
+		ctx, cancel := context.WithTimeout(context.Background(), handshakeReadTimeout)
+		l.readAt, l.readErr = time.Now(), l.load(ctx, l.readName)
+		cancel()
+		if l.readErr != nil {
+			l.readErr = fmt.Errorf("clusterset Secret %s: %w", l.readName, l.readErr)
+		}
+	}
+	l.mu.Unlock()
+	return l.Creds.Load()
+}
+
+// Describe names the certificate in use (CN, serial, end of validity), so an operator and a
+// rotation see which one it is; "" while none is loaded.
+func (l *Loader) Describe() string {
+	pair, _, err := l.Creds.Load()
+	if err != nil || pair.Leaf == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s (serial %s, valid until %s)", pair.Leaf.Subject.CommonName, pair.Leaf.SerialNumber.Text(16),
+		pair.Leaf.NotAfter.UTC().Format(time.RFC3339))
 }
 
 func (l *Loader) load(ctx context.Context, name client.ObjectKey) error {

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
@@ -60,7 +61,7 @@ func TestLoad(t *testing.T) {
 			b = b.WithObjects(s.secret)
 		}
 		l := &Loader{Reader: b.Build(), Namespace: "kube-system", Creds: creds}
-		usable, err := l.Load(context.Background(), spec)
+		usable, err := l.Refresh(context.Background(), spec)
 		switch {
 		case s.wantErr == "" && err != nil:
 			t.Errorf("%s: Load = %v", s.desc, err)
@@ -74,22 +75,88 @@ func TestLoad(t *testing.T) {
 	if pair, _, err := creds.Load(); err != nil || pair == nil {
 		t.Fatalf("credentials after the steps: %v", err)
 	}
+	// What is in use is the good certificate, named so an operator can tell it from a renewed one.
+	goodLeaf, err := pki.ParseCertificate(goodCert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDesc := "az1 (serial " + goodLeaf.SerialNumber.Text(16) + ", valid until " + goodLeaf.NotAfter.UTC().Format(time.RFC3339) + ")"
+	if got := (&Loader{Creds: creds}).Describe(); got != wantDesc {
+		t.Errorf("Describe = %q, want %q", got, wantDesc)
+	}
+	if got := (&Loader{Creds: &ovn.Credentials{}}).Describe(); got != "" {
+		t.Errorf("Describe with nothing loaded = %q, want empty", got)
+	}
 	// A read serves the passes of the next RereadAfter: the Secret deleted meanwhile is not seen.
 	good := secret(map[string][]byte{KeyCert: goodCert, KeyKey: goodKey, KeyCA: ca.CertPEM})
 	c := fake.NewClientBuilder().WithObjects(good).Build()
 	l := &Loader{Reader: c, Namespace: "kube-system", Creds: &ovn.Credentials{}}
-	if _, err := l.Load(context.Background(), spec); err != nil {
+	if _, err := l.Refresh(context.Background(), spec); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Delete(context.Background(), good); err != nil {
 		t.Fatal(err)
 	}
-	if usable, err := l.Load(context.Background(), spec); !usable || err != nil {
+	if usable, err := l.Refresh(context.Background(), spec); !usable || err != nil {
 		t.Errorf("second Load within RereadAfter = %t, %v; want the first read's result, no new read", usable, err)
 	}
 	tcp := &kovnv1.InterConnectSpec{ICNorthbound: []string{"tcp:10.0.0.1:6645"}, ICSouthbound: []string{"tcp:10.0.0.1:6646"}, InsecurePlainTCP: true}
 	l = &Loader{Reader: fake.NewClientBuilder().Build(), Namespace: "kube-system", Creds: &ovn.Credentials{}}
-	if usable, err := l.Load(context.Background(), tcp); !usable || err != nil {
+	if usable, err := l.Refresh(context.Background(), tcp); !usable || err != nil {
 		t.Errorf("tcp endpoints: Load = %t, %v; want usable without a Secret", usable, err)
+	}
+}
+
+// TestHandshakeRereads: a handshake (Load, as libovsdb calls it) reads a renewed Secret once
+// the last read is RereadAfter old, with no reconcile pass; a younger read is reused.
+func TestHandshakeRereads(t *testing.T) {
+	ca, err := pki.NewCA("clusterset ca", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := func() *corev1.Secret {
+		c, k, err := ca.Issue(pki.Request{CommonName: "az1", Usage: pki.Client, Validity: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: DefaultSecretName},
+			Data: map[string][]byte{KeyCert: c, KeyKey: k, KeyCA: ca.CertPEM}}
+	}
+	first := secret()
+	c := fake.NewClientBuilder().WithObjects(first).Build()
+	l := &Loader{Reader: c, Namespace: "kube-system", Creds: &ovn.Credentials{}}
+	spec := &kovnv1.InterConnectSpec{ICNorthbound: []string{"ssl:10.0.0.1:6645"}, ICSouthbound: []string{"ssl:10.0.0.1:6646"}}
+	if _, err := l.Refresh(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	renewed := secret()
+	cur := &corev1.Secret{}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(first), cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Data = renewed.Data
+	if err := c.Update(context.Background(), cur); err != nil {
+		t.Fatal(err)
+	}
+	serialOf := func() string {
+		pair, _, err := l.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pair.Leaf.SerialNumber.String()
+	}
+	leafOf := func(s *corev1.Secret) string {
+		cert, err := pki.ParseCertificate(s.Data[KeyCert])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cert.SerialNumber.String()
+	}
+	if got := serialOf(); got != leafOf(first) {
+		t.Errorf("handshake within RereadAfter presents serial %s, want the first certificate's %s", got, leafOf(first))
+	}
+	l.readAt = time.Now().Add(-RereadAfter)
+	if got := serialOf(); got != leafOf(renewed) {
+		t.Errorf("handshake after RereadAfter presents serial %s, want the renewed certificate's %s", got, leafOf(renewed))
 	}
 }

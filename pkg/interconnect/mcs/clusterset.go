@@ -53,7 +53,7 @@ func NewClusterset(tls *ictls.Loader) *Clusterset {
 		defer cancel()
 		cfg := ovn.Config{Endpoints: eps, LeaderOnly: true, Logger: ctrl.Log.WithName("clusterset"), MaxRetryInterval: 2 * time.Second}
 		if tls != nil {
-			cfg.Credentials = tls.Creds
+			cfg.Credentials = tls
 		}
 		return ovn.ConnectClusterSet(ctx, cfg)
 	}
@@ -67,7 +67,7 @@ func (c *Clusterset) loadCredentials(ctx context.Context, spec *kovnv1.InterConn
 	if c.tls == nil {
 		return nil
 	}
-	if usable, err := c.tls.Load(ctx, spec); !usable {
+	if usable, err := c.tls.Refresh(ctx, spec); !usable {
 		return err
 	}
 	return nil

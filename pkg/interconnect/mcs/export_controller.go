@@ -22,6 +22,7 @@ import (
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/interconnect/tamper"
+	"github.com/kovn/kovn/pkg/ovn"
 )
 
 // ExportReconciler writes each ServiceExport's Service and endpoints into the clusterset
@@ -59,6 +60,9 @@ const settleTime = 2 * time.Second
 
 // Reconcile implements reconcile.Reconciler.
 func (r *ExportReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
+	statusCtx := ctx // the status is written even when the pass ran out of time
+	ctx, cancel := context.WithTimeout(ctx, ovn.ReconcileTimeout)
+	defer cancel()
 	store, release := r.Set.Writer()
 	defer release()
 	var se mcsv1.ServiceExport
@@ -71,7 +75,7 @@ func (r *ExportReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 	}
 	before := se.DeepCopy()
 	defer func() {
-		if perr := r.Status().Patch(ctx, &se, client.MergeFrom(before)); perr != nil && err == nil {
+		if perr := r.Status().Patch(statusCtx, &se, client.MergeFrom(before)); perr != nil && err == nil {
 			err = perr
 		}
 	}()

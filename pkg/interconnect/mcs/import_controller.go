@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	mcsv1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/kovn/kovn/pkg/ovn"
 )
 
 // ImportReconciler makes a Service exported anywhere in the clusterset importable here: a
@@ -39,6 +41,8 @@ type ImportReconciler struct {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *ImportReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, ovn.ReconcileTimeout)
+	defer cancel()
 	store, member := r.Set.Store()
 	if store == nil && member {
 		return ctrl.Result{}, nil // disconnected: the last good imports stay; a reconnection re-queues

@@ -18,6 +18,7 @@ import (
 	aboutv1 "github.com/kovn/kovn/api/about/v1beta1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/interconnect"
+	"github.com/kovn/kovn/pkg/ovn"
 )
 
 // Finalizer keeps a deleted InterConnect until this cluster's rows are out of the store, so
@@ -38,6 +39,8 @@ type MembershipReconciler struct {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *MembershipReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, ovn.ReconcileTimeout)
+	defer cancel()
 	var ic kovnv1.InterConnect
 	err := r.Get(ctx, types.NamespacedName{Name: interconnect.Name}, &ic)
 	if client.IgnoreNotFound(err) != nil {
