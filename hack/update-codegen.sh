@@ -56,8 +56,8 @@ for f in multicluster.x-k8s.io_serviceexports.yaml multicluster.x-k8s.io_service
   install -m 0644 "$MCS_DIR/config/crd/$f" deploy/crds/$f
 done
 # RBAC from the +kubebuilder:rbac markers next to the code that needs the permission.
-go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-controller paths="{./pkg/cluster/...,./pkg/interconnect/...}" output:rbac:artifacts:config=deploy/rbac/controller
-go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-daemon paths="{./pkg/node/...,./pkg/underlay/...}" output:rbac:artifacts:config=deploy/rbac/daemon
-go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-speaker paths=./pkg/bgp/... output:rbac:artifacts:config=deploy/rbac/speaker
+go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-controller paths="{./pkg/cluster/...,./pkg/interconnect/...,./pkg/metricsauth/...}" output:rbac:artifacts:config=deploy/rbac/controller
+go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-daemon paths="{./pkg/node/...,./pkg/underlay/...,./pkg/metricsauth/...}" output:rbac:artifacts:config=deploy/rbac/daemon
+go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-speaker paths="{./pkg/bgp/...,./pkg/metricsauth/...}" output:rbac:artifacts:config=deploy/rbac/speaker
 go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-pinger paths=./pkg/pinger/... output:rbac:artifacts:config=deploy/rbac/pinger
 gofmt -l pkg/ovn/model api 2>/dev/null | (! grep .) || { echo "update-codegen: generated code is not gofmt-clean" >&2; exit 1; }

@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	mcsv1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	aboutv1 "github.com/kovn/kovn/api/about/v1beta1"
@@ -36,6 +35,7 @@ import (
 	"github.com/kovn/kovn/pkg/interconnect/ictls"
 	"github.com/kovn/kovn/pkg/interconnect/mcs"
 	"github.com/kovn/kovn/pkg/interconnect/tamper"
+	"github.com/kovn/kovn/pkg/metricsauth"
 	"github.com/kovn/kovn/pkg/ovn"
 )
 
@@ -45,6 +45,8 @@ var (
 	sbAddr   string
 	// namespace is kovn's own: the clusterset TLS Secret lives there.
 	namespace string
+	// metricsSecure: metrics over TLS to reviewed tokens only (metricsauth).
+	metricsSecure bool
 	// aclLogRate caps ACL log lines per second and node (the ACL log meter's rate).
 	aclLogRate = 20
 	// ovnPKI makes kovn-controller the cluster's OVN certificate authority (package ovnpki).
@@ -67,6 +69,7 @@ func main() {
 	leNamespace := flag.String("leader-election-namespace", "kube-system", "namespace of the leader election lease")
 	flag.StringVar(&namespace, "namespace", envOr("POD_NAMESPACE", "kube-system"), "kovn's namespace: where the InterConnect's TLS Secret is (env POD_NAMESPACE)")
 	metricsAddr := flag.String("metrics-bind-address", "0", "metrics listen address (0 disables)")
+	flag.BoolVar(&metricsSecure, "metrics-secure", true, metricsauth.FlagUsage)
 	probeAddr := flag.String("health-probe-bind-address", "0", "health probe listen address (0 disables)")
 	flag.StringVar(&opts.DefaultSubnetCIDR, "default-cidr", opts.DefaultSubnetCIDR, "CIDR of the default subnet")
 	flag.StringVar(&opts.JoinCIDR, "join-cidr", opts.JoinCIDR, "CIDR of the join subnet (node ovn0 addresses)")
@@ -136,7 +139,7 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 	nbLive := ovn.WatchLiveness(ctx, nb, 0)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, LeaderElection: leaderElect,
 		LeaderElectionID: "kovn-controller", LeaderElectionNamespace: leNamespace,
-		Metrics: metricsserver.Options{BindAddress: metricsAddr}, HealthProbeBindAddress: probeAddr,
+		Metrics: metricsauth.ServerOptions(metricsAddr, metricsSecure), HealthProbeBindAddress: probeAddr,
 		LivenessEndpointName: "/livez", ReadinessEndpointName: "/readyz"})
 	if err != nil {
 		return err

@@ -22,12 +22,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	nadv1 "github.com/kovn/kovn/api/nad/v1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/cluster/ovnpki"
+	"github.com/kovn/kovn/pkg/metricsauth"
 	"github.com/kovn/kovn/pkg/node"
 	"github.com/kovn/kovn/pkg/node/bootstrap"
 	"github.com/kovn/kovn/pkg/node/chassistls"
@@ -38,6 +38,9 @@ import (
 
 // chassisTLSDir and pkiNamespace: where the chassis certificate goes, and where its CA is.
 var chassisTLSDir, pkiNamespace string
+
+// metricsSecure: metrics over TLS to reviewed tokens only (metricsauth).
+var metricsSecure bool
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "cleanup-node" {
@@ -66,6 +69,7 @@ func main() {
 	flag.BoolVar(&cfg.AttachmentNetworks, "attachment-networks", true,
 		"plumb the pods' k8s.v1.cni.cncf.io/networks (NPWG attachment networks); false when a meta-plugin such as Multus does and calls kovn-cni for eth0 only (kovn-controller's flag must agree)")
 	metricsAddr := flag.String("metrics-bind-address", ":9474", "Prometheus metrics address (0 turns them off)")
+	flag.BoolVar(&metricsSecure, "metrics-secure", true, metricsauth.FlagUsage)
 	probeAddr := flag.String("health-probe-bind-address", ":9475", "/livez and /readyz address, independent of metrics (0 turns them off)")
 	flag.StringVar(&cfg.ProxyHealthzAddr, "proxy-healthz-bind-address", "0.0.0.0:10256",
 		"kube-proxy's health port, answered in its place: /healthz and /livez, 200 while the node's Service programming is current (0 turns it off)")
@@ -151,7 +155,7 @@ func run(cfg node.Config, ovsDB, metricsAddr, probeAddr string) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: metricsAddr},
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{Scheme: scheme, Metrics: metricsauth.ServerOptions(metricsAddr, metricsSecure),
 		HealthProbeBindAddress: probeAddr, LivenessEndpointName: "/livez", ReadinessEndpointName: "/readyz",
 		Cache: node.CacheOptions(cfg.NodeName)})
 	if err != nil {

@@ -24,11 +24,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/bgp"
 	"github.com/kovn/kovn/pkg/contract"
+	"github.com/kovn/kovn/pkg/metricsauth"
 )
 
 // restartWindow: a marker younger than this means the previous speaker did not leave cleanly
@@ -39,6 +39,7 @@ type config struct {
 	node, namespace, stateDir string
 	externalIPCIDRs           []netip.Prefix
 	metricsAddr, healthAddr   string
+	metricsSecure             bool
 }
 
 func main() {
@@ -48,6 +49,7 @@ func main() {
 	flag.StringVar(&cfg.stateDir, "state-dir", "/run/kovn", "where the speaker records that it is running, to tell a restart from a first start")
 	external := flag.String("external-ip-cidrs", "", "comma-separated ranges a Service's spec.externalIPs may be announced from (others are never announced)")
 	flag.StringVar(&cfg.metricsAddr, "metrics-bind-address", ":9472", "Prometheus metrics address (0 turns them off)")
+	flag.BoolVar(&cfg.metricsSecure, "metrics-secure", true, metricsauth.FlagUsage)
 	flag.StringVar(&cfg.healthAddr, "health-probe-bind-address", ":9473", "/livez and /readyz address (0 turns them off)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -130,7 +132,7 @@ func newManager(cfg config) (ctrl.Manager, error) {
 		return nil, err
 	}
 	return ctrl.NewManager(restCfg, ctrl.Options{Scheme: scheme,
-		Metrics:                metricsserver.Options{BindAddress: cfg.metricsAddr},
+		Metrics:                metricsauth.ServerOptions(cfg.metricsAddr, cfg.metricsSecure),
 		HealthProbeBindAddress: cfg.healthAddr, LivenessEndpointName: "/livez", ReadinessEndpointName: "/readyz",
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:    {Field: fields.OneTermEqualSelector("spec.nodeName", cfg.node)},

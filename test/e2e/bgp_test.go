@@ -138,16 +138,16 @@ func (l *bgpLab) learns(t *testing.T) {
 		fmt.Sprintf(`kovn_bgp_prefixes_sent{address="172.30.0.254",peer="tor-v4"} %d`, sent)}
 	var scrape string
 	if err := eventually(10*time.Second, func() error {
-		out, err := exec.Command("ip", "netns", "exec", l.cfg.NodeNS(1, 2), filepath.Join(l.cfg.KovnBinDir, "kovn-testbox"), "get", "http://127.0.0.1:9472/metrics").CombinedOutput()
+		out, err := l.c.componentMetrics(t, l.cfg.NodeNS(1, 2), chartSpeakerMetricsPort)
 		if err != nil {
 			return fmt.Errorf("c1-n2's speaker metrics: %v\n%s", err, out)
 		}
 		for _, line := range lines {
-			if !strings.Contains(string(out), line+"\n") {
-				return fmt.Errorf("c1-n2's speaker metrics lack %q:\n%s", line, grepLines(string(out), "kovn_bgp_"))
+			if !strings.Contains(out, line+"\n") {
+				return fmt.Errorf("c1-n2's speaker metrics lack %q:\n%s", line, grepLines(out, "kovn_bgp_"))
 			}
 		}
-		scrape = string(out)
+		scrape = out
 		return nil
 	}); err != nil {
 		t.Error(err)

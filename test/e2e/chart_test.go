@@ -52,6 +52,11 @@ func TestChartInstall(t *testing.T) {
 	t.Run("mutual TLS: OVN central refuses plain and foreign clients; each node's chassis certificate from a CSR opens SB only, for its own chassis", func(t *testing.T) {
 		chartIdentity(t, c, cfg)
 	})
+	t.Run("metrics: over TLS, to tokens allowed to get /metrics only", func(t *testing.T) {
+		c.t = t
+		cl, n := nodeIndex(t, leadingControllerPod(t, c).Spec.NodeName)
+		metricsNeedToken(t, c, cfg.NodeNS(cl, n), chartControllerMetricsPort)
+	})
 
 	var echoVIPs []string
 	t.Run("ClusterIP: TCP reaches both backends, both families", func(t *testing.T) {

@@ -324,7 +324,7 @@ func leadingControllerPod(t *testing.T, c *cluster) *corev1.Pod {
 				continue
 			}
 			cl, n := nodeIndex(t, p.Spec.NodeName)
-			out := nodeTestbox(t, c.st, c.st.Config.NodeNS(cl, n), "get", fmt.Sprintf("http://127.0.0.1:%d/metrics", chartControllerMetricsPort))
+			out, _ := c.componentMetrics(t, c.st.Config.NodeNS(cl, n), chartControllerMetricsPort)
 			if value(out, `leader_election_master_status{name="kovn-controller"}`) == 1 {
 				leader = p
 				return nil

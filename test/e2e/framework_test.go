@@ -26,6 +26,8 @@ type cluster struct {
 	info rig.ClusterInfo
 	kc   kubernetes.Interface
 	plan netPlan // addresses the suites use, in the rig's primary family
+	// metricsToken is a file with a kovn-metrics-reader token (metricsTokenFile).
+	metricsToken string
 }
 
 func newCluster(t *testing.T, r *rig.Rig, name string) *cluster {

@@ -184,7 +184,7 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 				// The cluster's OVN PKI and chassis CSR signer, as the chart runs them. The
 				// rig's own databases trust the rig's CAs (ovntls.go), not these.
 				"--ovn-pki", "--ovn-central-addresses=" + annotation.JoinAddrs(c.ControlPlaneIPs(cl)),
-				fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", PortControllerMetrics),
+				fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", PortControllerMetrics), "--metrics-secure=false",
 				fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", PortControllerHealth)}})
 		// Cluster DNS runs on kovn (its pods and Service need it), so it comes with kovn.
 		steps = append(steps, c.dnsStep(cl, admin, logs))

@@ -24,7 +24,7 @@ func TestAccessObjects(t *testing.T) {
 	}
 	sort.Strings(got)
 	want := []string{
-		"ClusterRole//kovn-controller", "ClusterRole//kovn-daemon", "ClusterRole//kovn-speaker",
+		"ClusterRole//kovn-controller", "ClusterRole//kovn-daemon", "ClusterRole//kovn-metrics-reader", "ClusterRole//kovn-speaker",
 		"ClusterRoleBinding//kovn-controller", "ClusterRoleBinding//kovn-daemon", "ClusterRoleBinding//kovn-speaker",
 		"Namespace//kovn-bgp", "Role/kovn-bgp/kovn-speaker", "Role/kube-system/kovn-controller", "Role/kube-system/kovn-daemon",
 		"RoleBinding/kovn-bgp/kovn-speaker", "RoleBinding/kube-system/kovn-controller", "RoleBinding/kube-system/kovn-daemon",

@@ -162,7 +162,10 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 			"--cni-socket="+filepath.Join(filepath.Dir(ovsRun), "cni.sock"),
 			"--cni-bin-dir="+c.cniBinDir(), "--state-dir="+filepath.Join(filepath.Dir(ovsRun), "daemon"),
 			"--cni-conf-dir=/etc/cni/net.d", "--mtu=1400", "--netdev",
-			"--ovn-remote="+sbRemote, "--service-cidrs="+annotation.JoinAddrs(c.ServiceCIDRs(cl)))
+			"--ovn-remote="+sbRemote, "--service-cidrs="+annotation.JoinAddrs(c.ServiceCIDRs(cl)),
+			// Metrics on the node's loopback, plain: the lab's tests read them from the node.
+			// The chart serves them over TLS to reviewed tokens (metricsauth).
+			"--metrics-bind-address=127.0.0.1:9474", "--metrics-secure=false")
 		d.Restart = true
 		speakerKubeconfig := c.SpeakerKubeconfig(cl, n)
 		steps = append(steps, d, c.credentialsStep("kovn-speaker-credentials", logs, Credentials{
@@ -173,7 +176,7 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 		sp := daemon("kovn-speaker", Ready{}, filepath.Join(c.KovnBinDir, "kovn-speaker"),
 			"--kubeconfig="+speakerKubeconfig, "--node-name="+name, "--secrets-namespace="+bgp.SecretsNamespace,
 			"--state-dir="+filepath.Join(filepath.Dir(ovsRun), "speaker"),
-			"--external-ip-cidrs="+SpeakerExternalIPCIDR.String())
+			"--external-ip-cidrs="+SpeakerExternalIPCIDR.String(), "--metrics-bind-address=127.0.0.1:9472", "--metrics-secure=false")
 		sp.Restart = true
 		steps = append(steps, sp)
 	}

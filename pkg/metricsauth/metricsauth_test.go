@@ -1,0 +1,98 @@
+package metricsauth
+
+import (
+	"crypto/tls"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// TestWrap: no token and an unknown token get 401, a user without get on the path 403, the
+// reader the metrics; the reviews carry the token's user and the path, and answers are cached.
+func TestWrap(t *testing.T) {
+	kc := fake.NewClientset()
+	users := map[string]string{"reader-token": "system:serviceaccount:monitoring:prometheus", "tenant-token": "alice"}
+	var reviews int
+	kc.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		reviews++
+		tr := a.(k8stesting.CreateAction).GetObject().(*authnv1.TokenReview)
+		if u, ok := users[tr.Spec.Token]; ok {
+			tr.Status = authnv1.TokenReviewStatus{Authenticated: true, User: authnv1.UserInfo{Username: u, Groups: []string{"system:authenticated"}}}
+		}
+		return true, tr, nil
+	})
+	kc.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		sar := a.(k8stesting.CreateAction).GetObject().(*authzv1.SubjectAccessReview)
+		na := sar.Spec.NonResourceAttributes
+		sar.Status.Allowed = sar.Spec.User == users["reader-token"] && na != nil && na.Path == "/metrics" && na.Verb == "get"
+		return true, sar, nil
+	})
+	r := &Reviewer{Client: kc}
+	srv := httptest.NewServer(r.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "kovn_up 1\n") })))
+	defer srv.Close()
+	get := func(path, token string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, c := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/metrics", "", http.StatusUnauthorized},
+		{"/metrics", "stolen", http.StatusUnauthorized},
+		{"/metrics", "tenant-token", http.StatusForbidden},
+		{"/other", "reader-token", http.StatusForbidden},
+		{"/metrics", "reader-token", http.StatusOK},
+	} {
+		if got, body := get(c.path, c.token); got != c.want {
+			t.Errorf("GET %s with token %q: %d %q, want %d", c.path, c.token, got, body, c.want)
+		} else if got == http.StatusOK && body != "kovn_up 1\n" {
+			t.Errorf("GET %s: body %q", c.path, body)
+		}
+	}
+	before := reviews
+	for range 3 {
+		get("/metrics", "reader-token")
+		get("/metrics", "tenant-token")
+	}
+	if reviews != before {
+		t.Errorf("%d more TokenReviews for tokens reviewed within CacheTTL, want none", reviews-before)
+	}
+}
+
+// TestSelfSignedTLS: the configuration serves a TLS handshake.
+func TestSelfSignedTLS(t *testing.T) {
+	cfg, err := SelfSignedTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	srv.TLS = cfg
+	srv.StartTLS()
+	defer srv.Close()
+	cl := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := cl.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("status %d", resp.StatusCode)
+	}
+}

@@ -1,0 +1,105 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Ports the chart's components serve metrics on (deploy/values.yaml), on the node's host
+// network: kovn-daemon's and kovn-speaker's on every node, kovn-controller's where it runs.
+const (
+	chartDaemonMetricsPort  = 9474
+	chartSpeakerMetricsPort = 9472
+)
+
+// metricsTokenFile is a file holding a token of a ServiceAccount bound to the chart's
+// kovn-metrics-reader, as a Prometheus would hold one; made once per cluster and test.
+func (c *cluster) metricsTokenFile(t *testing.T) string {
+	t.Helper()
+	if c.metricsToken != "" {
+		return c.metricsToken
+	}
+	if out, err := c.apply(`apiVersion: v1
+kind: ServiceAccount
+metadata: {name: kovn-e2e-metrics, namespace: kube-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: kovn-e2e-metrics}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: kovn-metrics-reader}
+subjects: [{kind: ServiceAccount, name: kovn-e2e-metrics, namespace: kube-system}]
+`); err != nil {
+		t.Fatalf("metrics reader: %v %s", err, out)
+	}
+	c.metricsToken = c.tokenFile(t, "kube-system", "kovn-e2e-metrics")
+	return c.metricsToken
+}
+
+// tokenFile writes a fresh token of ServiceAccount ns/sa to a file.
+func (c *cluster) tokenFile(t *testing.T, ns, sa string) string {
+	t.Helper()
+	token := strings.TrimSpace(c.kubectlOK("-n", ns, "create", "token", sa, "--duration=1h"))
+	f := filepath.Join(t.TempDir(), ns+"-"+sa+".token")
+	if err := os.WriteFile(f, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// chartMetrics reads the metrics a chart component serves on port of node netns ns (its
+// loopback: the components run on the host network) with the reader's token.
+func (c *cluster) chartMetrics(t *testing.T, ns string, port int) (string, error) {
+	t.Helper()
+	return nsTestbox(c.st.Config, ns, "get", "-token-file", c.metricsTokenFile(t), fmt.Sprintf("https://127.0.0.1:%d/metrics", port))
+}
+
+// componentMetrics reads a kovn component's metrics on port of node netns ns: the chart's
+// with the reader's token over TLS, the process lab's (plain, on the node's loopback) as they are.
+func (c *cluster) componentMetrics(t *testing.T, ns string, port int) (string, error) {
+	t.Helper()
+	if c.st.Config.Chart() {
+		return c.chartMetrics(t, ns, port)
+	}
+	return nsTestbox(c.st.Config, ns, "get", fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+}
+
+// metricsNeedToken: the chart's kovn-daemon and kovn-controller serve metrics over TLS only,
+// and only to a token whose user may get /metrics: no token and a token of a user without that
+// right (a namespace's default ServiceAccount, what a tenant's pod holds) are refused, plain
+// HTTP gets no metrics, the reader gets them.
+func metricsNeedToken(t *testing.T, c *cluster, controllerNS string, controllerPort int) {
+	cfg := c.st.Config
+	tenant := c.tokenFile(t, "default", "default")
+	for _, s := range []struct {
+		what, ns string
+		port     int
+	}{
+		{"kovn-daemon", cfg.NodeNS(1, 1), chartDaemonMetricsPort},
+		{"kovn-controller", controllerNS, controllerPort},
+	} {
+		url := fmt.Sprintf("https://127.0.0.1:%d/metrics", s.port)
+		for _, tc := range []struct {
+			who  string
+			args []string
+			want string
+		}{
+			{"no token", nil, "status 401"},
+			{"the default ServiceAccount's token", []string{"-token-file", tenant}, "status 403"},
+			{"the reader's token", []string{"-token-file", c.metricsTokenFile(t)}, "status 200"},
+		} {
+			out, _ := nsTestbox(cfg, s.ns, append(append([]string{"get", "-status"}, tc.args...), url)...)
+			if first, _, _ := strings.Cut(out, "\n"); first != tc.want {
+				t.Errorf("%s's metrics with %s: %q, want %s", s.what, tc.who, firstLines(out, 2), tc.want)
+			} else if tc.want == "status 200" && !strings.Contains(out, "\nkovn_") {
+				t.Errorf("%s's metrics for the reader hold no kovn_ series: %s", s.what, firstLines(out, 3))
+			}
+		}
+		if out, _ := nsTestbox(cfg, s.ns, "get", "-status", strings.Replace(url, "https:", "http:", 1)); strings.Contains(out, "kovn_") {
+			t.Errorf("%s served metrics over plain HTTP: %s", s.what, firstLines(out, 2))
+		}
+	}
+	t.Logf("kovn-daemon and kovn-controller: 401 without a token, 403 to the default ServiceAccount, metrics to kovn-metrics-reader, none over plain HTTP")
+}
