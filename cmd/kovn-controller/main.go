@@ -50,8 +50,10 @@ var (
 	// aclLogRate caps ACL log lines per second and node (the ACL log meter's rate).
 	aclLogRate = 20
 	// ovnPKI makes kovn-controller the cluster's OVN certificate authority (package ovnpki).
-	ovnPKI         bool
-	ovnCentralIPs  string
+	ovnPKI        bool
+	ovnCentralIPs string
+	// ovnTLSDir holds a client certificate for ssl: NB and SB endpoints (before --ovn-pki's).
+	ovnTLSDir      string
 	ovnCertLife    time.Duration
 	daemonSAccount string
 	// ovnCreds is kovn-controller's own OVN client certificate, with ovnPKI.
@@ -83,6 +85,7 @@ func main() {
 	flag.BoolVar(&ovnPKI, "ovn-pki", false, "be the cluster's OVN certificate authority: keep the CAs and OVN central's certificate in kovn's namespace (Secrets "+
 		ovnpki.CentralCASecret+", "+ovnpki.ChassisCASecret+", "+ovnpki.CentralSecret+"), sign the nodes' chassis CSRs (signer "+ovnpki.SignerName+
 		") and connect to NB and SB with a certificate of its own")
+	flag.StringVar(&ovnTLSDir, "ovn-tls-dir", "", "directory with the client certificate for ssl: NB and SB endpoints (tls.crt, tls.key, ca.crt, as a mounted kubernetes.io/tls Secret), read again when they change; used instead of --ovn-pki's own")
 	flag.StringVar(&ovnCentralIPs, "ovn-central-addresses", "", "with --ovn-pki: the addresses of the OVN central nodes, comma-separated (named in their certificate)")
 	flag.DurationVar(&ovnCertLife, "ovn-cert-validity", ovnpki.DefaultCertValidity, "with --ovn-pki: lifetime of the certificates issued; each is renewed at half of it")
 	flag.StringVar(&daemonSAccount, "daemon-service-account", "kovn-daemon", "with --ovn-pki: kovn-daemon's ServiceAccount in --namespace, the only requester of chassis certificates")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -62,11 +63,15 @@ func addPKI(mgr manager.Manager, direct client.Client, cfg ovnpki.Config) error 
 		Interval: pkiRenewInterval, Log: ctrl.Log.WithName("ovn-pki")})
 }
 
-// credentialSource is what NB and SB clients present: this replica's certificate with
-// --ovn-pki, else nothing (the endpoints are unix or plain tcp, or files are configured).
+// credentialSource is what NB and SB clients present: the files of --ovn-tls-dir when given
+// (an operator's own certificate wins), else this replica's certificate with --ovn-pki, else
+// nothing (unix or plain tcp endpoints).
 func credentialSource() ovn.CredentialSource {
-	if ovnCreds == nil {
-		return nil
+	switch {
+	case ovnTLSDir != "":
+		return ovn.FileCredentials(filepath.Join(ovnTLSDir, "tls.crt"), filepath.Join(ovnTLSDir, "tls.key"), filepath.Join(ovnTLSDir, "ca.crt"))
+	case ovnCreds != nil:
+		return ovnCreds
 	}
-	return ovnCreds
+	return nil
 }

@@ -26,6 +26,11 @@ type tlsFiles struct {
 	roots *x509.CertPool
 }
 
+// FileCredentials is a CredentialSource of PEM files, read again whenever they change.
+func FileCredentials(cert, key, ca string) CredentialSource {
+	return &tlsFiles{cert: cert, key: key, ca: ca}
+}
+
 // Load returns the current pair and roots, reading the files again if they changed.
 func (f *tlsFiles) Load() (*tls.Certificate, *x509.CertPool, error) {
 	f.mu.Lock()

@@ -29,8 +29,8 @@ const benchLabel = "kovn.io/bench"
 // must get its port. The baseline, measured afterwards in the same run on the same apiserver
 // with the controller stopped again (so the two do not share the 2 cores), is the apiserver
 // alone accepting what kovn must write per pod.
-func coldStart(t *testing.T, sp scaleParams) []string {
-	r := upRig(t, rig.Config{Nodes: 1, FakeNodes: sp.fakes})
+func coldStart(t *testing.T, sp scaleParams) (time.Duration, []string) {
+	r := upRig(t, sp.rigConfig())
 	rc := restConfig(t, r)
 	kc := kubernetes.NewForConfigOrDie(rc)
 	w := watchLSPs(t, r)
@@ -47,6 +47,9 @@ func coldStart(t *testing.T, sp scaleParams) []string {
 	cold, missing, usage := timeColdStart(t, ctx, r, kc, w, sp)
 	fmt.Printf("\n== cold start, %d existing pods on %d fake nodes (%d never got a port)\n", sp.pods, sp.fakes, missing)
 	fmt.Printf("kovn-controller start -> all %d LSPs in NB: %.1f s; kovn-controller %s\n", sp.pods, cold.Seconds(), usage)
+	if !sp.baseline {
+		return cold, []string{fmt.Sprintf("cold start %d pods: %.1f s; %s", sp.pods, cold.Seconds(), usage)}
+	}
 	if err := r.State.StopDaemon("c1", "kovn-controller"); err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +61,7 @@ func coldStart(t *testing.T, sp scaleParams) []string {
 	fmt.Printf("apiserver alone, %d IP creates + %d pod annotation merge-patches, one at a time, no client-side QPS limit (as kovn-controller): %.1f s\n",
 		sp.pods, sp.pods, base.Seconds())
 	fmt.Printf("ratio cold start / apiserver baseline: %.2f (goal <= 2)\n", cold.Seconds()/base.Seconds())
-	return []string{fmt.Sprintf("cold start %d pods: %.1f s, apiserver alone %.1f s, ratio %.2f (goal <= 2); %s",
+	return cold, []string{fmt.Sprintf("cold start %d pods: %.1f s, apiserver alone %.1f s, ratio %.2f (goal <= 2); %s",
 		sp.pods, cold.Seconds(), base.Seconds(), cold.Seconds()/base.Seconds(), usage)}
 }
 
@@ -74,7 +77,10 @@ func timeColdStart(t *testing.T, ctx context.Context, r *rig.Rig, kc kubernetes.
 		t.Fatal(err)
 	}
 	out := outDir(t)
-	stopPerf := perfRecord(t, pid, filepath.Join(out, "kovn-controller-coldstart.perf.data"), filepath.Join(out, "kovn-controller-coldstart-profile.txt"))
+	stopPerf := func() {}
+	if sp.profile {
+		stopPerf = perfRecord(t, pid, filepath.Join(out, "kovn-controller-coldstart.perf.data"), filepath.Join(out, "kovn-controller-coldstart-profile.txt"))
+	}
 	names := make([]string, sp.pods)
 	for i := range names {
 		names[i] = podName(i) + ".cold"

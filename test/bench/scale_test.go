@@ -21,11 +21,23 @@ import (
 // scaleParams are the knobs of the scale scenarios (env overrides for quicker runs).
 type scaleParams struct {
 	pods, fakes, rate, band int
+	// base is the rig the scenarios bring up (Nodes and FakeNodes set from the above).
+	base rig.Config
+	// profile records kovn-controller with perf; baseline times the apiserver alone after a
+	// cold start. Comparisons of two rigs turn both off.
+	profile, baseline bool
 }
 
 func scaleFromEnv() scaleParams {
 	return scaleParams{pods: envInt("KOVN_BENCH_PODS", 10000), fakes: envInt("KOVN_BENCH_FAKE_NODES", 200),
-		rate: envInt("KOVN_BENCH_RATE", 20), band: envInt("KOVN_BENCH_BAND", 1000)}
+		rate: envInt("KOVN_BENCH_RATE", 20), band: envInt("KOVN_BENCH_BAND", 1000), profile: true, baseline: true}
+}
+
+// rigConfig is the scenarios' rig: one real node and the fake ones.
+func (sp scaleParams) rigConfig() rig.Config {
+	cfg := sp.base
+	cfg.Nodes, cfg.FakeNodes = 1, sp.fakes
+	return cfg
 }
 
 // TestScale: goal 3 of issue 13, measured black-box through the API and NB on fake nodes.
@@ -40,7 +52,10 @@ func TestScale(t *testing.T) {
 	var lat []time.Duration
 	var notes []string
 	t.Run("latency", func(t *testing.T) { lat, notes = scaleLatency(t, sp) })
-	t.Run("coldstart", func(t *testing.T) { notes = append(notes, coldStart(t, sp)...) })
+	t.Run("coldstart", func(t *testing.T) {
+		_, n := coldStart(t, sp)
+		notes = append(notes, n...)
+	})
 	if len(lat) == 0 {
 		return
 	}
@@ -55,7 +70,7 @@ func TestScale(t *testing.T) {
 
 // scaleLatency runs the ramp and returns the per-pod latencies (index = pods that existed).
 func scaleLatency(t *testing.T, sp scaleParams) ([]time.Duration, []string) {
-	r := upRig(t, rig.Config{Nodes: 1, FakeNodes: sp.fakes})
+	r := upRig(t, sp.rigConfig())
 	kc := kubernetes.NewForConfigOrDie(restConfig(t, r))
 	w := watchLSPs(t, r)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -74,7 +89,7 @@ func scaleLatency(t *testing.T, sp scaleParams) ([]time.Duration, []string) {
 		created[i] = time.Now()
 		// Profile 60 s from 70 % of the ramp, where per-event cost shows; the bands before and
 		// after the window show whether perf itself changed the figures.
-		if i == sp.pods*7/10 {
+		if sp.profile && i == sp.pods*7/10 {
 			stop := perfRecord(t, pid, filepath.Join(out, "kovn-controller-ramp.perf.data"), filepath.Join(out, "kovn-controller-ramp-profile.txt"))
 			var once sync.Once
 			stopPerf = func() { once.Do(stop) }

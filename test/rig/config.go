@@ -65,6 +65,11 @@ type Config struct {
 	// (kovn's insecure option, for comparisons such as the TLS cost benchmark). By default
 	// every network connection to them is mutual TLS (ovntls.go).
 	InsecurePlainTCP bool
+	// ControllerNBOverNetwork has kovn-controller reach NB over the network at the control
+	// plane's address, as the chart's does (ssl: with the NB admin identity; tcp: with
+	// InsecurePlainTCP), instead of the unix socket; SB stays on its socket (the SB listener
+	// takes chassis certificates only). The TLS cost benchmark runs one rig each way.
+	ControllerNBOverNetwork bool
 	// ExtraImages are docker-archive tarballs imported into every node after the lab's own pod
 	// images (Kubernetes' e2e suite's images, make images' upstream-e2e.tar).
 	ExtraImages []string

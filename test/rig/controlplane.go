@@ -179,17 +179,29 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 		steps = append(steps, c.credentialsStep("kovn-controller-credentials", logs, cr))
 		steps = append(steps, Step{Name: "kovn-controller", Daemon: true, Restart: true, Log: filepath.Join(logs, "kovn-controller.log"),
 			Argv: []string{filepath.Join(c.KovnBinDir, "kovn-controller"), "--kubeconfig=" + kubeconfig,
-				"--ovn-nb-addr=unix:" + filepath.Join(run, "nb.sock"), "--ovn-sb-addr=unix:" + filepath.Join(run, "sb.sock"), "--default-cidr=" + annotation.JoinAddrs(c.PodCIDRs(cl)),
+				"--ovn-nb-addr=" + c.controllerNBAddr(cl, run), "--ovn-sb-addr=unix:" + filepath.Join(run, "sb.sock"), "--default-cidr=" + annotation.JoinAddrs(c.PodCIDRs(cl)),
 				"--join-cidr=" + annotation.JoinAddrs(c.JoinCIDRs()), "--leader-elect=true",
 				// The cluster's OVN PKI and chassis CSR signer, as the chart runs them. The
 				// rig's own databases trust the rig's CAs (ovntls.go), not these.
 				"--ovn-pki", "--ovn-central-addresses=" + annotation.JoinAddrs(c.ControlPlaneIPs(cl)),
 				fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", PortControllerMetrics), "--metrics-secure=false",
 				fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", PortControllerHealth)}})
+		if c.ControllerNBOverNetwork && !c.InsecurePlainTCP {
+			steps[len(steps)-1].Argv = append(steps[len(steps)-1].Argv, "--ovn-tls-dir="+c.NBAdminTLS(cl).Dir)
+		}
 		// Cluster DNS runs on kovn (its pods and Service need it), so it comes with kovn.
 		steps = append(steps, c.dnsStep(cl, admin, logs))
 	}
 	return SupervisorSpec{Name: ClusterName(cl), Dir: dir, Steps: steps}, nil
+}
+
+// controllerNBAddr is where kovn-controller reaches NB: the unix socket, or with
+// ControllerNBOverNetwork the control plane's address.
+func (c Config) controllerNBAddr(cl int, run string) string {
+	if !c.ControllerNBOverNetwork {
+		return "unix:" + filepath.Join(run, "nb.sock")
+	}
+	return c.ovsdbScheme() + ":" + hostPort(c.ControlPlaneIPs(cl)[0], PortNB)
 }
 
 // interconnectSpec serves the OVN-IC northbound and southbound databases shared by all
