@@ -174,8 +174,12 @@ func (ca *CA) Sign(pub crypto.PublicKey, r Request) ([]byte, error) {
 // RenewalDue reports whether cert has passed half of its lifetime at now (or is not valid
 // yet): renewing then leaves the other half for a renewal that failed to be retried.
 func RenewalDue(cert *x509.Certificate, now time.Time) bool {
-	half := cert.NotBefore.Add(cert.NotAfter.Sub(cert.NotBefore) / 2)
-	return !now.Before(half) || now.Before(cert.NotBefore)
+	return !now.Before(RenewalTime(cert)) || now.Before(cert.NotBefore)
+}
+
+// RenewalTime is half-way through cert's life, when kovn renews it.
+func RenewalTime(cert *x509.Certificate) time.Time {
+	return cert.NotBefore.Add(cert.NotAfter.Sub(cert.NotBefore) / 2)
 }
 
 // ParseCertificate reads the first certificate of a PEM bundle.

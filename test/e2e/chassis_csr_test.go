@@ -80,7 +80,7 @@ func checkChassisCSRs(t *testing.T, r *rig.Rig, c *cluster) {
 	}
 	if err := eventually(30*time.Second, func() error {
 		got, err := c.kc.CertificatesV1().CertificateSigningRequests().Get(ctx, adminCSR.Name, metav1.GetOptions{})
-		if err == nil && (len(got.Status.Certificate) > 0 || !hasCSRCondition(got, certv1.CertificateDenied)) {
+		if err == nil && (len(got.Status.Certificate) > 0 || !ovnpki.HasCondition(got, certv1.CertificateDenied)) {
 			err = fmt.Errorf("status %+v", got.Status.Conditions)
 		}
 		return err
@@ -172,13 +172,4 @@ func caOf(t *testing.T, c *cluster, secret string) *x509.Certificate {
 		t.Fatal(err)
 	}
 	return ca
-}
-
-func hasCSRCondition(csr *certv1.CertificateSigningRequest, typ certv1.RequestConditionType) bool {
-	for _, c := range csr.Status.Conditions {
-		if c.Type == typ {
-			return true
-		}
-	}
-	return false
 }

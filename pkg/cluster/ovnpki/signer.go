@@ -160,11 +160,11 @@ func (s *Signer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if csr.Spec.SignerName != SignerName || len(csr.Status.Certificate) > 0 ||
-		hasCondition(&csr, certv1.CertificateDenied) || hasCondition(&csr, certv1.CertificateFailed) {
+		HasCondition(&csr, certv1.CertificateDenied) || HasCondition(&csr, certv1.CertificateFailed) {
 		return ctrl.Result{}, nil
 	}
 	v := Judge(&csr, s.DaemonUser)
-	if !hasCondition(&csr, certv1.CertificateApproved) {
+	if !HasCondition(&csr, certv1.CertificateApproved) {
 		typ := certv1.CertificateApproved
 		if !v.Approve {
 			typ = certv1.CertificateDenied
@@ -200,7 +200,8 @@ func (s *Signer) fail(ctx context.Context, csr *certv1.CertificateSigningRequest
 	return s.Client.Status().Update(ctx, csr)
 }
 
-func hasCondition(csr *certv1.CertificateSigningRequest, t certv1.RequestConditionType) bool {
+// HasCondition reports whether csr carries condition t with status True.
+func HasCondition(csr *certv1.CertificateSigningRequest, t certv1.RequestConditionType) bool {
 	return slices.ContainsFunc(csr.Status.Conditions, func(c certv1.CertificateSigningRequestCondition) bool {
 		return c.Type == t && c.Status == corev1.ConditionTrue
 	})

@@ -126,7 +126,7 @@ func TestSignerSignsOnlyWhatJudgeApproves(t *testing.T) {
 		}
 	}
 	signed := get(good.Name)
-	if !hasCondition(signed, certv1.CertificateApproved) || len(signed.Status.Certificate) == 0 {
+	if !HasCondition(signed, certv1.CertificateApproved) || len(signed.Status.Certificate) == 0 {
 		t.Fatalf("own chassis request not approved and signed: %+v", signed.Status)
 	}
 	cert, err := pki.ParseCertificate(signed.Status.Certificate)
@@ -139,10 +139,10 @@ func TestSignerSignsOnlyWhatJudgeApproves(t *testing.T) {
 	if life := cert.NotAfter.Sub(cert.NotBefore); life > 24*time.Hour+10*time.Minute {
 		t.Errorf("certificate outlives its CA: %s", life)
 	}
-	if f := get(forged.Name); !hasCondition(f, certv1.CertificateDenied) || len(f.Status.Certificate) > 0 {
+	if f := get(forged.Name); !HasCondition(f, certv1.CertificateDenied) || len(f.Status.Certificate) > 0 {
 		t.Errorf("another node's request: %+v", f.Status.Conditions)
 	}
-	if a := get(adminApproved.Name); !hasCondition(a, certv1.CertificateFailed) || len(a.Status.Certificate) > 0 {
+	if a := get(adminApproved.Name); !HasCondition(a, certv1.CertificateFailed) || len(a.Status.Certificate) > 0 {
 		t.Errorf("admin-approved forged request: %+v", a.Status.Conditions)
 	}
 }

@@ -95,7 +95,7 @@ func (r *Requester) Ensure(ctx context.Context) (time.Time, error) {
 	}
 	r.Log.Info("chassis certificate in use", "dir", dir, "notAfter", cert.NotAfter)
 	r.removeOthers(dir)
-	return renewalTime(cert), nil
+	return pki.RenewalTime(cert), nil
 }
 
 // usable reports whether the SSL row points at this node's own certificate, in Dir, still
@@ -113,7 +113,7 @@ func (r *Requester) usable(ssl *vswitch.SSL, caPEM []byte) (time.Time, bool) {
 	if err != nil || string(ca) != string(caPEM) {
 		return time.Time{}, false
 	}
-	due := renewalTime(pair.Leaf)
+	due := pki.RenewalTime(pair.Leaf)
 	return due, time.Now().Before(due)
 }
 
@@ -202,11 +202,6 @@ func (r *Requester) removeOthers(keep string) {
 			}
 		}
 	}
-}
-
-// renewalTime is half-way through cert's life.
-func renewalTime(cert *x509.Certificate) time.Time {
-	return cert.NotBefore.Add(cert.NotAfter.Sub(cert.NotBefore) / 2)
 }
 
 func currentSSL(ctx context.Context, c libovsdb.Client) (*vswitch.SSL, error) {
