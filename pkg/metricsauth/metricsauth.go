@@ -31,10 +31,14 @@ import (
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
-// CacheTTL is how long a review's answer serves the same token and path: a Prometheus
-// scraping every 15 s costs the apiserver two reviews a minute, and a revoked right stops
-// working within it.
-const CacheTTL = time.Minute
+// CacheTTL is how long a review that let a token in serves the same token and path: a
+// Prometheus scraping every 15 s costs the apiserver two reviews a minute, and a revoked right
+// stops working within it. DenyCacheTTL is the same for a refusal, short so that a right just
+// granted works within seconds (the apiserver's own delegating authorizer keeps both apart too).
+const (
+	CacheTTL     = time.Minute
+	DenyCacheTTL = 5 * time.Second
+)
 
 // Reviewer admits requests whose bearer token may get their path.
 type Reviewer struct {
@@ -90,7 +94,11 @@ func (r *Reviewer) review(ctx context.Context, token, path string) (int, error) 
 	if r.cache == nil || len(r.cache) > 1000 { // many distinct tokens: start over rather than grow
 		r.cache = map[[sha256.Size]byte]verdict{}
 	}
-	r.cache[key] = verdict{status: status, until: now.Add(CacheTTL)}
+	ttl := CacheTTL
+	if status != http.StatusOK {
+		ttl = DenyCacheTTL
+	}
+	r.cache[key] = verdict{status: status, until: now.Add(ttl)}
 	return status, nil
 }
 

@@ -5,7 +5,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
+	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
@@ -19,8 +21,12 @@ import (
 func TestWrap(t *testing.T) {
 	kc := fake.NewClientset()
 	users := map[string]string{"reader-token": "system:serviceaccount:monitoring:prometheus", "tenant-token": "alice"}
+	readers := map[string]bool{"system:serviceaccount:monitoring:prometheus": true}
+	var mu sync.Mutex // the maps change between requests, which the server's goroutines read
 	var reviews int
 	kc.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
 		reviews++
 		tr := a.(k8stesting.CreateAction).GetObject().(*authnv1.TokenReview)
 		if u, ok := users[tr.Spec.Token]; ok {
@@ -29,9 +35,11 @@ func TestWrap(t *testing.T) {
 		return true, tr, nil
 	})
 	kc.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
 		sar := a.(k8stesting.CreateAction).GetObject().(*authzv1.SubjectAccessReview)
 		na := sar.Spec.NonResourceAttributes
-		sar.Status.Allowed = sar.Spec.User == users["reader-token"] && na != nil && na.Path == "/metrics" && na.Verb == "get"
+		sar.Status.Allowed = readers[sar.Spec.User] && na != nil && na.Path == "/metrics" && na.Verb == "get"
 		return true, sar, nil
 	})
 	r := &Reviewer{Client: kc}
@@ -66,13 +74,40 @@ func TestWrap(t *testing.T) {
 			t.Errorf("GET %s: body %q", c.path, body)
 		}
 	}
+	mu.Lock()
 	before := reviews
+	mu.Unlock()
 	for range 3 {
 		get("/metrics", "reader-token")
 		get("/metrics", "tenant-token")
 	}
+	mu.Lock()
 	if reviews != before {
 		t.Errorf("%d more TokenReviews for tokens reviewed within CacheTTL, want none", reviews-before)
+	}
+	users["late-token"] = "late"
+	mu.Unlock()
+	// A refusal is kept for DenyCacheTTL only: the right granted, the token works soon after.
+	if got, _ := get("/metrics", "late-token"); got != http.StatusForbidden {
+		t.Fatalf("late-token before its right: %d", got)
+	}
+	mu.Lock()
+	readers["late"] = true
+	mu.Unlock()
+	r.mu.Lock()
+	for k, v := range r.cache {
+		if v.status == http.StatusOK {
+			continue
+		}
+		if left := time.Until(v.until); left > DenyCacheTTL {
+			t.Errorf("a refusal is kept %s, want at most DenyCacheTTL (%s)", left, DenyCacheTTL)
+		}
+		v.until = time.Now().Add(-time.Second) // as if DenyCacheTTL passed
+		r.cache[k] = v
+	}
+	r.mu.Unlock()
+	if got, _ := get("/metrics", "late-token"); got != http.StatusOK {
+		t.Errorf("late-token after its right was granted and DenyCacheTTL passed: %d, want 200", got)
 	}
 }
 

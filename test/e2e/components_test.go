@@ -318,19 +318,23 @@ func leadingControllerPod(t *testing.T, c *cluster) *corev1.Pod {
 		if err != nil {
 			return err
 		}
+		var seen []string
 		for i := range pods.Items {
 			p := &pods.Items[i]
 			if p.Spec.NodeName == "" || p.DeletionTimestamp != nil {
 				continue
 			}
 			cl, n := nodeIndex(t, p.Spec.NodeName)
-			out, _ := c.componentMetrics(t, c.st.Config.NodeNS(cl, n), chartControllerMetricsPort)
+			out, err := c.componentMetrics(t, c.st.Config.NodeNS(cl, n), chartControllerMetricsPort)
 			if value(out, `leader_election_master_status{name="kovn-controller"}`) == 1 {
 				leader = p
 				return nil
 			}
+			if err != nil {
+				seen = append(seen, fmt.Sprintf("%s: %v %s", p.Name, err, firstLines(out, 1)))
+			}
 		}
-		return fmt.Errorf("no kovn-controller replica of %d reports leading", len(pods.Items))
+		return fmt.Errorf("no kovn-controller replica of %d reports leading %v", len(pods.Items), seen)
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Ports the chart's components serve metrics on (deploy/values.yaml), on the node's host
@@ -34,15 +35,31 @@ subjects: [{kind: ServiceAccount, name: kovn-e2e-metrics, namespace: kube-system
 `); err != nil {
 		t.Fatalf("metrics reader: %v %s", err, out)
 	}
+	// The binding takes effect once the apiserver's RBAC cache has it; a scrape before that
+	// is refused (and the refusal kept DenyCacheTTL).
+	if err := eventually(30*time.Second, func() error {
+		out, _ := c.kubectl("auth", "can-i", "get", "/metrics", "--as=system:serviceaccount:kube-system:kovn-e2e-metrics")
+		if strings.TrimSpace(out) != "yes" {
+			return fmt.Errorf("kovn-e2e-metrics may not get /metrics yet: %s", out)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	c.metricsToken = c.tokenFile(t, "kube-system", "kovn-e2e-metrics")
 	return c.metricsToken
 }
 
-// tokenFile writes a fresh token of ServiceAccount ns/sa to a file.
+// tokenFile writes a fresh token of ServiceAccount ns/sa to a file in the rig's directory:
+// it outlives the subtest that made it (metricsTokenFile keeps it for the whole test).
 func (c *cluster) tokenFile(t *testing.T, ns, sa string) string {
 	t.Helper()
 	token := strings.TrimSpace(c.kubectlOK("-n", ns, "create", "token", sa, "--duration=1h"))
-	f := filepath.Join(t.TempDir(), ns+"-"+sa+".token")
+	dir := filepath.Join(c.st.Config.Dir, "e2e-tokens")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(dir, c.info.Name+"-"+ns+"-"+sa+".token")
 	if err := os.WriteFile(f, []byte(token), 0o600); err != nil {
 		t.Fatal(err)
 	}
