@@ -243,6 +243,15 @@ ip netns exec "$N1NS" ovn-sbctl --timeout=5 --db=ssl:172.30.1.1:6642 --private-k
 echo "c1's AZ reaches the IC databases with its own certificate (CN az1), from a Secret:"
 kubectl get interconnect default -o jsonpath='{.status.conditions[?(@.type=="CredentialsReady")].message}{"\n"}'
 
+step "rotation: every OVN CA and certificate replaced (trust the next CA, issue from it, retire the old) while x-1 pings x-2 every 100 ms"
+kubectl exec x-1 -- /testbox pingstream -c 120 -i 100ms -W 2s "$X2" > "$DIR/rotation-stream.txt" 2>&1 &
+STREAM=$!
+"$RIG" rotate-pki --dir "$DIR"
+wait "$STREAM" || true
+grep -E "transmitted|longest" "$DIR/rotation-stream.txt"
+echo "c1's kovn-controller's clusterset certificate (CredentialsReady):"
+kubectl get interconnect default -o jsonpath='{.status.conditions[?(@.type=="CredentialsReady")].message}{"\n"}'
+
 step "Multi-Cluster Services: x-2 in c2 exported; c1 imports it (ServiceImport, ClusterSetIP) and names it in clusterset.local"
 eval "$("$RIG" env c2 --dir "$DIR")"
 kubectl label pod x-2 mcs=hello --overwrite >/dev/null

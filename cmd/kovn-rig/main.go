@@ -49,6 +49,8 @@ func main() {
 		err = credentials(args)
 	case "cluster-dns":
 		err = clusterDNS(args)
+	case "rotate-pki":
+		err = rotatePKI(args)
 	default:
 		usage()
 	}
@@ -59,7 +61,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: kovn-rig up|status|env CLUSTER|down [flags]  (kovn-rig CMD -h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: kovn-rig up|status|env CLUSTER|rotate-pki|down [flags]  (kovn-rig CMD -h for flags)")
 	os.Exit(2)
 }
 

@@ -279,10 +279,10 @@ func (r *Reconciler) gatewayHandshake(ctx context.Context, run *joinRun) error {
 // is the shard's (readiness reports it), foreignErr the peerings'; err stops the reconcile.
 func (r *Reconciler) writeDesired(ctx context.Context, run *joinRun, d Desired) (applyErr, foreignErr, err error) {
 	ic, in := run.ic, run.in
-	if err := declareWithdrawn(ctx, run.icnb, in.AZ, d.Withdraw); err != nil {
+	if err := r.declareGuarded(ctx, run.icnb, withdrawnKeyPrefix, in.AZ, d.Withdraw, "withdrawn subnets"); err != nil {
 		return nil, nil, err
 	}
-	if err := declare(ctx, run.icnb, subnetsKeyPrefix, in.AZ, d.Declare); err != nil {
+	if err := r.declareGuarded(ctx, run.icnb, subnetsKeyPrefix, in.AZ, d.Declare, "subnets"); err != nil {
 		return nil, nil, err
 	}
 	if len(d.Unenforced) > 0 {

@@ -314,12 +314,6 @@ func declarationsBy(ctx context.Context, c libovsdb.Client, keyPrefix, az string
 	return out
 }
 
-// declareWithdrawn sets az's declaration to prefixes (none: the key goes); no transaction when
-// it already says so.
-func declareWithdrawn(ctx context.Context, c libovsdb.Client, az string, prefixes []netip.Prefix) error {
-	return declare(ctx, c, withdrawnKeyPrefix, az, prefixes)
-}
-
 // declare sets az's declaration under keyPrefix to prefixes (none: the key goes); no
 // transaction when it already says so.
 func declare(ctx context.Context, c libovsdb.Client, keyPrefix, az string, prefixes []netip.Prefix) error {

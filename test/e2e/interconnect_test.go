@@ -184,7 +184,7 @@ func TestInterconnect(t *testing.T) {
 		azNameTaken(t, a, b, cfg, pa, pb)
 	})
 
-	t.Run("another AZ's certificate rewrites this AZ's join record: put back, Degraded, still joined", func(t *testing.T) {
+	t.Run("another AZ's certificate rewrites this AZ's join record and declared subnets: put back, Degraded, still joined", func(t *testing.T) {
 		a.t, b.t = t, t
 		tamperedRecord(t, a, cfg)
 	})

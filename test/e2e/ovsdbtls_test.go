@@ -238,6 +238,28 @@ func tamperedRecord(t *testing.T, c1 *cluster, cfg rig.Config) {
 		t.Errorf("c1: no RecordTampered event")
 	}
 	t.Logf("az2's certificate rewrote %s's holder and join time; c1 put both back and said so %.1fs later: %s", az, time.Since(tampered).Seconds(), msg)
+
+	// The subnets the AZ declares (what its peers accept routes inside): widened to everything
+	// by az2's certificate, they are put back and reported too.
+	subnetsKey := `external_ids:"kovn.io/subnets/` + az + `"`
+	declared := local("get", "IC_NB_Global", row, subnetsKey)
+	if out, err := ovsdbAs(cfg.NodeNS(2, 1), cfg.AZTLS(2), "ovn-ic-nbctl", "--db="+cfg.ICNBEndpoint(), "set", "IC_NB_Global", row, subnetsKey+`="0.0.0.0/0"`); err != nil {
+		t.Fatalf("az2's certificate writing az1's declared subnets: %v %s", err, out)
+	}
+	tampered = time.Now()
+	if err := eventually(30*time.Second, func() error {
+		msg = get(`{.status.conditions[?(@.type=="Degraded")].message}`)
+		if !strings.Contains(msg, "the subnets AZ "+az+` declares were changed from "`+declared+`" to "0.0.0.0/0"`) {
+			return fmt.Errorf("Degraded: %q", msg)
+		}
+		if got := local("get", "IC_NB_Global", row, subnetsKey); got != declared {
+			return fmt.Errorf("declared subnets %q, want %q back", got, declared)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("az2's certificate widened %s's declared subnets %s to 0.0.0.0/0; put back and reported %.1fs later", az, declared, time.Since(tampered).Seconds())
 }
 
 // storeTampered: cluster 2's AZ certificate deletes c1's export of mcs/web from the

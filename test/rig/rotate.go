@@ -39,8 +39,8 @@ func nextCADir(dir string) string { return filepath.Join(dir, "next") }
 // files only at start and is restarted, as the chart's container script restarts it.
 func (s *State) RotateOVNPKI(ctx context.Context, step RotationStep) error {
 	c := s.Config
-	if c.InsecurePlainTCP || c.Chart() || c.ForeignAZ {
-		return errors.New("rotation is for the process rig on TLS without a foreign AZ")
+	if c.InsecurePlainTCP || c.Chart() {
+		return errors.New("rotation is for the process rig on TLS")
 	}
 	for _, p := range c.ovnPKIPlan() {
 		if err := rotateCA(p, step); err != nil {
@@ -49,6 +49,11 @@ func (s *State) RotateOVNPKI(ctx context.Context, step RotationStep) error {
 	}
 	if !c.Interconnected() {
 		return s.reconnectAll(step)
+	}
+	if step != TrustNextCA && c.ForeignAZ {
+		if err := s.restartIfRunning(ctx, foreignSup, "ovn-ic"); err != nil {
+			return err
+		}
 	}
 	for cl := 1; cl <= c.Clusters; cl++ {
 		if c.Kovn {
@@ -63,14 +68,24 @@ func (s *State) RotateOVNPKI(ctx context.Context, step RotationStep) error {
 		if step == TrustNextCA {
 			continue // ovn-ic meets the next CA's certificates only after the next step
 		}
-		if err := s.StopDaemon(ClusterName(cl), "ovn-ic"); err != nil {
-			return err
-		}
-		if _, err := s.StartDaemon(ctx, ClusterName(cl), "ovn-ic"); err != nil {
+		if err := s.restartIfRunning(ctx, ClusterName(cl), "ovn-ic"); err != nil {
 			return err
 		}
 	}
 	return s.reconnectAll(step)
+}
+
+// restartIfRunning stops daemon name of supervisor sup by its pid and has it started again;
+// one held down (a test's StopDaemon) stays down.
+func (s *State) restartIfRunning(ctx context.Context, sup, name string) error {
+	if _, err := s.DaemonPid(sup, name); err != nil {
+		return nil
+	}
+	if err := s.StopDaemon(sup, name); err != nil {
+		return err
+	}
+	_, err := s.StartDaemon(ctx, sup, name)
+	return err
 }
 
 // rotateCA does step for one CA and the identities it issued.
