@@ -9,9 +9,6 @@ import (
 	"time"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
-
-	"github.com/kovn/kovn/pkg/ovn"
-	"github.com/kovn/kovn/pkg/ovn/model/icnb"
 )
 
 // declSettle is how long after its own write of a declaration kovn takes a different value
@@ -57,11 +54,8 @@ func (g *declGuard) observe(key, found, want string, now time.Time) bool {
 // (the write) and noted as tampering, naming what it had been changed to.
 func (r *Reconciler) declareGuarded(ctx context.Context, c libovsdb.Client, keyPrefix, az string, prefixes []netip.Prefix, what string) error {
 	key, want := keyPrefix+az, strings.Join(prefixStrings(prefixes), ",")
-	var found string
-	if row, err := ovn.GlobalRow[*icnb.ICNBGlobal](ctx, c); err == nil {
-		found = row.ExternalIDs[key]
-	}
-	if err := declare(ctx, c, keyPrefix, az, prefixes); err != nil {
+	found, err := declare(ctx, c, keyPrefix, az, prefixes)
+	if err != nil {
 		return err
 	}
 	if r.declared.observe(key, found, want, time.Now()) {

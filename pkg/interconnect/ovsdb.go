@@ -314,15 +314,22 @@ func declarationsBy(ctx context.Context, c libovsdb.Client, keyPrefix, az string
 	return out
 }
 
-// declare sets az's declaration under keyPrefix to prefixes (none: the key goes); no
-// transaction when it already says so.
-func declare(ctx context.Context, c libovsdb.Client, keyPrefix, az string, prefixes []netip.Prefix) error {
+// declare sets az's declaration under keyPrefix to prefixes (none: the key goes), with no
+// transaction when it already says so, and returns what it found there.
+func declare(ctx context.Context, c libovsdb.Client, keyPrefix, az string, prefixes []netip.Prefix) (string, error) {
 	key, want := keyPrefix+az, strings.Join(prefixStrings(prefixes), ",")
 	wantIDs := map[string]string{}
 	if want != "" {
 		wantIDs[key] = want
 	}
-	return updateICNBGlobal(ctx, c, func(m *icnb.ICNBGlobal) ovn.GlobalChange {
+	row, err := ovn.UpdateGlobal(ctx, c, func(m *icnb.ICNBGlobal) ovn.GlobalChange {
 		return ovn.GlobalChange{Mutations: ovn.MapMutations(&m.ExternalIDs, m.ExternalIDs, wantIDs, []string{key})}
 	})
+	if err != nil && !errors.Is(err, ovn.ErrNoGlobalRow) {
+		return "", err
+	}
+	if err != nil || row == nil {
+		return "", nil
+	}
+	return row.ExternalIDs[key], nil
 }

@@ -9,10 +9,8 @@ package metricsauth
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -24,8 +22,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-
-	"github.com/kovn/kovn/pkg/pki"
 )
 
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
@@ -152,24 +148,4 @@ func ServerOptions(addr string, secure bool) metricsserver.Options {
 		}
 	}
 	return o
-}
-
-// SelfSignedTLS is a server TLS configuration with a certificate made now, for components
-// serving metrics without controller-runtime. Scrapers verify the token's rights, not the
-// server's name (as with the kubelet's self-signed serving certificate).
-func SelfSignedTLS() (*tls.Config, error) {
-	host, _ := os.Hostname()
-	ca, err := pki.NewCA("kovn metrics "+host, 365*24*time.Hour)
-	if err != nil {
-		return nil, err
-	}
-	certPEM, keyPEM, err := ca.Issue(pki.Request{CommonName: host, DNSNames: []string{host}, Usage: pki.Server, Validity: 365 * 24 * time.Hour})
-	if err != nil {
-		return nil, err
-	}
-	pair, err := tls.X509KeyPair(append(certPEM, ca.CertPEM...), keyPEM)
-	if err != nil {
-		return nil, err
-	}
-	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
 }

@@ -1,7 +1,6 @@
 package metricsauth
 
 import (
-	"crypto/tls"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -108,26 +107,5 @@ func TestWrap(t *testing.T) {
 	r.mu.Unlock()
 	if got, _ := get("/metrics", "late-token"); got != http.StatusOK {
 		t.Errorf("late-token after its right was granted and DenyCacheTTL passed: %d, want 200", got)
-	}
-}
-
-// TestSelfSignedTLS: the configuration serves a TLS handshake.
-func TestSelfSignedTLS(t *testing.T) {
-	cfg, err := SelfSignedTLS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
-	srv.TLS = cfg
-	srv.StartTLS()
-	defer srv.Close()
-	cl := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	resp, err := cl.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("status %d", resp.StatusCode)
 	}
 }

@@ -84,10 +84,7 @@ func (l *Loader) Refresh(ctx context.Context, spec *kovnv1.InterConnectSpec) (us
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if name != l.readName || time.Since(l.readAt) >= RereadAfter {
-		l.readName, l.readAt, l.readErr = name, time.Now(), l.load(ctx, name)
-		if l.readErr != nil {
-			l.readErr = fmt.Errorf("clusterset Secret %s: %w", name, l.readErr)
-		}
+		l.rereadLocked(ctx, name)
 	}
 	_, _, loadErr := l.Creds.Load()
 	return loadErr == nil, l.readErr
@@ -104,14 +101,19 @@ func (l *Loader) Load() (*tls.Certificate, *x509.CertPool, error) {
 	l.mu.Lock()
 	if l.readName.Name != "" && time.Since(l.readAt) >= RereadAfter {
 		ctx, cancel := context.WithTimeout(context.Background(), handshakeReadTimeout)
-		l.readAt, l.readErr = time.Now(), l.load(ctx, l.readName)
+		l.rereadLocked(ctx, l.readName)
 		cancel()
-		if l.readErr != nil {
-			l.readErr = fmt.Errorf("clusterset Secret %s: %w", l.readName, l.readErr)
-		}
 	}
 	l.mu.Unlock()
 	return l.Creds.Load()
+}
+
+// rereadLocked reads Secret name into Creds now and keeps when and how that went; l.mu held.
+func (l *Loader) rereadLocked(ctx context.Context, name client.ObjectKey) {
+	l.readName, l.readAt, l.readErr = name, time.Now(), l.load(ctx, name)
+	if l.readErr != nil {
+		l.readErr = fmt.Errorf("clusterset Secret %s: %w", name, l.readErr)
+	}
 }
 
 // Describe names the certificate in use (CN, serial, end of validity), so an operator and a
