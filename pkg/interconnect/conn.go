@@ -31,6 +31,8 @@ type icConn struct {
 	// wanted: an InterConnect names IC databases (set before the first attempt, so an
 	// unreachable database shows as down rather than absent).
 	wanted bool
+	// inspect, if set, sees every row added to or updated in the IC-SB cache (icsbGuard).
+	inspect func(table string, m model.Model)
 }
 
 // state reports whether each IC database is connected, and whether any is wanted.
@@ -76,10 +78,14 @@ func (c *icConn) connect(ctx context.Context, nbEps, sbEps []string, creds ovn.C
 		}
 	}
 	// IC-SB: peers, routes, gateway bindings; IC-NB: join records and withdrawals.
-	for _, c := range []libovsdb.Client{icsb, icnb} {
-		c.Cache().AddEventHandler(&cache.EventHandlerFuncs{
-			AddFunc:    func(string, model.Model) { kick() },
-			UpdateFunc: func(string, model.Model, model.Model) { kick() },
+	for _, db := range []libovsdb.Client{icsb, icnb} {
+		inspect := func(string, model.Model) {}
+		if db == icsb && c.inspect != nil {
+			inspect = c.inspect
+		}
+		db.Cache().AddEventHandler(&cache.EventHandlerFuncs{
+			AddFunc:    func(table string, m model.Model) { inspect(table, m); kick() },
+			UpdateFunc: func(table string, _, m model.Model) { inspect(table, m); kick() },
 			DeleteFunc: func(string, model.Model) { kick() },
 		})
 	}

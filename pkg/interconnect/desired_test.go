@@ -364,15 +364,7 @@ func TestRecordJoin(t *testing.T) {
 func TestRemoveAZ(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	db, err := icsb.DatabaseModel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := ovn.ConnectICSB(ctx, ovn.Config{Endpoints: []string{ovntest.Serve(t, ovntest.SocketPath(t), db)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := serveICSB(ctx, t)
 	var ops []ovsdb.Operation
 	for i, az := range []string{"az1", "az2"} {
 		a := &icsb.AvailabilityZone{UUID: ovn.NewNamedUUID(), Name: az}

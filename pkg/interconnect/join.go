@@ -78,6 +78,9 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.guardICSB(ctx, run, d); err != nil {
+		return ctrl.Result{}, err
+	}
 	r.fillStatus(ic, run.in, d, run.cs)
 	res, err := readiness(ic, run.in, run.cs, applyErr, run.keysDue)
 	if err == nil {

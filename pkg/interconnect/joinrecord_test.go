@@ -10,6 +10,7 @@ import (
 
 	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/ovn/model/icnb"
+	"github.com/kovn/kovn/pkg/ovn/model/icsb"
 	"github.com/kovn/kovn/pkg/ovn/ovntest"
 )
 
@@ -166,6 +167,20 @@ func TestRestoreRecord(t *testing.T) {
 
 // serveICNB serves an in-memory IC-NB and returns a function connecting a new client (one per
 // cluster, each with its own cache) to it.
+// serveICSB serves an empty IC-SB in memory and connects one client to it.
+func serveICSB(ctx context.Context, t *testing.T) libovsdb.Client {
+	db, err := icsb.DatabaseModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ovn.ConnectICSB(ctx, ovn.Config{Endpoints: []string{ovntest.Serve(t, ovntest.SocketPath(t), db)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
 func serveICNB(ctx context.Context, t *testing.T) func() libovsdb.Client {
 	db, err := icnb.DatabaseModel()
 	if err != nil {

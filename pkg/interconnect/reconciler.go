@@ -67,8 +67,10 @@ type Reconciler struct {
 	// Tamper records repairs of this AZ's rows (guardRecord, the MCS export writer) for
 	// Degraded; nil records nothing.
 	Tamper *tamper.Log
-	// declared guards this AZ's declarations in IC_NB_Global (declareGuarded).
+	// declared guards this AZ's declarations in IC_NB_Global (declareGuarded), icsbRows its
+	// rows in IC-SB (guardICSB).
 	declared declGuard
+	icsbRows icsbGuard
 }
 
 // clusterUID is the UID of the cluster's kube-system namespace, which names the cluster that

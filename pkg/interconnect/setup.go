@@ -23,6 +23,7 @@ import (
 // addresses), on Subnets (what is advertised) and on IC-SB/IC-NB changes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.icEvents = make(chan event.GenericEvent, 1)
+	r.ic.inspect = r.icsbRows.inspect
 	key := reconcile.Request{NamespacedName: types.NamespacedName{Name: Name}}
 	toKey := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{key}

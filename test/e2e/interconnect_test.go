@@ -189,6 +189,11 @@ func TestInterconnect(t *testing.T) {
 		tamperedRecord(t, a, cfg)
 	})
 
+	t.Run("another AZ's certificate writes a route and a gateway under this AZ's name in IC-SB: removed, Degraded", func(t *testing.T) {
+		a.t, b.t = t, t
+		tamperedICSB(t, a, cfg)
+	})
+
 	t.Run("every OVN CA and certificate rotated under a 100 ms cross-cluster stream: none lost, the old CA refused", func(t *testing.T) {
 		a.t, b.t = t, t
 		rotatedEverything(t, a, b, r.State, pb)

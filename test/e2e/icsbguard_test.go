@@ -1,0 +1,95 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kovn/kovn/test/rig"
+)
+
+// tamperedICSB: cluster 2's AZ certificate writes, under c1's AZ name in IC-SB, what every
+// peer would believe: a route to a part of c1's subnet via cluster 2's transit address, and a
+// gateway whose tunnel endpoint is no node of c1. c1's kovn removes both and reports them
+// (Degraded naming each, the restored counter) within one resync.
+func tamperedICSB(t *testing.T, c1 *cluster, cfg rig.Config) {
+	get := func(path string) string {
+		out, err := c1.kubectl("get", "interconnect", "default", "-o", "jsonpath="+path)
+		if err != nil {
+			t.Fatalf("kubectl get interconnect: %v %s", err, out)
+		}
+		return strings.TrimSpace(out)
+	}
+	az := get("{.status.azName}")
+	query := func(table string, where ...string) []map[string]any {
+		t.Helper()
+		cond := "[" + strings.Join(where, ",") + "]"
+		out, err := exec.Command("ovsdb-client", "--timeout=10", "query", cfg.ICSBLocal(),
+			fmt.Sprintf(`["OVN_IC_Southbound",{"op":"select","table":%q,"where":%s}]`, table, cond)).CombinedOutput()
+		if err != nil {
+			t.Fatalf("reading IC-SB %s: %v %s", table, err, out)
+		}
+		var res []struct{ Rows []map[string]any }
+		if err := json.Unmarshal(out, &res); err != nil || len(res) != 1 {
+			t.Fatalf("IC-SB %s: %v %s", table, err, out)
+		}
+		return res[0].Rows
+	}
+	zones := query("Availability_Zone", fmt.Sprintf(`["name","==",%q]`, az))
+	if len(zones) != 1 {
+		t.Fatalf("AZ %s in IC-SB: %v", az, zones)
+	}
+	azUUID := zones[0]["_uuid"].([]any)[1].(string)
+	// A part of a subnet c1 advertises (inside what it declared, so the peers' declared-subnet
+	// filter would let it through), via an address of another AZ's transit port.
+	var victim, nexthop string
+	for _, r := range query("Route", `["transit_switch","==","kovn-ts"]`) {
+		p, err := netip.ParsePrefix(r["ip_prefix"].(string))
+		switch {
+		case err != nil || !p.Addr().Is4():
+		case r["availability_zone"].([]any)[1] == azUUID && p.Bits() <= 24:
+			victim = netip.PrefixFrom(p.Addr(), 28).Masked().String()
+		case r["availability_zone"].([]any)[1] != azUUID:
+			nexthop = r["nexthop"].(string)
+		}
+	}
+	if victim == "" || nexthop == "" {
+		t.Fatalf("no IPv4 route of %s (%q) or of another AZ (nexthop %q) on kovn-ts", az, victim, nexthop)
+	}
+	txn := fmt.Sprintf(`["OVN_IC_Southbound",`+
+		`{"op":"insert","table":"Route","row":{"availability_zone":["uuid",%[1]q],"transit_switch":"kovn-ts","ip_prefix":%[2]q,"nexthop":%[3]q,"origin":"connected"}},`+
+		`{"op":"insert","table":"Encap","uuid-name":"e","row":{"gateway_name":"evil-gw","ip":"192.0.2.250","type":"geneve"}},`+
+		`{"op":"insert","table":"Gateway","row":{"name":"evil-gw","hostname":"evil-gw","availability_zone":["uuid",%[1]q],"encaps":["named-uuid","e"]}}]`,
+		azUUID, victim, nexthop)
+	if out, err := ovsdbAs(cfg.NodeNS(2, 1), cfg.AZTLS(2), "ovsdb-client", "transact", cfg.ICSBEndpoint(), txn); err != nil || strings.Contains(out, `"error"`) {
+		t.Fatalf("az2's certificate writing under %s's name in IC-SB (OVN-IC allows it): %v %s", az, err, out)
+	}
+	tampered := time.Now()
+	var msg string
+	if err := eventually(30*time.Second, func() error {
+		msg = get(`{.status.conditions[?(@.type=="Degraded")].message}`)
+		for _, want := range []string{"a route to " + victim + " via " + nexthop, `a gateway "evil-gw"`} {
+			if !strings.Contains(msg, want) {
+				return fmt.Errorf("Degraded does not name %q: %q", want, msg)
+			}
+		}
+		if rows := query("Route", fmt.Sprintf(`["ip_prefix","==",%q]`, victim)); len(rows) > 0 {
+			return fmt.Errorf("the route is still in IC-SB: %v", rows)
+		}
+		if rows := query("Gateway", `["name","==","evil-gw"]`); len(rows) > 0 {
+			return fmt.Errorf("the gateway is still in IC-SB: %v", rows)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("az2's certificate wrote a route to %s via %s and a gateway under %s's name; gone and reported %.1fs later: %s",
+		victim, nexthop, az, time.Since(tampered).Seconds(), msg)
+	if s := c1.interConnectStatus(); s.ready != "True" {
+		t.Errorf("c1 Ready %s (%s) after the repair", s.ready, s.message)
+	}
+}
