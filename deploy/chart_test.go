@@ -312,7 +312,7 @@ func TestChartValuesReachTheComponents(t *testing.T) {
 	// OVN central on mutual TLS: NB trusts the central CA alone, SB both CAs; northd and ovn-ic
 	// reach SB through its unix socket (its network listener carries a chassis's role), ovn-ic
 	// reaches NB through kovn-ovsdb's proxy (its one certificate is the AZ's).
-	for db, ca := range map[string]string{"nb": "ca.crt", "sb": "sb-ca.crt"} {
+	for db, ca := range map[string]string{"nb": "/etc/kovn/ovn-tls/ca.crt", "sb": "/etc/kovn/ovn-tls/sb-ca.crt"} {
 		if cmd, _ := args(t, objs, "DaemonSet", "kovn-ovn-central", db); cmd[len(cmd)-1] != ca {
 			t.Errorf("%s: %v, want clients chained to %s", db, cmd, ca)
 		}
@@ -347,10 +347,27 @@ func TestChartValuesReachTheComponents(t *testing.T) {
 	if sb, _ := args(t, plain, "DaemonSet", "kovn-ovn-central", "sb"); sb[len(sb)-1] != "none" {
 		t.Errorf("insecure SB: %v", sb)
 	}
+	// The clusterset's IC databases: mutual TLS with their own certificate, chained to the
+	// clusterset's CA; OVN_ClusterSet beside IC-SB; plain TCP only when asked for.
 	objs = mustRender(t, sampleValues[0], "interconnect.databases.enabled=true")
 	if nb, _ := args(t, objs, "DaemonSet", "kovn-ovn-central", "ic-nb"); !slices.Equal(nb[1:], []string{"/scripts/start-db.sh",
-		"ovn_ic_nb_db", "/usr/share/ovn/ovn-ic-nb.ovsschema", "6645", "6647", "none"}) {
+		"ovn_ic_nb_db", "/usr/share/ovn/ovn-ic-nb.ovsschema", "6645", "6647", "/etc/kovn/ic-db-tls/ca.crt"}) {
 		t.Errorf("IC-NB: %v", nb)
+	}
+	if sb, _ := args(t, objs, "DaemonSet", "kovn-ovn-central", "ic-sb"); !slices.Equal(sb[1:], []string{"/scripts/start-db.sh",
+		"ovn_ic_sb_db", "/usr/share/ovn/ovn-ic-sb.ovsschema", "6646", "6648", "/etc/kovn/ic-db-tls/ca.crt",
+		"ovn_clusterset_db", "/scripts/ovn-clusterset.ovsschema", "6649"}) {
+		t.Errorf("IC-SB: %v", sb)
+	}
+	if ds := find(t, objs, "DaemonSet", "kovn-ovn-central"); !strings.Contains(fmt.Sprint(ds.Object), "secretName:kovn-clusterset-db-tls") {
+		t.Error("the IC databases' Secret kovn-clusterset-db-tls is not mounted")
+	}
+	if cm := find(t, objs, "ConfigMap", "kovn-ovn-central"); !strings.Contains(fmt.Sprint(cm.Object), `"name": "OVN_ClusterSet"`) {
+		t.Error("the OVN_ClusterSet schema is not in the scripts' ConfigMap")
+	}
+	plainIC := mustRender(t, sampleValues[0], "interconnect.databases.enabled=true", "interconnect.insecurePlainTCP=true")
+	if nb, _ := args(t, plainIC, "DaemonSet", "kovn-ovn-central", "ic-nb"); nb[len(nb)-1] != "none" {
+		t.Errorf("insecure IC-NB: %v", nb)
 	}
 	// Without interconnect: no ovn-ic and no InterConnect object.
 	objs = mustRender(t, sampleValues[0])

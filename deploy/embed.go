@@ -10,5 +10,5 @@ import "embed"
 //
 //go:embed Chart.yaml values.yaml .helmignore templates/*.yaml templates/_helpers.tpl
 //go:embed crds/*.yaml rbac/controller/role.yaml rbac/daemon/role.yaml rbac/speaker/role.yaml rbac/pinger/role.yaml policy/*.yaml
-//go:embed dashboards/kovn.json
+//go:embed dashboards/kovn.json ovsdb/ovn-clusterset.ovsschema
 var Chart embed.FS

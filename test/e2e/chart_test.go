@@ -28,6 +28,7 @@ func TestChartInstall(t *testing.T) {
 	cfg := rigConfig(t, 1, 2)
 	// With kovn-pinger, whose pods on kovn's own network helm uninstall must remove first.
 	cfg.Kovn, cfg.IPFamily, cfg.Install, cfg.Pinger = true, rig.Dual, rig.InstallChart, true
+	cfg.ChartICDatabases = true // and serves a clusterset's IC databases
 	r := upRig(t, cfg)
 	c := newCluster(t, r, "c1")
 
@@ -51,6 +52,9 @@ func TestChartInstall(t *testing.T) {
 	familyChecks(t, c, r.State, true, a, b)
 	t.Run("mutual TLS: OVN central refuses plain and foreign clients; each node's chassis certificate from a CSR opens SB only, for its own chassis", func(t *testing.T) {
 		chartIdentity(t, c, cfg)
+	})
+	t.Run("the clusterset's IC databases from the chart: mutual TLS only, OVN_ClusterSet beside IC-SB, raft on ssl", func(t *testing.T) {
+		chartICDatabases(t, cfg)
 	})
 	t.Run("metrics: over TLS, to tokens allowed to get /metrics only", func(t *testing.T) {
 		c.t = t

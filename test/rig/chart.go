@@ -18,6 +18,7 @@ import (
 
 	"github.com/kovn/kovn/deploy"
 	"github.com/kovn/kovn/pkg/annotation"
+	"github.com/kovn/kovn/pkg/interconnect/ictls"
 )
 
 // How kovn runs in a rig (Config.Install).
@@ -104,6 +105,9 @@ func (c Config) ChartValues(cl int) []string {
 		// The pinger checks the lab's external host too.
 		"pinger.externalAddresses={" + strings.Join(addrStrings(c.ExternalHostIPs()), ",") + "}",
 	}
+	if c.ChartICDatabases && cl == 1 {
+		v = append(v, "interconnect.databases.enabled=true", fmt.Sprintf("interconnect.insecurePlainTCP=%t", c.InsecurePlainTCP))
+	}
 	if c.Interconnected() {
 		// Each cluster an AZ of the rig's clusterset (IC-NB and IC-SB are the rig's), its
 		// node 1 the gateway: the InterConnect the multi-cluster suites apply themselves.
@@ -127,14 +131,23 @@ func (r *Rig) InstallChart(ctx context.Context, cl int) error {
 	if err := r.labelChartNodes(ctx, cl); err != nil {
 		return err
 	}
+	// The Secrets an installer gives the chart: the AZ's clusterset certificate (which the
+	// chart's ovn-ic mounts and kovn-controller reads) and the IC databases' own, both from the
+	// clusterset's CA, which the installer keeps.
+	secrets := map[string]OVSDBTLS{}
 	if cfg.Interconnected() {
-		// The AZ's clusterset certificate, which the chart's ovn-ic mounts and kovn-controller reads.
+		secrets[ictls.DefaultSecretName] = cfg.AZTLS(cl)
+	}
+	if cfg.ChartICDatabases && cl == 1 && !cfg.InsecurePlainTCP {
+		secrets[ChartICDBSecret] = cfg.ChartICDBTLS()
+	}
+	for name, id := range secrets {
 		kc, err := r.State.Kube(ClusterName(cl))
 		if err != nil {
 			return err
 		}
-		if err := retry(ctx, func() error { return applyClustersetSecret(ctx, kc, cfg.AZTLS(cl)) }); err != nil {
-			return fmt.Errorf("clusterset Secret: %w", err)
+		if err := retry(ctx, func() error { return applyTLSSecret(ctx, kc, name, id) }); err != nil {
+			return fmt.Errorf("applying Secret %s: %w", name, err)
 		}
 	}
 	dir := filepath.Join(cfg.Dir, "chart")

@@ -70,6 +70,11 @@ type Config struct {
 	// InsecurePlainTCP), instead of the unix socket; SB stays on its socket (the SB listener
 	// takes chassis certificates only). The TLS cost benchmark runs one rig each way.
 	ControllerNBOverNetwork bool
+	// ChartICDatabases has cluster 1's chart serve a clusterset's IC-NB and IC-SB (with
+	// OVN_ClusterSet) itself (interconnect.databases, InstallChart only), on mutual TLS with a
+	// certificate from the rig's clusterset CA (ChartICDBTLS) unless InsecurePlainTCP. No
+	// cluster joins them: the suites check who they answer.
+	ChartICDatabases bool
 	// ExtraImages are docker-archive tarballs imported into every node after the lab's own pod
 	// images (Kubernetes' e2e suite's images, make images' upstream-e2e.tar).
 	ExtraImages []string

@@ -101,6 +101,17 @@ func (c Config) ForeignAZTLS() OVSDBTLS {
 	return c.identity(filepath.Join(c.icPKIDir(), ForeignAZName))
 }
 
+// ChartICDBTLS is the identity of the IC databases cluster 1's chart serves (ChartICDatabases),
+// from the clusterset's CA: the Secret ChartICDBSecret holds it.
+func (c Config) ChartICDBTLS() OVSDBTLS {
+	return c.identity(filepath.Join(c.icPKIDir(), chartICDBIdentity))
+}
+
+const chartICDBIdentity = "chart-ic-db"
+
+// ChartICDBSecret is the chart's interconnect.databases.tlsSecretName default.
+const ChartICDBSecret = "kovn-clusterset-db-tls"
+
 // AZName is cluster cl's availability zone in the rig's clusterset (its InterConnect's azName).
 func AZName(cl int) string { return fmt.Sprintf("az%d", cl) }
 
@@ -131,10 +142,13 @@ func (c Config) ovnPKIPlan() []caPlan {
 			plan = append(plan, caPlan{dir: c.ovnPKIDir(cl, db), cn: fmt.Sprintf("%s OVN %s CA", ClusterName(cl), db), ids: ids})
 		}
 	}
-	if !c.Interconnected() {
+	if !c.Interconnected() && !c.ChartICDatabases {
 		return plan
 	}
 	ids := map[string]pki.Request{"server": {CommonName: "ovn-ic-db", IPs: append(c.ICDBIPs(), loopback...), Usage: pki.Server | pki.Client}}
+	if c.ChartICDatabases {
+		ids[chartICDBIdentity] = pki.Request{CommonName: "ovn-ic-db", IPs: append(c.NodeIPs(1, 1), loopback...), Usage: pki.Server | pki.Client}
+	}
 	for cl := 1; cl <= c.Clusters; cl++ {
 		ids[AZName(cl)] = pki.Request{CommonName: AZName(cl), Usage: pki.Client}
 	}
@@ -234,6 +248,12 @@ func writeIdentity(ca *pki.CA, id OVSDBTLS, req pki.Request, caPEM []byte) error
 // in KovnNamespace) from identity id, as an installer hands a cluster its clusterset certificate.
 // An empty id (InsecurePlainTCP) applies nothing.
 func applyClustersetSecret(ctx context.Context, kc kubernetes.Interface, id OVSDBTLS) error {
+	return applyTLSSecret(ctx, kc, ictls.DefaultSecretName, id)
+}
+
+// applyTLSSecret creates or updates Secret name (kubernetes.io/tls with ca.crt, in
+// KovnNamespace) from identity id; an empty id applies nothing.
+func applyTLSSecret(ctx context.Context, kc kubernetes.Interface, name string, id OVSDBTLS) error {
 	if id.Dir == "" {
 		return nil
 	}
@@ -245,7 +265,7 @@ func applyClustersetSecret(ctx context.Context, kc kubernetes.Interface, id OVSD
 		}
 		data[key] = b
 	}
-	want := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: KovnNamespace, Name: ictls.DefaultSecretName},
+	want := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: KovnNamespace, Name: name},
 		Type: corev1.SecretTypeTLS, Data: data}
 	secrets := kc.CoreV1().Secrets(KovnNamespace)
 	cur, err := secrets.Get(ctx, want.Name, metav1.GetOptions{})

@@ -4,10 +4,10 @@ import "fmt"
 
 // OVN's database ports, which pods may not open outside the clusterset's subnets: NB 6641, SB
 // 6642, their raft ports 6643 and 6644, IC-NB 6645, IC-SB 6646 (kovn's OVN_ClusterSet with
-// it) and the IC raft ports 6647 and 6648.
+// it), the IC raft ports 6647 and 6648 and OVN_ClusterSet's raft port 6649.
 const (
 	OVNDBPortFirst = 6641
-	OVNDBPortLast  = 6648
+	OVNDBPortLast  = 6649
 )
 
 // Priorities of the database guard on the default VPC's router. Router policies see a

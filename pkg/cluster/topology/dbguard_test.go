@@ -10,7 +10,7 @@ import (
 // it, above every way out); no other subnet's shard carries the guard.
 func TestDBGuard(t *testing.T) {
 	sh := ForSubnet(joinIn, &joinIn, nil)
-	const ports = "tcp.dst >= 6641 && tcp.dst <= 6648"
+	const ports = "tcp.dst >= 6641 && tcp.dst <= 6649"
 	want := []Policy{
 		{Router: "ovn-cluster", Priority: PriorityDBGuardNodes, Action: "drop", Match: "ip4.dst == 100.64.0.0/16 && " + ports},
 		{Router: "ovn-cluster", Priority: PriorityDBGuardNodes, Action: "drop", Match: "ip6.dst == fd00:100:64::/112 && " + ports},
