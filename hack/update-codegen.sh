@@ -59,5 +59,5 @@ done
 go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-controller paths="{./pkg/cluster/...,./pkg/interconnect/...,./pkg/metricsauth/...}" output:rbac:artifacts:config=deploy/rbac/controller
 go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-daemon paths="{./pkg/node/...,./pkg/underlay/...,./pkg/metricsauth/...}" output:rbac:artifacts:config=deploy/rbac/daemon
 go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-speaker paths="{./pkg/bgp/...,./pkg/metricsauth/...}" output:rbac:artifacts:config=deploy/rbac/speaker
-go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-pinger paths=./pkg/pinger/... output:rbac:artifacts:config=deploy/rbac/pinger
+go run sigs.k8s.io/controller-tools/cmd/controller-gen rbac:roleName=kovn-pinger paths="{./pkg/pinger/...,./pkg/metricsauth/...}" output:rbac:artifacts:config=deploy/rbac/pinger
 gofmt -l pkg/ovn/model api 2>/dev/null | (! grep .) || { echo "update-codegen: generated code is not gofmt-clean" >&2; exit 1; }

@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/kovn/kovn/pkg/metricsauth"
 	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/ovn/model/nb"
 	"github.com/kovn/kovn/pkg/ovn/model/sb"
@@ -44,9 +45,24 @@ func main() {
 	var dbFlags, daemonFlags listFlag
 	flag.Var(&dbFlags, "database", "LABEL=SCHEMA:CTL[:FILE]: read this database server instead of the chart's (repeatable)")
 	flag.Var(&daemonFlags, "daemon", "LABEL=CTL: with --database, an OVN daemon with an HA status to read (repeatable)")
-	addr := flag.String("metrics-bind-address", ":9478", "Prometheus metrics address")
+	// Loopback by default: the monitor has no identity to review a scraper's token with, and
+	// its metrics name every database member; kubectl kovn reads them through pods/exec.
+	addr := flag.String("metrics-bind-address", "127.0.0.1:9478", "Prometheus metrics address, plain HTTP: "+
+		"a loopback address unless anything that reaches it may read the databases' raft state")
+	getMetrics := flag.Bool(metricsauth.GetMetricsFlag, false, "print the metrics of the running monitor (--metrics-bind-address) and exit")
 	probeAddr := flag.String("health-probe-bind-address", ":9479", "/livez and /readyz address, independent of metrics")
 	flag.Parse()
+	if *getMetrics {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		body, err := metricsauth.FetchLocal(ctx, *addr)
+		_, _ = os.Stdout.Write(body)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "kovn-ovn-monitor:", err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	c := collector(*runDir, *dataDir, *icDBs, *ic)
 	if len(dbFlags) > 0 {

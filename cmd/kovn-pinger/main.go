@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/kovn/kovn/pkg/metricsauth"
 	"github.com/kovn/kovn/pkg/pinger"
 )
 
@@ -42,8 +43,9 @@ func main() {
 
 // options are kovn-pinger's flags that are not part of pinger.Config.
 type options struct {
-	namespace, export, kubeconfig, metricsAddr, probeAddr string
-	selector                                              labels.Selector
+	namespace, export, kubeconfig, metricsAddr, localAddr, probeAddr string
+	selector                                                         labels.Selector
+	metricsSecure, getMetrics                                        bool
 }
 
 // parseFlags reads the command line into the pinger's config and the process's options.
@@ -61,8 +63,15 @@ func parseFlags() (pinger.Config, options, error) {
 	flag.StringVar(&o.export, "export", "", "the pinger pods' headless Service to export to the clusterset (a ServiceExport is created when the CRD is there)")
 	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig (default: in-cluster)")
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":9476", "Prometheus metrics address")
+	flag.BoolVar(&o.metricsSecure, "metrics-secure", true, metricsauth.FlagUsage)
+	flag.StringVar(&o.localAddr, "metrics-local-address", "127.0.0.1:9486", "the metrics in plain HTTP on this pod's loopback, for --"+
+		metricsauth.GetMetricsFlag+" (kubectl kovn runs it through pods/exec); empty: none")
+	flag.BoolVar(&o.getMetrics, metricsauth.GetMetricsFlag, false, "print the metrics of the running pinger (--metrics-local-address) and exit")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":9477", "/livez and /readyz (after the first round) address, independent of metrics")
 	flag.Parse()
+	if o.getMetrics {
+		return cfg, o, nil
+	}
 	if cfg.Node == "" {
 		return cfg, o, errors.New("no node name: set --node-name or NODE_NAME")
 	}
@@ -90,6 +99,13 @@ func parseFlags() (pinger.Config, options, error) {
 func run() error {
 	cfg, o, err := parseFlags()
 	if err != nil {
+		return err
+	}
+	if o.getMetrics {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		body, err := metricsauth.FetchLocal(ctx, o.localAddr)
+		_, _ = os.Stdout.Write(body)
 		return err
 	}
 	restCfg, err := restConfig(o.kubeconfig)
@@ -127,9 +143,13 @@ func run() error {
 			list, _ := pods.List(labels.Everything())
 			return deref(list)
 		}}
-	for _, s := range httpServers(reg, p, o) {
+	servers, err := httpServers(reg, p, o, &metricsauth.Reviewer{Client: kc})
+	if err != nil {
+		return err
+	}
+	for _, s := range servers {
 		go func() {
-			if err := s.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := metricsauth.ListenAndServe(s); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				fmt.Fprintln(os.Stderr, "kovn-pinger:", s.Addr+":", err)
 				stop()
 			}
@@ -142,9 +162,10 @@ func run() error {
 	return p.Start(ctx)
 }
 
-// httpServers are the metrics server and the probe server (/livez; /readyz once p finished a
-// round).
-func httpServers(reg *prometheus.Registry, p *pinger.Pinger, o options) []*http.Server {
+// httpServers are the metrics servers (over TLS to the tokens r admits unless
+// --metrics-secure=false; in plain HTTP on the pod's loopback for --get-metrics) and the probe
+// server (/livez; /readyz once p finished a round).
+func httpServers(reg *prometheus.Registry, p *pinger.Pinger, o options, r *metricsauth.Reviewer) ([]*http.Server, error) {
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	probeMux := http.NewServeMux()
@@ -156,8 +177,15 @@ func httpServers(reg *prometheus.Registry, p *pinger.Pinger, o options) []*http.
 		}
 		_, _ = w.Write([]byte("ok"))
 	})
-	return []*http.Server{{Addr: o.metricsAddr, Handler: metricsMux, ReadHeaderTimeout: 5 * time.Second},
-		{Addr: o.probeAddr, Handler: probeMux, ReadHeaderTimeout: 5 * time.Second}}
+	metrics, err := metricsauth.Server(o.metricsAddr, metricsMux, o.metricsSecure, r)
+	if err != nil {
+		return nil, err
+	}
+	out := []*http.Server{metrics, {Addr: o.probeAddr, Handler: probeMux, ReadHeaderTimeout: 5 * time.Second}}
+	if o.localAddr != "" {
+		out = append(out, &http.Server{Addr: o.localAddr, Handler: metricsMux, ReadHeaderTimeout: 5 * time.Second})
+	}
+	return out, nil
 }
 
 // exportService creates the ServiceExport of the pinger pods' Service once mcs-api's CRD is

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -97,7 +96,7 @@ func newStatus(g *globalFlags, out io.Writer) *cobra.Command {
 			for {
 				in, err := kovnctl.Collect(ctx, c)
 				if err == nil {
-					in.Pingers, in.Central = scrapeMonitors(ctx, e.Kube)
+					in.Pingers, in.Central = scrapeMonitors(ctx, e)
 					r = kovnctl.Build(in)
 					if !wait || len(r.Problems) == 0 {
 						break
@@ -144,15 +143,15 @@ func printReport(out io.Writer, format string, r kovnctl.Report) error {
 
 // scrapeMonitors reads kovn-pinger's lossy paths and OVN central's raft and northd (as its
 // monitors read them) at once: each waits up to kovnctl.ScrapeTimeout for a silent pod. Without
-// pingers or central pods (or the right to proxy to them) status goes on without them.
-func scrapeMonitors(ctx context.Context, kc kubernetes.Interface) (kovnctl.PingerScrape, kovnctl.CentralScrape) {
+// pingers or central pods (or the right to exec in them) status goes on without them.
+func scrapeMonitors(ctx context.Context, e *kovnctl.Execer) (kovnctl.PingerScrape, kovnctl.CentralScrape) {
 	var pingers kovnctl.PingerScrape
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pingers, _ = kovnctl.ScrapePaths(ctx, kc)
+		pingers, _ = kovnctl.ScrapePaths(ctx, e)
 	}()
-	central, _ := kovnctl.ScrapeCentral(ctx, kc)
+	central, _ := kovnctl.ScrapeCentral(ctx, e)
 	<-done
 	return pingers, central
 }

@@ -9,7 +9,8 @@ import (
 	"strings"
 
 	"github.com/prometheus/common/expfmt"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/kovn/kovn/pkg/metricsauth"
 )
 
 // CentralMember is one central node's view of one of the databases it serves, as its
@@ -37,13 +38,15 @@ type CentralScrape struct {
 	Silent   []string
 }
 
-// ScrapeCentral reads every running OVN central pod's kovn-ovn-monitor through the API server.
+// ScrapeCentral reads every running OVN central pod's kovn-ovn-monitor (pods/exec of its
+// --get-metrics: it listens on the node's loopback only).
 // Not-ready pods too: a central pod is not ready while its NB member is down, which is when
 // its view matters. No central pod (OVN central run elsewhere): an empty scrape.
-func ScrapeCentral(ctx context.Context, kc kubernetes.Interface) (CentralScrape, error) {
+func ScrapeCentral(ctx context.Context, e *Execer) (CentralScrape, error) {
 	out := CentralScrape{Northd: map[string]string{}}
 	var err error
-	out.Answered, out.Silent, err = scrapePods(ctx, kc, CentralApp, false, func(node string, raw []byte) error {
+	argv := []string{"/kovn-ovn-monitor", "--" + metricsauth.GetMetricsFlag}
+	out.Answered, out.Silent, err = scrapePods(ctx, e, CentralApp, false, argv, func(node string, raw []byte) error {
 		members, northd, err := ParseCentral(node, raw)
 		if err == nil {
 			out.Members = append(out.Members, members...)
@@ -128,7 +131,7 @@ func (r *Report) central(in Inputs) {
 	c := in.Central
 	r.Central = c.Members
 	for _, n := range c.Silent {
-		r.problem("central/"+n, fmt.Sprintf("the kovn-ovn-monitor of the OVN central pod on %s does not answer through the API server within %s", n, ScrapeTimeout),
+		r.problem("central/"+n, fmt.Sprintf("the kovn-ovn-monitor of the OVN central pod on %s does not answer (pods/exec) within %s", n, ScrapeTimeout),
 			"kubectl -n kube-system logs the kovn-ovn-central pod on "+n+" (container monitor)")
 	}
 	leaders := map[string][]string{}

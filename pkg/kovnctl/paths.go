@@ -4,14 +4,14 @@ import (
 	"bytes"
 	"context"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/kovn/kovn/pkg/metricsauth"
 )
 
 // PingerApp labels kovn-pinger's pods (the chart's DaemonSet).
@@ -32,35 +32,37 @@ type PathStatus struct {
 const ScrapeTimeout = 5 * time.Second
 
 // PingerScrape is what ScrapePaths read: the lossy paths, and the ready pingers that did not
-// answer through the API server (by node).
+// answer kubectl-kovn (pods/exec), by node.
 type PingerScrape struct {
 	Lossy    []PathStatus
 	Answered int
 	Silent   []string
 }
 
-// ScrapePaths reads every ready kovn-pinger's metrics through the API server (pods/proxy),
-// all at once, each within ScrapeTimeout. No pinger: an empty scrape.
-func ScrapePaths(ctx context.Context, kc kubernetes.Interface) (PingerScrape, error) {
+// ScrapePaths reads every ready kovn-pinger's metrics (pods/exec of its --get-metrics: the
+// metrics port takes only tokens allowed to get /metrics, and pods/proxy passes none on), all
+// at once, each within ScrapeTimeout. No pinger: an empty scrape.
+func ScrapePaths(ctx context.Context, e *Execer) (PingerScrape, error) {
 	var out PingerScrape
 	var err error
-	out.Answered, out.Silent, err = scrapePods(ctx, kc, PingerApp, true, func(_ string, raw []byte) error {
-		paths, err := lossyPaths(raw)
-		if err == nil {
-			out.Lossy = append(out.Lossy, paths...)
-		}
-		return err
-	})
+	out.Answered, out.Silent, err = scrapePods(ctx, e, PingerApp, true, []string{"/kovn-pinger", "--" + metricsauth.GetMetricsFlag},
+		func(_ string, raw []byte) error {
+			paths, err := lossyPaths(raw)
+			if err == nil {
+				out.Lossy = append(out.Lossy, paths...)
+			}
+			return err
+		})
 	sort.Slice(out.Lossy, func(i, j int) bool { return pathKey(out.Lossy[i]) < pathKey(out.Lossy[j]) })
 	return out, err
 }
 
-// scrapePods reads the metrics of every running pod labelled app, not being deleted, (only the ready ones with
-// ready) through the API server (pods/proxy to its port named "metrics"), all at once, each
+// scrapePods reads the metrics of every running pod labelled app, not being deleted, (only the
+// ready ones with ready) by running argv in its first container (pods/exec), all at once, each
 // within ScrapeTimeout, and hands each answer to read, one at a time. It returns how many
 // answered and the nodes of those that did not (or whose answer read refused), sorted.
-func scrapePods(ctx context.Context, kc kubernetes.Interface, app string, ready bool, read func(node string, raw []byte) error) (int, []string, error) {
-	pods, err := kc.CoreV1().Pods(KovnNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+func scrapePods(ctx context.Context, e *Execer, app string, ready bool, argv []string, read func(node string, raw []byte) error) (int, []string, error) {
+	pods, err := e.Kube.CoreV1().Pods(KovnNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
 	if err != nil {
 		return 0, nil, err
 	}
@@ -68,9 +70,9 @@ func scrapePods(ctx context.Context, kc kubernetes.Interface, app string, ready 
 	var wg sync.WaitGroup
 	answered, silent := 0, []string{}
 	for _, p := range pods.Items {
-		port := metricsPort(&p)
+		container := containerRunning(&p, argv[0])
 		// A pod being deleted is expected to stop answering.
-		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil || port == "" || (ready && !podReady(&p)) {
+		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil || container == "" || (ready && !podReady(&p)) {
 			continue
 		}
 		wg.Add(1)
@@ -78,11 +80,11 @@ func scrapePods(ctx context.Context, kc kubernetes.Interface, app string, ready 
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(ctx, ScrapeTimeout)
 			defer cancel()
-			raw, err := kc.CoreV1().Pods(KovnNamespace).ProxyGet("http", p.Name, port, "metrics", nil).DoRaw(ctx)
+			raw, err := e.Output(ctx, p.Name, container, argv...)
 			mu.Lock()
 			defer mu.Unlock()
 			if err == nil {
-				err = read(p.Spec.NodeName, raw)
+				err = read(p.Spec.NodeName, []byte(raw))
 			}
 			if err != nil {
 				silent = append(silent, p.Spec.NodeName)
@@ -107,12 +109,12 @@ func podReady(p *corev1.Pod) bool {
 
 func pathKey(p PathStatus) string { return p.Source + "|" + p.Kind + "|" + p.Target + "|" + p.Family }
 
-func metricsPort(p *corev1.Pod) string {
+// containerRunning is the container of p whose command is binary (kovn's image holds one
+// binary per component), or "".
+func containerRunning(p *corev1.Pod, binary string) string {
 	for _, c := range p.Spec.Containers {
-		for _, cp := range c.Ports {
-			if cp.Name == "metrics" {
-				return strconv.Itoa(int(cp.ContainerPort))
-			}
+		if len(c.Command) > 0 && c.Command[0] == binary {
+			return c.Name
 		}
 	}
 	return ""

@@ -52,7 +52,7 @@ type Report struct {
 	Imports      []ImportStatus      `json:"imports,omitempty"`
 	BGP          []BGPSessionStatus  `json:"bgp,omitempty"`
 	// Pingers is how many kovn-pinger pods answered; LossyPaths what they found lossy;
-	// SilentPingers the nodes whose ready pinger did not answer through the API server.
+	// SilentPingers the nodes whose ready pinger did not answer (pods/exec).
 	Pingers       int          `json:"pingers"`
 	LossyPaths    []PathStatus `json:"lossyPaths,omitempty"`
 	SilentPingers []string     `json:"silentPingers,omitempty"`
@@ -148,8 +148,8 @@ func Build(in Inputs) Report {
 func (r *Report) paths(in Inputs) {
 	r.Pingers, r.LossyPaths, r.SilentPingers = in.Pingers.Answered, in.Pingers.Lossy, in.Pingers.Silent
 	for _, n := range in.Pingers.Silent {
-		r.problem("pinger/"+n, fmt.Sprintf("the kovn-pinger on %s is ready but its metrics do not answer through the API server within %s", n, ScrapeTimeout),
-			"the API server reaches pods through the nodes' tunnels: kubectl kovn diagnose, and the kovn-pinger pod's logs on "+n)
+		r.problem("pinger/"+n, fmt.Sprintf("the kovn-pinger on %s is ready but its metrics do not answer (pods/exec) within %s", n, ScrapeTimeout),
+			"pods/exec reaches it through the kubelet of "+n+": check that node, and the kovn-pinger pod's logs there")
 	}
 	for _, p := range in.Pingers.Lossy {
 		target := p.Kind + " " + p.Target

@@ -9,8 +9,12 @@ package metricsauth
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +26,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/kovn/kovn/pkg/pki"
 )
 
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
@@ -148,4 +154,77 @@ func ServerOptions(addr string, secure bool) metricsserver.Options {
 		}
 	}
 	return o
+}
+
+// SelfSignedTLS is a server TLS configuration with a certificate made now, for components
+// serving metrics without controller-runtime. Scrapers verify the token's rights, not the
+// server's name (as with the kubelet's self-signed serving certificate).
+func SelfSignedTLS() (*tls.Config, error) {
+	host, _ := os.Hostname()
+	ca, err := pki.NewCA("kovn metrics "+host, 365*24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	certPEM, keyPEM, err := ca.Issue(pki.Request{CommonName: host, DNSNames: []string{host}, Usage: pki.Server, Validity: 365 * 24 * time.Hour})
+	if err != nil {
+		return nil, err
+	}
+	pair, err := tls.X509KeyPair(append(certPEM, ca.CertPEM...), keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// Server is an http.Server for metrics: over TLS to the tokens r admits (secure), or plain
+// HTTP (a loopback address: kubectl-kovn reads it through pods/exec, see FetchLocal).
+func Server(addr string, h http.Handler, secure bool, r *Reviewer) (*http.Server, error) {
+	s := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	if !secure {
+		return s, nil
+	}
+	cfg, err := SelfSignedTLS()
+	if err != nil {
+		return nil, err
+	}
+	s.TLSConfig, s.Handler = cfg, r.Wrap(h)
+	return s, nil
+}
+
+// ListenAndServe runs s over TLS when it has a TLS configuration (Server), else plain.
+func ListenAndServe(s *http.Server) error {
+	if s.TLSConfig != nil {
+		return s.ListenAndServeTLS("", "")
+	}
+	return s.ListenAndServe()
+}
+
+// GetMetricsFlag is the flag with which kovn-pinger and kovn-ovn-monitor print the metrics of
+// their plain loopback listener and exit: what kubectl-kovn runs in their pods (pods/exec, a
+// right of the cluster's operators), since the API server's pods/proxy passes no token on.
+const GetMetricsFlag = "get-metrics"
+
+// FetchLocal reads /metrics from addr (a loopback host:port; an empty host is 127.0.0.1).
+func FetchLocal(ctx context.Context, addr string) ([]byte, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(host, port)+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	return body, err
 }

@@ -1,9 +1,13 @@
 package metricsauth
 
 import (
+	"context"
+	"crypto/tls"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -107,5 +111,47 @@ func TestWrap(t *testing.T) {
 	r.mu.Unlock()
 	if got, _ := get("/metrics", "late-token"); got != http.StatusOK {
 		t.Errorf("late-token after its right was granted and DenyCacheTTL passed: %d, want 200", got)
+	}
+}
+
+// TestServerAndFetchLocal: a secure Server serves TLS and reviews tokens (no token: 401); a
+// plain one serves anyone, which FetchLocal reads (an empty host meaning 127.0.0.1).
+func TestServerAndFetchLocal(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "kovn_up 1\n") })
+	for _, secure := range []bool{true, false} {
+		s, err := Server("127.0.0.1:0", h, secure, &Reviewer{Client: fake.NewClientset()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			if s.TLSConfig != nil {
+				_ = s.ServeTLS(ln, "", "")
+			} else {
+				_ = s.Serve(ln)
+			}
+		}()
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		body, err := FetchLocal(context.Background(), ":"+port)
+		switch {
+		case secure && (err == nil || strings.Contains(string(body), "kovn_up")):
+			t.Errorf("secure server read in plain HTTP: %v %q", err, body)
+		case !secure && (err != nil || string(body) != "kovn_up 1\n"):
+			t.Errorf("plain server: %v %q", err, body)
+		}
+		if secure {
+			c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // a self-signed test server
+			resp, err := c.Get("https://127.0.0.1:" + port + "/metrics")
+			if err != nil || resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("secure server without a token over TLS: %v %v, want 401", err, resp)
+			}
+			if resp != nil {
+				resp.Body.Close()
+			}
+		}
+		_ = s.Close()
 	}
 }

@@ -2,11 +2,14 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kovn/kovn/test/rig"
 )
 
 // Ports the chart's components serve metrics on (deploy/values.yaml), on the node's host
@@ -90,14 +93,16 @@ func (c *cluster) componentMetrics(t *testing.T, ns string, port int) (string, e
 func metricsNeedToken(t *testing.T, c *cluster, controllerNS string, controllerPort int) {
 	cfg := c.st.Config
 	tenant := c.tokenFile(t, "default", "default")
+	pinger := strings.TrimSpace(c.kubectlOK("-n", "kube-system", "get", "pods", "-l", "app=kovn-pinger", "--field-selector",
+		"spec.nodeName="+rig.NodeName(1, 1), "-o", "jsonpath={.items[0].status.podIP}"))
 	for _, s := range []struct {
-		what, ns string
-		port     int
+		what, ns, url string
 	}{
-		{"kovn-daemon", cfg.NodeNS(1, 1), chartDaemonMetricsPort},
-		{"kovn-controller", controllerNS, controllerPort},
+		{"kovn-daemon", cfg.NodeNS(1, 1), fmt.Sprintf("https://127.0.0.1:%d/metrics", chartDaemonMetricsPort)},
+		{"kovn-controller", controllerNS, fmt.Sprintf("https://127.0.0.1:%d/metrics", controllerPort)},
+		{"kovn-pinger", cfg.NodeNS(1, 1), "https://" + net.JoinHostPort(pinger, "9476") + "/metrics"},
 	} {
-		url := fmt.Sprintf("https://127.0.0.1:%d/metrics", s.port)
+		url := s.url
 		for _, tc := range []struct {
 			who  string
 			args []string
@@ -118,5 +123,14 @@ func metricsNeedToken(t *testing.T, c *cluster, controllerNS string, controllerP
 			t.Errorf("%s served metrics over plain HTTP: %s", s.what, firstLines(out, 2))
 		}
 	}
-	t.Logf("kovn-daemon and kovn-controller: 401 without a token, 403 to the default ServiceAccount, metrics to kovn-metrics-reader, none over plain HTTP")
+	// kovn-ovn-monitor has no identity to review tokens with: it listens on its node's loopback
+	// only (kubectl kovn reads it through pods/exec), so another node (or a pod) gets nothing.
+	central := hostPort(cfg.NodeIPs(1, 1)[0].String(), 9478)
+	if out, err := nsTestbox(cfg, cfg.NodeNS(1, 2), "get", "-status", "http://"+central+"/metrics"); err == nil || strings.Contains(out, "kovn_") {
+		t.Errorf("kovn-ovn-monitor answered at %s from another node: %v %s", central, err, firstLines(out, 2))
+	}
+	if out, err := nsTestbox(cfg, cfg.NodeNS(1, 1), "get", "http://127.0.0.1:9478/metrics"); err != nil || !strings.Contains(out, "kovn_ovn_db_up") {
+		t.Errorf("kovn-ovn-monitor on its node's loopback: %v %s", err, firstLines(out, 2))
+	}
+	t.Logf("kovn-daemon, kovn-controller and kovn-pinger: 401 without a token, 403 to the default ServiceAccount, metrics to kovn-metrics-reader, none over plain HTTP; kovn-ovn-monitor on its node's loopback only")
 }
