@@ -32,6 +32,8 @@ const (
 	ConditionDegraded    = "Degraded"
 	ReasonRecordTampered = "RecordTampered"
 	ReasonRecordsIntact  = "RecordsIntact"
+	// ReasonUnknownAZ: an AZ is on kovn's transit switches without a join record.
+	ReasonUnknownAZ = "UnknownAZ"
 
 	// ConditionCredentialsReady is False while the Secret TLSSecretName cannot be read or does
 	// not hold a usable certificate, key and CA; the message names the Secret and what is

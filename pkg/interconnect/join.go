@@ -82,11 +82,16 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 		return ctrl.Result{}, err
 	}
 	r.fillStatus(ic, run.in, d, run.cs)
+	unknownWaiting := r.noteUnknown(run)
 	res, err := readiness(ic, run.in, run.cs, applyErr, run.keysDue)
 	if err == nil {
 		err = foreignErr
 	}
-	return requeue(res, err, run.waiting, run.holding), err
+	res = requeue(res, err, run.waiting, run.holding)
+	if unknownWaiting && (res.RequeueAfter == 0 || res.RequeueAfter > unknownSettle) {
+		res.RequeueAfter = unknownSettle
+	}
+	return res, err
 }
 
 // connectIC connects to IC-NB and IC-SB; false (with Ready saying why) while either cannot be

@@ -19,7 +19,7 @@ var (
 	metricPeerGateways = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kovn_ic_peer_gateways",
 		Help: "Gateway chassis the remote AZ registered in IC-SB."}, []string{"az"})
 	metricLocal = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kovn_ic_local",
-		Help: "This AZ: ready (1 while InterConnect Ready is True), active_gateways, advertised_routes, route_conflicts."},
+		Help: "This AZ: ready (1 while InterConnect Ready is True), active_gateways, advertised_routes, route_conflicts, unknown_azs (on kovn's transit switches without a join record)."},
 		[]string{"az", "item"})
 )
 
@@ -32,6 +32,7 @@ type azMetrics struct {
 	local                                 string
 	ready                                 bool
 	activeGateways, advertised, conflicts int
+	unknown                               int // AZs on kovn's transit switches without a join record (noteUnknown)
 	peerReady                             map[string]bool
 	peerRoutes, peerGateways              map[string]int
 }
@@ -47,7 +48,7 @@ func (m azMetrics) set() {
 		metricPeerGateways.WithLabelValues(az).Set(float64(m.peerGateways[az]))
 	}
 	for item, v := range map[string]float64{"ready": b2f(m.ready), "active_gateways": float64(m.activeGateways),
-		"advertised_routes": float64(m.advertised), "route_conflicts": float64(m.conflicts)} {
+		"advertised_routes": float64(m.advertised), "route_conflicts": float64(m.conflicts), "unknown_azs": float64(m.unknown)} {
 		metricLocal.WithLabelValues(m.local, item).Set(v)
 	}
 }

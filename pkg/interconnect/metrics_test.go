@@ -42,12 +42,13 @@ kovn_ic_peer_ready{az="az4"} 0
 kovn_ic_peer_routes{az="az2"} 2
 kovn_ic_peer_routes{az="az3"} 0
 kovn_ic_peer_routes{az="az4"} 0
-# HELP kovn_ic_local This AZ: ready (1 while InterConnect Ready is True), active_gateways, advertised_routes, route_conflicts.
+# HELP kovn_ic_local This AZ: ready (1 while InterConnect Ready is True), active_gateways, advertised_routes, route_conflicts, unknown_azs (on kovn's transit switches without a join record).
 # TYPE kovn_ic_local gauge
 kovn_ic_local{az="az1",item="active_gateways"} 1
 kovn_ic_local{az="az1",item="advertised_routes"} 1
 kovn_ic_local{az="az1",item="ready"} 1
 kovn_ic_local{az="az1",item="route_conflicts"} 1
+kovn_ic_local{az="az1",item="unknown_azs"} 0
 `
 	if err := testutil.CollectAndCompare(metricPeerReady, strings.NewReader(want), "kovn_ic_peer_ready"); err != nil {
 		t.Error(err)

@@ -71,6 +71,8 @@ type Reconciler struct {
 	// rows in IC-SB (guardICSB).
 	declared declGuard
 	icsbRows icsbGuard
+	// unknown remembers the AZs on kovn's transit switches without a join record (noteUnknown).
+	unknown unknownWatch
 }
 
 // clusterUID is the UID of the cluster's kube-system namespace, which names the cluster that

@@ -15,7 +15,8 @@ import (
 // tamperedICSB: cluster 2's AZ certificate writes, under c1's AZ name in IC-SB, what every
 // peer would believe: a route to a part of c1's subnet via cluster 2's transit address, and a
 // gateway whose tunnel endpoint is no node of c1. c1's kovn removes both and reports them
-// (Degraded naming each, the restored counter) within one resync.
+// (Degraded naming each, the restored counter) within one resync. Then it makes up an AZ on
+// kovn's transit switch, which c1 reports as unknown (no join record) until it is gone.
 func tamperedICSB(t *testing.T, c1 *cluster, cfg rig.Config) {
 	get := func(path string) string {
 		out, err := c1.kubectl("get", "interconnect", "default", "-o", "jsonpath="+path)
@@ -91,5 +92,40 @@ func tamperedICSB(t *testing.T, c1 *cluster, cfg rig.Config) {
 		victim, nexthop, az, time.Since(tampered).Seconds(), msg)
 	if s := c1.interConnectStatus(); s.ready != "True" {
 		t.Errorf("c1 Ready %s (%s) after the repair", s.ready, s.message)
+	}
+
+	// An AZ made up with az2's certificate, with a route on kovn's transit switch and no join
+	// record: reported once it stayed 10 s, and no more once it is gone.
+	rogue := fmt.Sprintf(`["OVN_IC_Southbound",`+
+		`{"op":"insert","table":"Availability_Zone","uuid-name":"z","row":{"name":"az-rogue"}},`+
+		`{"op":"insert","table":"Route","row":{"availability_zone":["named-uuid","z"],"transit_switch":"kovn-ts","ip_prefix":"198.51.100.0/24","nexthop":%q,"origin":"connected"}}]`, nexthop)
+	if out, err := ovsdbAs(cfg.NodeNS(2, 1), cfg.AZTLS(2), "ovsdb-client", "transact", cfg.ICSBEndpoint(), rogue); err != nil || strings.Contains(out, `"error"`) {
+		t.Fatalf("az2's certificate making up AZ az-rogue: %v %s", err, out)
+	}
+	made := time.Now()
+	degraded := func() (string, string) {
+		return get(`{.status.conditions[?(@.type=="Degraded")].reason}`), get(`{.status.conditions[?(@.type=="Degraded")].message}`)
+	}
+	if err := eventually(40*time.Second, func() error {
+		if reason, msg := degraded(); reason != "UnknownAZ" || !strings.Contains(msg, "AZ az-rogue on kovn's transit switches") {
+			return fmt.Errorf("Degraded %s: %q", reason, msg)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("az-rogue (no join record) reported %.1fs after it appeared", time.Since(made).Seconds())
+	if out, err := ovsdbAs(cfg.NodeNS(2, 1), cfg.AZTLS(2), "ovsdb-client", "transact", cfg.ICSBEndpoint(),
+		`["OVN_IC_Southbound",{"op":"delete","table":"Route","where":[["ip_prefix","==","198.51.100.0/24"]]},`+
+			`{"op":"delete","table":"Availability_Zone","where":[["name","==","az-rogue"]]}]`); err != nil || strings.Contains(out, `"error"`) {
+		t.Fatalf("removing az-rogue: %v %s", err, out)
+	}
+	if err := eventually(30*time.Second, func() error {
+		if reason, msg := degraded(); reason == "UnknownAZ" {
+			return fmt.Errorf("Degraded %s: %q", reason, msg)
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
 	}
 }
