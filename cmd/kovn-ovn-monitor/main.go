@@ -53,11 +53,7 @@ func main() {
 	probeAddr := flag.String("health-probe-bind-address", ":9479", "/livez and /readyz address, independent of metrics")
 	flag.Parse()
 	if *getMetrics {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		body, err := metricsauth.FetchLocal(ctx, *addr)
-		_, _ = os.Stdout.Write(body)
-		if err != nil {
+		if err := metricsauth.PrintLocal(*addr); err != nil {
 			fmt.Fprintln(os.Stderr, "kovn-ovn-monitor:", err)
 			os.Exit(1)
 		}

@@ -102,11 +102,7 @@ func run() error {
 		return err
 	}
 	if o.getMetrics {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		body, err := metricsauth.FetchLocal(ctx, o.localAddr)
-		_, _ = os.Stdout.Write(body)
-		return err
+		return metricsauth.PrintLocal(o.localAddr)
 	}
 	restCfg, err := restConfig(o.kubeconfig)
 	if err != nil {

@@ -134,15 +134,8 @@ func found(o *ownRows, table string, m model.Model, now time.Time) (foundRow, bo
 		return foundRow{}, false
 	}
 	f := foundRow{table: table, why: why}
-	switch row := m.(type) {
-	case *icsb.Route:
-		f.uuid = row.UUID
-	case *icsb.Gateway:
-		f.uuid = row.UUID
-	case *icsb.Encap:
-		f.uuid = row.UUID
-	case *icsb.PortBinding:
-		f.uuid = row.UUID
+	if row, ok := m.(interface{ GetUUID() string }); ok { // every generated model has it
+		f.uuid = row.GetUUID()
 	}
 	return f, f.uuid != ""
 }

@@ -204,6 +204,16 @@ func ListenAndServe(s *http.Server) error {
 // right of the cluster's operators), since the API server's pods/proxy passes no token on.
 const GetMetricsFlag = "get-metrics"
 
+// PrintLocal writes what FetchLocal reads to stdout: the --get-metrics of kovn-pinger and
+// kovn-ovn-monitor.
+func PrintLocal(addr string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body, err := FetchLocal(ctx, addr)
+	_, _ = os.Stdout.Write(body)
+	return err
+}
+
 // FetchLocal reads /metrics from addr (a loopback host:port; an empty host is 127.0.0.1).
 func FetchLocal(ctx context.Context, addr string) ([]byte, error) {
 	host, port, err := net.SplitHostPort(addr)
