@@ -242,6 +242,10 @@ ip netns exec "$N1NS" ovn-sbctl --timeout=5 --db=ssl:172.30.1.1:6642 --private-k
   --certificate="$N1CERT/tls.crt" --ca-cert="$N1CERT/ca.crt" set Chassis c1-n2 external_ids:demo=forged 2>&1 | tail -1 || true
 echo "c1's AZ reaches the IC databases with its own certificate (CN az1), from a Secret:"
 kubectl get interconnect default -o jsonpath='{.status.conditions[?(@.type=="CredentialsReady")].message}{"\n"}'
+echo "c2's certificate (CN az2) deleting az1's AZ row in IC-SB: kovn's relay in front of IC-SB refuses it"
+N2NS="${KOVN_FABRIC_NS%-fab}-c2n1" AZ2="$DIR/ic/pki/az2"
+ip netns exec "$N2NS" ovsdb-client --timeout=5 --private-key="$AZ2/tls.key" --certificate="$AZ2/tls.crt" --ca-cert="$AZ2/ca.crt" \
+  transact "${KOVN_IC_SB%%,*}" '["OVN_IC_Southbound",{"op":"delete","table":"Availability_Zone","where":[["name","==","az1"]]}]' 2>&1 | tail -1 || true
 
 step "rotation: every OVN CA and certificate replaced (trust the next CA, issue from it, retire the old) while x-1 pings x-2 every 100 ms"
 kubectl exec x-1 -- /testbox pingstream -c 120 -i 100ms -W 2s "$X2" > "$DIR/rotation-stream.txt" 2>&1 &

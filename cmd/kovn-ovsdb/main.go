@@ -13,6 +13,13 @@
 // serves SOCKET (a unix socket) and relays each connection to the next member of ENDPOINTS
 // (ssl:IP:PORT, comma-separated) with that certificate (ovn.TLSProxy): the chart's ovn-ic
 // reaches NB through it, since its own certificate is the AZ's, which NB does not trust.
+//
+//	kovn-ovsdb -cert F -key F -cacert F ic-authz LISTEN SOCKET
+//
+// serves LISTEN (IP:PORT) with mutual TLS in front of the IC-SB server at SOCKET (its unix
+// socket) and lets each AZ's certificate write only its own AZ's rows of OVN_IC_Southbound and
+// OVN_ClusterSet (icauthz.Relay): the server itself listens on its unix socket (and its raft
+// port) only.
 package main
 
 import (
@@ -21,13 +28,16 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/go-logr/stdr"
 
+	"github.com/kovn/kovn/pkg/interconnect/icauthz"
 	"github.com/kovn/kovn/pkg/ovn"
 )
 
@@ -55,8 +65,11 @@ func run(args []string) error {
 			Log: stdr.New(log.New(os.Stderr, "", log.LstdFlags))}
 		return p.Serve(ctx)
 	}
+	if len(rest) == 3 && rest[0] == "ic-authz" {
+		return serveICAuthz(rest[1], rest[2], ovn.FileCredentials(*cert, *key, *ca))
+	}
 	if len(rest) < 3 || rest[0] != "dump" {
-		return fmt.Errorf("usage: kovn-ovsdb [flags] dump DATABASE ENDPOINTS [TABLE...] (DATABASE: nb, sb, ic-nb, ic-sb, ovs) | kovn-ovsdb [flags] tls-proxy SOCKET ENDPOINTS")
+		return fmt.Errorf("usage: kovn-ovsdb [flags] dump DATABASE ENDPOINTS [TABLE...] (DATABASE: nb, sb, ic-nb, ic-sb, ovs) | kovn-ovsdb [flags] tls-proxy SOCKET ENDPOINTS | kovn-ovsdb [flags] ic-authz LISTEN SOCKET")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -69,4 +82,24 @@ func run(args []string) error {
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", " ")
 	return enc.Encode(rows)
+}
+
+// serveICAuthz runs the IC-SB authorizing relay until SIGTERM.
+func serveICAuthz(listen, socket string, creds ovn.CredentialSource) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if _, _, err := creds.Load(); err != nil {
+		return err
+	}
+	logger := stdr.New(log.New(os.Stderr, "", log.LstdFlags))
+	view, err := icauthz.ConnectView(ctx, "unix:"+socket)
+	if err != nil {
+		return err
+	}
+	if i := strings.LastIndex(listen, ":"); i > 0 && strings.Count(listen, ":") > 1 && !strings.HasPrefix(listen, "[") {
+		listen = net.JoinHostPort(listen[:i], listen[i+1:]) // an IPv6 address as a pod's IP gives it
+	}
+	r := &icauthz.Relay{Listen: listen, Upstream: socket, Credentials: creds, View: view, Log: logger}
+	logger.Info("serving IC-SB with per-AZ authorization", "listen", listen, "server", socket)
+	return r.Serve(ctx)
 }

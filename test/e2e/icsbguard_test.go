@@ -12,11 +12,14 @@ import (
 	"github.com/kovn/kovn/test/rig"
 )
 
-// tamperedICSB: cluster 2's AZ certificate writes, under c1's AZ name in IC-SB, what every
-// peer would believe: a route to a part of c1's subnet via cluster 2's transit address, and a
-// gateway whose tunnel endpoint is no node of c1. c1's kovn removes both and reports them
-// (Degraded naming each, the restored counter) within one resync. Then it makes up an AZ on
-// kovn's transit switch, which c1 reports as unknown (no join record) until it is gone.
+// tamperedICSB: cluster 2's AZ certificate tries to write, under c1's AZ name in IC-SB, what
+// every peer would believe and install at once: a route to a part of c1's subnet via cluster
+// 2's transit address, and a gateway whose tunnel endpoint is no node of c1. The IC-SB relay
+// refuses it (a permission error; nothing written, so no peer installs anything). Written
+// past the relay (on the databases' host: a deployment without the relay, or a compromised
+// host), c1's kovn removes both and reports them (Degraded naming each, the restored counter)
+// within one resync. Then an AZ is made up on kovn's transit switch: refused through the
+// relay, and, written on the host, reported by c1 as unknown (no join record) until gone.
 func tamperedICSB(t *testing.T, c1 *cluster, cfg rig.Config) {
 	get := func(path string) string {
 		out, err := c1.kubectl("get", "interconnect", "default", "-o", "jsonpath="+path)
@@ -66,9 +69,11 @@ func tamperedICSB(t *testing.T, c1 *cluster, cfg rig.Config) {
 		`{"op":"insert","table":"Encap","uuid-name":"e","row":{"gateway_name":"evil-gw","ip":"192.0.2.250","type":"geneve"}},`+
 		`{"op":"insert","table":"Gateway","row":{"name":"evil-gw","hostname":"evil-gw","availability_zone":["uuid",%[1]q],"encaps":["named-uuid","e"]}}]`,
 		azUUID, victim, nexthop)
-	if out, err := ovsdbAs(cfg.NodeNS(2, 1), cfg.AZTLS(2), "ovsdb-client", "transact", cfg.ICSBEndpoint(), txn); err != nil || strings.Contains(out, `"error"`) {
-		t.Fatalf("az2's certificate writing under %s's name in IC-SB (OVN-IC allows it): %v %s", az, err, out)
+	tamper(t, cfg, txn, "writing a route and a gateway under "+az+"'s name")
+	if rows := query("Route", fmt.Sprintf(`["ip_prefix","==",%q]`, victim)); len(rows) > 0 {
+		t.Fatalf("the forged route is in IC-SB: %v", rows)
 	}
+	tamperOnHost(t, cfg, txn)
 	tampered := time.Now()
 	var msg string
 	if err := eventually(30*time.Second, func() error {
@@ -88,7 +93,7 @@ func tamperedICSB(t *testing.T, c1 *cluster, cfg rig.Config) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("az2's certificate wrote a route to %s via %s and a gateway under %s's name; gone and reported %.1fs later: %s",
+	t.Logf("a route to %s via %s and a gateway written under %s's name on the IC-SB host; gone and reported %.1fs later: %s",
 		victim, nexthop, az, time.Since(tampered).Seconds(), msg)
 	if s := c1.interConnectStatus(); s.ready != "True" {
 		t.Errorf("c1 Ready %s (%s) after the repair", s.ready, s.message)
@@ -99,9 +104,8 @@ func tamperedICSB(t *testing.T, c1 *cluster, cfg rig.Config) {
 	rogue := fmt.Sprintf(`["OVN_IC_Southbound",`+
 		`{"op":"insert","table":"Availability_Zone","uuid-name":"z","row":{"name":"az-rogue"}},`+
 		`{"op":"insert","table":"Route","row":{"availability_zone":["named-uuid","z"],"transit_switch":"kovn-ts","ip_prefix":"198.51.100.0/24","nexthop":%q,"origin":"connected"}}]`, nexthop)
-	if out, err := ovsdbAs(cfg.NodeNS(2, 1), cfg.AZTLS(2), "ovsdb-client", "transact", cfg.ICSBEndpoint(), rogue); err != nil || strings.Contains(out, `"error"`) {
-		t.Fatalf("az2's certificate making up AZ az-rogue: %v %s", err, out)
-	}
+	tamper(t, cfg, rogue, "making up AZ az-rogue")
+	tamperOnHost(t, cfg, rogue)
 	made := time.Now()
 	degraded := func() (string, string) {
 		return get(`{.status.conditions[?(@.type=="Degraded")].reason}`), get(`{.status.conditions[?(@.type=="Degraded")].message}`)
@@ -115,11 +119,8 @@ func tamperedICSB(t *testing.T, c1 *cluster, cfg rig.Config) {
 		t.Fatal(err)
 	}
 	t.Logf("az-rogue (no join record) reported %.1fs after it appeared", time.Since(made).Seconds())
-	if out, err := ovsdbAs(cfg.NodeNS(2, 1), cfg.AZTLS(2), "ovsdb-client", "transact", cfg.ICSBEndpoint(),
-		`["OVN_IC_Southbound",{"op":"delete","table":"Route","where":[["ip_prefix","==","198.51.100.0/24"]]},`+
-			`{"op":"delete","table":"Availability_Zone","where":[["name","==","az-rogue"]]}]`); err != nil || strings.Contains(out, `"error"`) {
-		t.Fatalf("removing az-rogue: %v %s", err, out)
-	}
+	tamperOnHost(t, cfg, `["OVN_IC_Southbound",{"op":"delete","table":"Route","where":[["ip_prefix","==","198.51.100.0/24"]]},`+
+		`{"op":"delete","table":"Availability_Zone","where":[["name","==","az-rogue"]]}]`)
 	if err := eventually(30*time.Second, func() error {
 		if reason, msg := degraded(); reason == "UnknownAZ" {
 			return fmt.Errorf("Degraded %s: %q", reason, msg)
@@ -127,5 +128,25 @@ func tamperedICSB(t *testing.T, c1 *cluster, cfg rig.Config) {
 		return nil
 	}); err != nil {
 		t.Error(err)
+	}
+}
+
+// tamper sends txn through the IC-SB relay with cluster 2's AZ certificate: it must be
+// refused with a permission error.
+func tamper(t *testing.T, cfg rig.Config, txn, what string) {
+	t.Helper()
+	out, err := ovsdbAs(cfg.NodeNS(2, 1), cfg.AZTLS(2), "ovsdb-client", "transact", cfg.ICSBEndpoint(), txn)
+	if !strings.Contains(out, "permission error") {
+		t.Fatalf("az2's certificate %s through the IC-SB relay: %v %s, want a permission error", what, err, out)
+	}
+	t.Logf("az2's certificate %s: refused by the IC-SB relay: %s", what, out)
+}
+
+// tamperOnHost applies txn on the IC-SB server's own unix socket, past the relay.
+func tamperOnHost(t *testing.T, cfg rig.Config, txn string) {
+	t.Helper()
+	out, err := exec.Command("ovsdb-client", "--timeout=10", "transact", strings.Split(cfg.ICSBLocal(), ",")[0], txn).CombinedOutput()
+	if err != nil || strings.Contains(string(out), `"error"`) {
+		t.Fatalf("writing IC-SB on its host: %v %s", err, out)
 	}
 }

@@ -262,10 +262,10 @@ func tamperedRecord(t *testing.T, c1 *cluster, cfg rig.Config) {
 	t.Logf("az2's certificate widened %s's declared subnets %s to 0.0.0.0/0; put back and reported %.1fs later", az, declared, time.Since(tampered).Seconds())
 }
 
-// storeTampered: cluster 2's AZ certificate deletes c1's export of mcs/web from the
-// clusterset store (OVN_ClusterSet beside IC-SB lets any AZ write any row). c1's kovn puts the
-// row back within one resync and says so: a RecordTampered event on the ServiceExport and
-// Degraded on its InterConnect naming the export.
+// storeTampered: cluster 2's AZ certificate cannot delete c1's export of mcs/web from the
+// clusterset store through the IC-SB relay. Deleted past the relay (on the databases' host),
+// c1's kovn puts the row back within one resync and says so: a RecordTampered event on the
+// ServiceExport and Degraded on its InterConnect naming the export.
 func storeTampered(t *testing.T, c1 *cluster, cfg rig.Config) {
 	rowsOfWeb := func() string {
 		out, err := exec.Command("ovsdb-client", "--timeout=10", "query", cfg.ICSBLocal(),
@@ -298,10 +298,19 @@ func storeTampered(t *testing.T, c1 *cluster, cfg rig.Config) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	out, err := ovsdbAs(cfg.NodeNS(2, 1), cfg.AZTLS(2), "ovsdb-client", "transact", cfg.ICSBEndpoint(),
-		`["OVN_ClusterSet",{"op":"delete","table":"Service_Export","where":[["cluster","==","az1"],["namespace","==","mcs"],["name","==","web"]]}]`)
-	if err != nil || !strings.Contains(out, `"count":1`) {
-		t.Fatalf("az2's certificate deleting az1's export (the store allows it): %v %s", err, out)
+	deleteWeb := `["OVN_ClusterSet",{"op":"delete","table":"Service_Export","where":[["cluster","==","az1"],["namespace","==","mcs"],["name","==","web"]]}]`
+	// Through the IC-SB relay, az2's certificate deletes nothing of c1's: the delete is bound
+	// to az2's own clusters, and az2 has no cluster whose export matches.
+	out, err := ovsdbAs(cfg.NodeNS(2, 1), cfg.AZTLS(2), "ovsdb-client", "transact", cfg.ICSBEndpoint(), deleteWeb)
+	if err == nil && strings.Contains(out, `"count":1`) || !strings.Contains(rowsOfWeb(), `"name":"web"`) {
+		t.Fatalf("az2's certificate deleted az1's export through the IC-SB relay: %v %s", err, out)
+	}
+	t.Logf("az2's certificate deleting c1's export through the relay: %s", out)
+	// Past the relay (on the databases' host: a deployment without it, or a compromised
+	// host), the delete happens; c1 puts the row back.
+	local, err := exec.Command("ovsdb-client", "--timeout=10", "transact", cfg.ICSBLocal(), deleteWeb).CombinedOutput()
+	if err != nil || !strings.Contains(string(local), `"count":1`) {
+		t.Fatalf("deleting az1's export on the IC-SB host: %v %s", err, local)
 	}
 	tampered := time.Now()
 	var msg string
@@ -323,7 +332,7 @@ func storeTampered(t *testing.T, c1 *cluster, cfg rig.Config) {
 	if strings.TrimSpace(ev) == "" {
 		t.Error("c1: no RecordTampered event on the ServiceExport")
 	}
-	t.Logf("az2's certificate deleted c1's export of mcs/web; c1 put it back and said so %.1fs later: %s", took.Seconds(), msg)
+	t.Logf("c1's export of mcs/web deleted on the IC-SB host; c1 put it back and said so %.1fs later: %s", took.Seconds(), msg)
 }
 
 // chartIdentity: the chart's OVN central takes mutual TLS only, each node's ovn-controller

@@ -2,9 +2,11 @@ package rig
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -257,11 +259,22 @@ func (c Config) interconnectSpec() (SupervisorSpec, error) {
 				}
 				files = append(files, file)
 			}
-			st := c.ovsdbServerStep(ICDBMemberName(srv.dbs[0].name, m), files[0], run, icMemberPort(srv.port, m), logs, c.ICServerTLS(), files[1:]...)
+			name, port, tls := ICDBMemberName(srv.dbs[0].name, m), icMemberPort(srv.port, m), c.ICServerTLS()
+			relayed := srv.port == PortICSB && tls.Dir != ""
+			if relayed {
+				port = 0 // the relay listens on the network; the server on its unix socket (and raft port)
+			}
+			st := c.ovsdbServerStep(name, files[0], run, port, logs, tls, files[1:]...)
+			if relayed {
+				st.Argv = append(st.Argv, tls.Args()...) // the raft port's
+			}
 			// Restarted when it exits, as a service manager would, standalone too: the tests
 			// stop and start it (StopDaemon/StartDaemon) to prove the clusters reconnect.
 			st.Restart = true
 			steps = append(steps, st)
+			if relayed {
+				steps = append(steps, c.icAuthzStep(name, run, logs, icMemberPort(srv.port, m)))
+			}
 		}
 	}
 	if c.ICRaft && c.Kovn {
@@ -270,6 +283,17 @@ func (c Config) interconnectSpec() (SupervisorSpec, error) {
 		}
 	}
 	return SupervisorSpec{Name: "ic", Dir: dir, Steps: steps}, nil
+}
+
+// icAuthzStep runs kovn's authorizing relay (kovn-ovsdb ic-authz) on IC-SB member name's
+// network port: each AZ's certificate writes only its own AZ's rows (pkg/interconnect/icauthz).
+func (c Config) icAuthzStep(name, run, logs string, port int) Step {
+	tls := c.ICServerTLS()
+	step := "kovn-ic-authz-" + name
+	argv := []string{filepath.Join(c.KovnBinDir, "kovn-ovsdb"), "-cert", tls.Cert(), "-key", tls.Key(), "-cacert", tls.CA(),
+		"ic-authz", net.JoinHostPort(c.anyAddr(), strconv.Itoa(port)), filepath.Join(run, name+".sock")}
+	return Step{Name: step, Daemon: true, Restart: true, Log: filepath.Join(logs, step+".log"), Argv: argv,
+		Ready: Ready{TCP: hostPort(c.ICDBIPs()[0], port)}}
 }
 
 // icMonitorStep runs kovn-ovn-monitor for raft member m of both IC databases (as the chart's

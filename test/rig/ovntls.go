@@ -115,6 +115,9 @@ const ChartICDBSecret = "kovn-clusterset-db-tls"
 // AZName is cluster cl's availability zone in the rig's clusterset (its InterConnect's azName).
 func AZName(cl int) string { return fmt.Sprintf("az%d", cl) }
 
+// RenamedAZName is the name cluster cl's AZ may be renamed to: its certificate names it too.
+func RenamedAZName(cl int) string { return AZName(cl) + "r" }
+
 // caPlan is one CA of the rig's OVN PKI: its directory, its name and the identities it
 // issues (directory name under dir -> request).
 type caPlan struct {
@@ -150,7 +153,9 @@ func (c Config) ovnPKIPlan() []caPlan {
 		ids[chartICDBIdentity] = pki.Request{CommonName: "ovn-ic-db", IPs: append(c.NodeIPs(1, 1), loopback...), Usage: pki.Server | pki.Client}
 	}
 	for cl := 1; cl <= c.Clusters; cl++ {
-		ids[AZName(cl)] = pki.Request{CommonName: AZName(cl), Usage: pki.Client}
+		// The DNS name is a second AZ name the certificate may act for (the IC-SB relay's
+		// rule): TestInterconnect renames az1 to RenamedAZName(1).
+		ids[AZName(cl)] = pki.Request{CommonName: AZName(cl), DNSNames: []string{RenamedAZName(cl)}, Usage: pki.Client}
 	}
 	if c.ForeignAZ {
 		ids[ForeignAZName] = pki.Request{CommonName: ForeignAZName, Usage: pki.Client}

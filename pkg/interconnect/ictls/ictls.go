@@ -127,6 +127,16 @@ func (l *Loader) Describe() string {
 		pair.Leaf.NotAfter.UTC().Format(time.RFC3339))
 }
 
+// Names are the AZ names the certificate in use may act for (its CN, then its DNS names: the
+// clusterset's IC-SB relay lets it write those AZs' rows only); nil while none is loaded.
+func (l *Loader) Names() []string {
+	pair, _, err := l.Creds.Load()
+	if err != nil || pair.Leaf == nil {
+		return nil
+	}
+	return append([]string{pair.Leaf.Subject.CommonName}, pair.Leaf.DNSNames...)
+}
+
 func (l *Loader) load(ctx context.Context, name client.ObjectKey) error {
 	var s corev1.Secret
 	if err := l.Reader.Get(ctx, name, &s); err != nil {
