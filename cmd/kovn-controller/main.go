@@ -55,6 +55,7 @@ var (
 	// ovnTLSDir holds a client certificate for ssl: NB and SB endpoints (before --ovn-pki's).
 	ovnTLSDir      string
 	ovnCertLife    time.Duration
+	ovnCAStep      time.Duration
 	daemonSAccount string
 	// ovnCreds is kovn-controller's own OVN client certificate, with ovnPKI.
 	ovnCreds *ovn.Credentials
@@ -88,6 +89,8 @@ func main() {
 	flag.StringVar(&ovnTLSDir, "ovn-tls-dir", "", "directory with the client certificate for ssl: NB and SB endpoints (tls.crt, tls.key, ca.crt, as a mounted kubernetes.io/tls Secret), read again when they change; used instead of --ovn-pki's own")
 	flag.StringVar(&ovnCentralIPs, "ovn-central-addresses", "", "with --ovn-pki: the addresses of the OVN central nodes, comma-separated (named in their certificate)")
 	flag.DurationVar(&ovnCertLife, "ovn-cert-validity", ovnpki.DefaultCertValidity, "with --ovn-pki: lifetime of the certificates issued; each is renewed at half of it")
+	flag.DurationVar(&ovnCAStep, "ovn-ca-rotation-step", ovnpki.DefaultRotationStep, "with --ovn-pki: how long each step of a CA rotation is held "+
+		"(trust the next CA, issue from it, retire the previous); longer than the kubelet takes to update a Secret volume")
 	flag.StringVar(&daemonSAccount, "daemon-service-account", "kovn-daemon", "with --ovn-pki: kovn-daemon's ServiceAccount in --namespace, the only requester of chassis certificates")
 	zapOpts := zap.Options{}
 	flag.IntVar(&aclLogRate, "acl-log-rate", aclLogRate, "ACL log lines per second and node at most (OVN meter "+topology.ACLLogMeter+"); the rest are not logged")

@@ -26,7 +26,7 @@ func startPKI(ctx context.Context, direct client.Client) (ovnpki.Config, error) 
 	if !ovnPKI {
 		return ovnpki.Config{}, nil
 	}
-	cfg := ovnpki.Config{Namespace: namespace, CertValidity: ovnCertLife}
+	cfg := ovnpki.Config{Namespace: namespace, CertValidity: ovnCertLife, RotationStep: ovnCAStep}
 	for _, a := range ovn.SplitEndpoints(ovnCentralIPs) {
 		addr, err := netip.ParseAddr(a)
 		if err != nil {
@@ -59,8 +59,10 @@ func addPKI(mgr manager.Manager, direct client.Client, cfg ovnpki.Config) error 
 	if err := signer.SetupWithManager(mgr); err != nil {
 		return err
 	}
+	// A pass at least twice per rotation step, so each step is held about as long as asked.
+	interval := min(pkiRenewInterval, max(ovnCAStep/2, 5*time.Second))
 	return mgr.Add(&ovnpki.Renewer{Client: direct, Config: cfg, Signer: signer, Creds: ovnCreds,
-		Interval: pkiRenewInterval, Log: ctrl.Log.WithName("ovn-pki")})
+		Interval: interval, Log: ctrl.Log.WithName("ovn-pki")})
 }
 
 // credentialSource is what NB and SB clients present: the files of --ovn-tls-dir when given

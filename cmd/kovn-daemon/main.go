@@ -168,7 +168,7 @@ func run(cfg node.Config, ovsDB, metricsAddr, probeAddr string) error {
 		r := &chassistls.Requester{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), OVS: ovs, Node: cfg.NodeName,
 			Namespace: pkiNamespace, Dir: chassisTLSDir, Validity: ovnpki.DefaultChassisValidity, SignTimeout: time.Minute,
 			Log: ctrl.Log.WithName("chassis-tls")}
-		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { r.Run(ctx, time.Hour); return nil })); err != nil {
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { r.Run(ctx, chassistls.Recheck); return nil })); err != nil {
 			return err
 		}
 	}

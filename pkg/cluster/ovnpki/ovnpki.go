@@ -24,6 +24,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -56,6 +57,8 @@ const (
 	KeyKey  = corev1.TLSPrivateKeyKey // tls.key
 	KeyCA   = "ca.crt"
 	KeySBCA = "sb-ca.crt"
+	// KeyChassisCA (in the ConfigMap) is the chassis CA that issues now.
+	KeyChassisCA = "chassis-ca.crt"
 )
 
 // Common names of the identities kovn issues.
@@ -77,6 +80,8 @@ type Config struct {
 	// CAValidity, CertValidity: lifetimes of a new CA and of a new leaf certificate.
 	CAValidity   time.Duration
 	CertValidity time.Duration
+	// RotationStep is how long each step of a CA rotation is held (rotation.go).
+	RotationStep time.Duration
 }
 
 // Defaults for zero Config fields.
@@ -92,12 +97,20 @@ func (c Config) withDefaults() Config {
 	if c.CertValidity == 0 {
 		c.CertValidity = DefaultCertValidity
 	}
+	if c.RotationStep == 0 {
+		c.RotationStep = DefaultRotationStep
+	}
 	return c
 }
 
 // Authority is the PKI as read (and completed) in one pass.
 type Authority struct {
-	Central, Chassis *pki.CA
+	// Central and Chassis issue; CentralBundle and ChassisBundle are what they are trusted as
+	// (with the next or previous CA during a rotation).
+	Central, Chassis             *pki.CA
+	CentralBundle, ChassisBundle []byte
+	// Rotations says what this pass did to a CA rotation, for the log.
+	Rotations []string
 	// CentralCert is the central nodes' certificate as the Secret holds it now.
 	CentralCert *x509.Certificate
 }
@@ -107,44 +120,61 @@ type Authority struct {
 // overwritten), then the ConfigMap and the central certificate. c must read Secrets uncached.
 func Ensure(ctx context.Context, c client.Client, cfg Config) (*Authority, error) {
 	cfg = cfg.withDefaults()
-	central, err := ensureCA(ctx, c, cfg, CentralCASecret, "kovn OVN central CA")
-	if err != nil {
+	a := &Authority{}
+	var err error
+	if a.Central, a.CentralBundle, err = ensureCA(ctx, c, cfg, CentralCASecret, "kovn OVN central CA", &a.Rotations); err != nil {
 		return nil, err
 	}
-	chassis, err := ensureCA(ctx, c, cfg, ChassisCASecret, "kovn OVN chassis CA")
-	if err != nil {
+	if a.Chassis, a.ChassisBundle, err = ensureCA(ctx, c, cfg, ChassisCASecret, "kovn OVN chassis CA", &a.Rotations); err != nil {
 		return nil, err
 	}
-	if err := ensureCAConfigMap(ctx, c, cfg.Namespace, central.CertPEM); err != nil {
+	if err := ensureCAConfigMap(ctx, c, cfg.Namespace, a.CentralBundle, a.Chassis.CertPEM); err != nil {
 		return nil, err
 	}
-	cert, err := ensureCentralCert(ctx, c, cfg, central, chassis)
-	if err != nil {
+	if a.CentralCert, err = ensureCentralCert(ctx, c, cfg, a); err != nil {
 		return nil, err
 	}
-	return &Authority{Central: central, Chassis: chassis, CentralCert: cert}, nil
+	return a, nil
 }
 
-// ensureCA loads the CA of Secret name, making it first if the Secret does not exist. Two
-// controllers starting at once both try; the one whose create fails reads the other's.
-func ensureCA(ctx context.Context, c client.Client, cfg Config, name, cn string) (*pki.CA, error) {
+// ensureCA loads the CA of Secret name and what it is trusted as, making it first if the
+// Secret does not exist and advancing a rotation that is due. Two controllers starting at once
+// both try; the one whose create fails reads the other's (and a rotation step written by
+// another replica meanwhile fails this pass on the update's conflict).
+func ensureCA(ctx context.Context, c client.Client, cfg Config, name, cn string, rotations *[]string) (*pki.CA, []byte, error) {
 	var s corev1.Secret
 	err := c.Get(ctx, client.ObjectKey{Namespace: cfg.Namespace, Name: name}, &s)
 	if apierrors.IsNotFound(err) {
 		var made *pki.CA
 		if made, err = createCA(ctx, c, cfg, name, cn); made != nil || !apierrors.IsAlreadyExists(err) {
-			return made, err
+			if made == nil {
+				return nil, nil, err
+			}
+			return made, made.CertPEM, err
 		}
 		err = c.Get(ctx, client.ObjectKey{Namespace: cfg.Namespace, Name: name}, &s)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading Secret %s/%s: %w", cfg.Namespace, name, err)
+		return nil, nil, fmt.Errorf("reading Secret %s/%s: %w", cfg.Namespace, name, err)
+	}
+	if _, err := pki.LoadCA(s.Data[KeyCert], s.Data[KeyKey]); err != nil {
+		return nil, nil, fmt.Errorf("the Secret %s/%s does not hold a CA (%s and %s): %w", cfg.Namespace, name, KeyCert, KeyKey, err)
+	}
+	changed, what, err := rotate(&s, cn, cfg, time.Now())
+	if err != nil {
+		return nil, nil, fmt.Errorf("rotating the CA of Secret %s/%s: %w", cfg.Namespace, name, err)
+	}
+	if changed {
+		if err := c.Update(ctx, &s); err != nil {
+			return nil, nil, fmt.Errorf("rotating the CA of Secret %s/%s (%s): %w", cfg.Namespace, name, what, err)
+		}
+		*rotations = append(*rotations, fmt.Sprintf("Secret %s/%s: %s", cfg.Namespace, name, what))
 	}
 	ca, err := pki.LoadCA(s.Data[KeyCert], s.Data[KeyKey])
 	if err != nil {
-		return nil, fmt.Errorf("the Secret %s/%s does not hold a CA (%s and %s): %w", cfg.Namespace, name, KeyCert, KeyKey, err)
+		return nil, nil, fmt.Errorf("the Secret %s/%s does not hold a CA (%s and %s): %w", cfg.Namespace, name, KeyCert, KeyKey, err)
 	}
-	return ca, nil
+	return ca, trustBundle(s.Data), nil
 }
 
 // createCA makes a CA and stores it as Secret name; an AlreadyExists error is returned as it
@@ -169,12 +199,14 @@ func createCA(ctx context.Context, c client.Client, cfg Config, name, cn string)
 	return ca, nil
 }
 
-func ensureCAConfigMap(ctx context.Context, c client.Client, ns string, caPEM []byte) error {
+// ensureCAConfigMap publishes the central CA bundle (what nodes verify SB with) and the
+// chassis CA that issues now (a node whose certificate it did not issue asks for a new one).
+func ensureCAConfigMap(ctx context.Context, c client.Client, ns string, caPEM, chassisPEM []byte) error {
 	var cm corev1.ConfigMap
+	want := map[string]string{KeyCA: string(caPEM), KeyChassisCA: string(chassisPEM)}
 	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: CAConfigMap}, &cm)
 	if apierrors.IsNotFound(err) {
-		cm = corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: CAConfigMap, Labels: labels()},
-			Data: map[string]string{KeyCA: string(caPEM)}}
+		cm = corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: CAConfigMap, Labels: labels()}, Data: want}
 		if err := c.Create(ctx, &cm); !apierrors.IsAlreadyExists(err) {
 			return err
 		}
@@ -183,19 +215,20 @@ func ensureCAConfigMap(ctx context.Context, c client.Client, ns string, caPEM []
 	if err != nil {
 		return fmt.Errorf("reading ConfigMap %s/%s: %w", ns, CAConfigMap, err)
 	}
-	if cm.Data[KeyCA] == string(caPEM) {
+	if cm.Data[KeyCA] == want[KeyCA] && cm.Data[KeyChassisCA] == want[KeyChassisCA] {
 		return nil
 	}
 	if cm.Data == nil {
 		cm.Data = map[string]string{}
 	}
-	cm.Data[KeyCA] = string(caPEM)
+	maps.Copy(cm.Data, want)
 	return c.Update(ctx, &cm)
 }
 
 // ensureCentralCert keeps the central Secret holding a certificate of the central CA that
 // names every central address and is not due for renewal, with the current CA bundles.
-func ensureCentralCert(ctx context.Context, c client.Client, cfg Config, central, chassis *pki.CA) (*x509.Certificate, error) {
+func ensureCentralCert(ctx context.Context, c client.Client, cfg Config, a *Authority) (*x509.Certificate, error) {
+	central := a.Central
 	var s corev1.Secret
 	key := client.ObjectKey{Namespace: cfg.Namespace, Name: CentralSecret}
 	err := c.Get(ctx, key, &s)
@@ -203,12 +236,12 @@ func ensureCentralCert(ctx context.Context, c client.Client, cfg Config, central
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("reading Secret %s: %w", key, err)
 	}
-	sbCA := slices.Concat(central.CertPEM, chassis.CertPEM)
+	sbCA := slices.Concat(a.CentralBundle, a.ChassisBundle)
 	cert, reason := currentLeaf(s.Data, central, cfg.CentralAddresses, time.Now())
-	if reason == "" && bytes.Equal(s.Data[KeyCA], central.CertPEM) && bytes.Equal(s.Data[KeySBCA], sbCA) {
+	if reason == "" && bytes.Equal(s.Data[KeyCA], a.CentralBundle) && bytes.Equal(s.Data[KeySBCA], sbCA) {
 		return cert, nil
 	}
-	data := map[string][]byte{KeyCert: s.Data[KeyCert], KeyKey: s.Data[KeyKey], KeyCA: central.CertPEM, KeySBCA: sbCA}
+	data := map[string][]byte{KeyCert: s.Data[KeyCert], KeyKey: s.Data[KeyKey], KeyCA: a.CentralBundle, KeySBCA: sbCA}
 	if reason != "" {
 		certPEM, keyPEM, err := central.Issue(pki.Request{CommonName: CentralCN, IPs: cfg.CentralAddresses,
 			DNSNames: []string{CentralCN}, Usage: pki.Server | pki.Client, Validity: cfg.CertValidity})
@@ -271,7 +304,7 @@ func ControllerCredentials(a *Authority, creds *ovn.Credentials, validity time.D
 	if err != nil {
 		return err
 	}
-	return creds.Set(certPEM, keyPEM, a.Central.CertPEM)
+	return creds.Set(certPEM, keyPEM, a.CentralBundle)
 }
 
 func labels() map[string]string {

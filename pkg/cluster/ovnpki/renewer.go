@@ -1,6 +1,7 @@
 package ovnpki
 
 import (
+	"bytes"
 	"context"
 	"time"
 
@@ -24,6 +25,8 @@ type Renewer struct {
 	// Interval between passes; a failed pass is retried after a tenth of it.
 	Interval time.Duration
 	Log      logr.Logger
+
+	roots []byte // the CA bundle the controller's credentials were issued with
 }
 
 // Start implements manager.Runnable.
@@ -48,6 +51,9 @@ func (r *Renewer) Pass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	for _, msg := range a.Rotations {
+		r.Log.Info("OVN CA rotation", "step", msg)
+	}
 	if r.Signer != nil {
 		r.Signer.SetCA(a.Chassis)
 	}
@@ -55,11 +61,16 @@ func (r *Renewer) Pass(ctx context.Context) error {
 		return nil
 	}
 	pair, _, err := r.Creds.Load()
-	if err == nil && pair.Leaf != nil && !pki.RenewalDue(pair.Leaf, time.Now()) && pair.Leaf.CheckSignatureFrom(a.Central.Cert) == nil {
+	if err == nil && pair.Leaf != nil && !pki.RenewalDue(pair.Leaf, time.Now()) && pair.Leaf.CheckSignatureFrom(a.Central.Cert) == nil &&
+		bytes.Equal(r.roots, a.CentralBundle) {
 		return nil
 	}
 	r.Log.Info("issuing kovn-controller's OVN client certificate")
-	return ControllerCredentials(a, r.Creds, r.Config.withDefaults().CertValidity)
+	if err := ControllerCredentials(a, r.Creds, r.Config.withDefaults().CertValidity); err != nil {
+		return err
+	}
+	r.roots = a.CentralBundle
+	return nil
 }
 
 // NeedLeaderElection: every replica renews its own client certificate.

@@ -312,7 +312,7 @@ func (t *txn) owner(o operation, tb table, kind, uuid string) (string, error) {
 		}
 		return "", fmt.Errorf("%s %s of AZ %q, which has no Availability_Zone row", o.Table, o.Op, p)
 	case byCluster:
-		return "", fmt.Errorf("%s %s of a row this relay has not seen: name it by _uuid once it is in the database", o.Table, o.Op)
+		return "", fmt.Errorf("%s %s naming no row of AZ %v by _uuid: a cluster's rows are changed by _uuid only", o.Table, o.Op, t.id.Names)
 	}
 	return p, nil
 }

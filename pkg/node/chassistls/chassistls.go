@@ -77,12 +77,15 @@ func (r *Requester) Ensure(ctx context.Context) (time.Time, error) {
 	if _, err := pki.ParseCertificate(caPEM); err != nil {
 		return time.Time{}, fmt.Errorf("ConfigMap %s/%s %s: %w", r.Namespace, ovnpki.CAConfigMap, ovnpki.KeyCA, err)
 	}
+	// The chassis CA that issues now: a certificate of another (a rotation's previous CA) is
+	// replaced while SB still trusts both.
+	issuer, _ := pki.ParseCertificate([]byte(cm.Data[ovnpki.KeyChassisCA]))
 	ssl, err := currentSSL(ctx, r.OVS)
 	if err != nil {
 		return time.Time{}, err
 	}
 	if ssl != nil {
-		if due, ok := r.usable(ssl, caPEM); ok {
+		if due, ok := r.usable(ssl, caPEM, issuer); ok {
 			return due, nil
 		}
 	}
@@ -99,14 +102,18 @@ func (r *Requester) Ensure(ctx context.Context) (time.Time, error) {
 }
 
 // usable reports whether the SSL row points at this node's own certificate, in Dir, still
-// before its renewal time, with ca.crt equal to the current CA.
-func (r *Requester) usable(ssl *vswitch.SSL, caPEM []byte) (time.Time, bool) {
+// before its renewal time, issued by issuer (when known), with ca.crt equal to the current
+// CA bundle.
+func (r *Requester) usable(ssl *vswitch.SSL, caPEM []byte, issuer *x509.Certificate) (time.Time, bool) {
 	dir := filepath.Dir(ssl.Certificate)
 	if filepath.Dir(dir) != filepath.Clean(r.Dir) || ssl.PrivateKey != filepath.Join(dir, KeyFile) || ssl.CaCert != filepath.Join(dir, CAFile) {
 		return time.Time{}, false
 	}
 	pair, err := tls.LoadX509KeyPair(ssl.Certificate, ssl.PrivateKey)
 	if err != nil || pair.Leaf == nil || pair.Leaf.Subject.CommonName != r.Node {
+		return time.Time{}, false
+	}
+	if issuer != nil && pair.Leaf.CheckSignatureFrom(issuer) != nil {
 		return time.Time{}, false
 	}
 	ca, err := os.ReadFile(ssl.CaCert)
@@ -248,6 +255,10 @@ func setSSL(ctx context.Context, c libovsdb.Client, key, cert, ca string) error 
 	_, err = ovn.Transact(ctx, c, append(ops, upd...))
 	return err
 }
+
+// Recheck is how often kovn-daemon reads the CA ConfigMap again: within a CA rotation's step
+// (ovnpki.DefaultRotationStep), so every node trusts the next CA before it issues.
+const Recheck = time.Minute
 
 // Run keeps the certificate current until ctx ends: renewed when due, re-checked at least
 // every recheck (a new CA, a row someone changed), retried after a failure.
