@@ -24,6 +24,10 @@ const (
 	// ReasonAZNameTaken: Ready=False because another cluster of the clusterset holds the AZ
 	// name; nothing of that AZ is changed.
 	ReasonAZNameTaken = "AZNameTaken"
+	// ReasonAZNameNotCertified: Ready=False because the clusterset certificate names other AZs
+	// than azName (its CN and DNS names): the IC-SB relay would refuse its writes as azName, so
+	// the cluster stays as it was.
+	ReasonAZNameNotCertified = "AZNameNotCertified"
 
 	// ConditionDegraded is True for a while (DegradedHold) after kovn found this AZ's join
 	// record in IC-NB changed or deleted by someone else and put it back; the message says

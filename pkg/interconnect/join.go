@@ -14,6 +14,7 @@ import (
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/cluster/nbsync"
+	"github.com/kovn/kovn/pkg/interconnect/ictls"
 	"github.com/kovn/kovn/pkg/interconnect/tamper"
 )
 
@@ -128,6 +129,15 @@ func (r *Reconciler) enter(ctx context.Context, run *joinRun) error {
 	if err != nil {
 		return err
 	}
+	if names := r.certifiedNames(ic); names != nil && !slices.Contains(names, ic.Spec.AZName) &&
+		heldByOther(ctx, run.icnb, ic.Spec.AZName, owner) == "" { // a taken name is reported as taken, below
+		// Like a taken name: nothing changes, the AZ stays under the name it has.
+		err := fmt.Errorf("the clusterset certificate (Secret %s) acts for AZ %s, not azName %s: the IC-SB relay would refuse "+
+			"this cluster's writes as %s; issue a certificate whose CN or a DNS name is %s (both names while renaming)",
+			ictls.SecretName(&ic.Spec), strings.Join(names, ", "), ic.Spec.AZName, ic.Spec.AZName, ic.Spec.AZName)
+		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonAZNameNotCertified, err.Error())
+		return err
+	}
 	if old := ic.Status.AZName; old != "" && old != ic.Spec.AZName {
 		// A rename keeps the AZ's join time (its precedence in conflicts).
 		if err := renameJoin(ctx, run.icnb, old, ic.Spec.AZName, owner); err != nil {
@@ -206,6 +216,15 @@ func (r *Reconciler) noteTampering(ic *kovnv1.InterConnect, found []string) {
 		return
 	}
 	setCondition(ic, kovnv1.ConditionDegraded, false, kovnv1.ReasonRecordsIntact, "")
+}
+
+// certifiedNames are the AZ names the clusterset certificate in use acts for; nil when the
+// IC databases are reached without one.
+func (r *Reconciler) certifiedNames(ic *kovnv1.InterConnect) []string {
+	if !ictls.NeedsTLS(&ic.Spec) || r.TLS == nil || r.TLS.Creds == nil {
+		return nil
+	}
+	return r.TLS.Names()
 }
 
 // claimFailed sets Ready from an error of claiming the AZ name in IC-NB: AZNameTaken when another

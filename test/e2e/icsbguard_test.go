@@ -95,9 +95,7 @@ func tamperedICSB(t *testing.T, c1 *cluster, cfg rig.Config) {
 	}
 	t.Logf("a route to %s via %s and a gateway written under %s's name on the IC-SB host; gone and reported %.1fs later: %s",
 		victim, nexthop, az, time.Since(tampered).Seconds(), msg)
-	if s := c1.interConnectStatus(); s.ready != "True" {
-		t.Errorf("c1 Ready %s (%s) after the repair", s.ready, s.message)
-	}
+	c1.waitReadyAfterRepair(t)
 
 	// An AZ made up with az2's certificate, with a route on kovn's transit switch and no join
 	// record: reported once it stayed 10 s, and no more once it is gone.
@@ -148,5 +146,20 @@ func tamperOnHost(t *testing.T, cfg rig.Config, txn string) {
 	out, err := exec.Command("ovsdb-client", "--timeout=10", "transact", strings.Split(cfg.ICSBLocal(), ",")[0], txn).CombinedOutput()
 	if err != nil || strings.Contains(string(out), `"error"`) {
 		t.Fatalf("writing IC-SB on its host: %v %s", err, out)
+	}
+}
+
+// waitReadyAfterRepair: the InterConnect is Ready again soon after a repair (a pass may first
+// wait, as on any change, for the gateways to install what it rewrote).
+func (c *cluster) waitReadyAfterRepair(t *testing.T) {
+	t.Helper()
+	var s icStatus
+	if err := eventually(30*time.Second, func() error {
+		if s = c.interConnectStatus(); s.ready != "True" {
+			return fmt.Errorf("Ready %s (%s)", s.ready, s.message)
+		}
+		return nil
+	}); err != nil {
+		t.Errorf("%s after the repair: %v", c.info.Name, err)
 	}
 }

@@ -179,7 +179,7 @@ func TestInterconnect(t *testing.T) {
 		renameAZ(t, a, b, cfg, pb)
 	})
 
-	t.Run("an azName another cluster holds: refused with AZNameTaken, neither AZ changed, traffic untouched", func(t *testing.T) {
+	t.Run("an azName another cluster holds, or one its certificate lacks: refused, neither AZ changed, traffic untouched", func(t *testing.T) {
 		a.t, b.t = t, t
 		azNameTaken(t, a, b, cfg, pa, pb)
 	})
@@ -596,7 +596,8 @@ func renameAZ(t *testing.T, a, b *cluster, cfg rig.Config, pb *corev1.Pod) {
 // the two would share one AZ row, and kovn would remove c1's AZ when c2 renamed away or left.
 // c2 must be refused with AZNameTaken and stay az2; IC-SB keeps exactly az1r and az2, c1 still
 // learns c2's routes, and a 100 ms probe stream from c1's pod to c2's loses nothing across the
-// refusal and c2's return to az2.
+// refusal and c2's return to az2. The same for az2x, a name c2's certificate does not carry
+// (AZNameNotCertified).
 func azNameTaken(t *testing.T, a, b *cluster, cfg rig.Config, pa, pb *corev1.Pod) {
 	setAZ := func(az string) {
 		t.Helper()
@@ -614,37 +615,42 @@ func azNameTaken(t *testing.T, a, b *cluster, cfg rig.Config, pa, pb *corev1.Pod
 		slices.Sort(f)
 		return strings.Join(f, " ")
 	}
-	var message string
-	sent, lost, outage := a.measureUntil(t, "default", "a", pb.Status.PodIPs[0].IP, streamCount, 100*time.Millisecond, func() { setAZ("az1r") }, func() {
-		b.waitInterConnect(func(s icStatus) error {
-			if s.ready != "False" || s.reason != kovnv1.ReasonAZNameTaken {
-				return fmt.Errorf("ready %s (%s): %s", s.ready, s.reason, s.message)
+	// az1r is c1's; az2x is no name c2's certificate (az2, az2r) acts for, so the IC-SB relay
+	// would refuse c2's writes under it.
+	for _, refused := range []struct{ name, reason string }{
+		{"az1r", kovnv1.ReasonAZNameTaken}, {"az2x", kovnv1.ReasonAZNameNotCertified}} {
+		var message string
+		sent, lost, outage := a.measureUntil(t, "default", "a", pb.Status.PodIPs[0].IP, streamCount, 100*time.Millisecond, func() { setAZ(refused.name) }, func() {
+			b.waitInterConnect(func(s icStatus) error {
+				if s.ready != "False" || s.reason != refused.reason {
+					return fmt.Errorf("ready %s (%s): %s", s.ready, s.reason, s.message)
+				}
+				message = s.message
+				return nil
+			})
+		})
+		if lost > 0 {
+			t.Errorf("c1 -> c2 while c2 was refused %s: %d of %d probes lost, longest outage %s", refused.name, lost, sent, outage)
+		}
+		if got := azRows(); got != "az1r az2" {
+			t.Errorf("IC-SB's AZs while c2 asks for %s: %s, want az1r az2", refused.name, got)
+		}
+		a.waitInterConnect(func(s icStatus) error {
+			if !slices.Equal(s.peers, []string{"az2"}) || !slices.Equal(s.peerRoutes, prefixStrings(cfg.PodCIDRs(2))) {
+				return fmt.Errorf("peers %v with routes %v, want az2 with %v", s.peers, s.peerRoutes, prefixStrings(cfg.PodCIDRs(2)))
 			}
-			message = s.message
 			return nil
 		})
-	})
-	if lost > 0 {
-		t.Errorf("c1 -> c2 while c2 was refused az1r: %d of %d probes lost, longest outage %s", lost, sent, outage)
+		setAZ("az2")
+		b.waitInterConnect(func(s icStatus) error {
+			if s.ready != "True" || !slices.Equal(s.peers, []string{"az1r"}) {
+				return fmt.Errorf("ready %s (%s), peers %v", s.ready, s.reason, s.peers)
+			}
+			return nil
+		})
+		b.ping("default", "b", pa.Status.PodIPs[0].IP)
+		t.Logf("c2 asked for %s: %s %q; IC-SB kept az1r and az2; %d of %d probes c1 -> c2 lost; back to az2: Ready", refused.name, refused.reason, message, lost, sent)
 	}
-	if got := azRows(); got != "az1r az2" {
-		t.Errorf("IC-SB's AZs while c2 asks for az1r: %s, want az1r az2", got)
-	}
-	a.waitInterConnect(func(s icStatus) error {
-		if !slices.Equal(s.peers, []string{"az2"}) || !slices.Equal(s.peerRoutes, prefixStrings(cfg.PodCIDRs(2))) {
-			return fmt.Errorf("peers %v with routes %v, want az2 with %v", s.peers, s.peerRoutes, prefixStrings(cfg.PodCIDRs(2)))
-		}
-		return nil
-	})
-	setAZ("az2")
-	b.waitInterConnect(func(s icStatus) error {
-		if s.ready != "True" || !slices.Equal(s.peers, []string{"az1r"}) {
-			return fmt.Errorf("ready %s (%s), peers %v", s.ready, s.reason, s.peers)
-		}
-		return nil
-	})
-	b.ping("default", "b", pa.Status.PodIPs[0].IP)
-	t.Logf("c2 asked for c1's AZ name: %q; IC-SB kept az1r and az2; %d of %d probes c1 -> c2 lost; back to az2: Ready", message, lost, sent)
 }
 
 // routesOverTwoTransitSwitches checks that the cluster learned each prefix over two next hops.
