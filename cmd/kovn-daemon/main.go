@@ -39,6 +39,9 @@ import (
 // chassisTLSDir and pkiNamespace: where the chassis certificate goes, and where its CA is.
 var chassisTLSDir, pkiNamespace string
 
+// chassisRecheck is how often the CA ConfigMap is read again.
+var chassisRecheck time.Duration
+
 // metricsSecure: metrics over TLS to reviewed tokens only (metricsauth).
 var metricsSecure bool
 
@@ -78,6 +81,8 @@ func main() {
 	serviceCIDRs := flag.String("service-cidrs", "", "the cluster's Service ranges, comma-separated (kube-apiserver --service-cluster-ip-range): routed through ovn0 so the node reaches ClusterIPs")
 	mirrorFlag := flag.String("mirror", string(mirror.Annotated), "traffic mirroring to the node's mirror0: off, annotated (pods annotated ovn.kovn.io/mirror=true) or all (every pod of the node)")
 	remote := flag.String("mirror-remote", "", "also send mirrored traffic to a collector: gre:IP[:KEY] or erspan:IP[:INDEX]")
+	flag.DurationVar(&chassisRecheck, "ovn-chassis-recheck", chassistls.Recheck, "with --ovn-chassis-tls-dir: how often to read the CA ConfigMap again "+
+		"(a CA rotation step must be longer)")
 	flag.StringVar(&chassisTLSDir, "ovn-chassis-tls-dir", "", "get this node's chassis certificate (CSR of signer kovn.io/ovn-chassis, signed by kovn-controller --ovn-pki) into this directory, which ovn-controller sees at the same path, and point the Open_vSwitch SSL row at it; empty: leave ovn-controller's TLS alone")
 	flag.StringVar(&pkiNamespace, "namespace", envOr("POD_NAMESPACE", "kube-system"), "kovn's namespace: where the ConfigMap "+ovnpki.CAConfigMap+" (the OVN central CA) is")
 	zapOpts := zap.Options{}
@@ -168,7 +173,7 @@ func run(cfg node.Config, ovsDB, metricsAddr, probeAddr string) error {
 		r := &chassistls.Requester{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), OVS: ovs, Node: cfg.NodeName,
 			Namespace: pkiNamespace, Dir: chassisTLSDir, Validity: ovnpki.DefaultChassisValidity, SignTimeout: time.Minute,
 			Log: ctrl.Log.WithName("chassis-tls")}
-		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { r.Run(ctx, chassistls.Recheck); return nil })); err != nil {
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { r.Run(ctx, chassisRecheck); return nil })); err != nil {
 			return err
 		}
 	}

@@ -29,6 +29,8 @@ func TestChartInstall(t *testing.T) {
 	// With kovn-pinger, whose pods on kovn's own network helm uninstall must remove first.
 	cfg.Kovn, cfg.IPFamily, cfg.Install, cfg.Pinger = true, rig.Dual, rig.InstallChart, true
 	cfg.ChartICDatabases = true // and serves a clusterset's IC databases
+	// CA rotation steps short enough for a test (the kubelets sync pods every 5 s for it).
+	cfg.ChartCARotationStep = 15 * time.Second
 	r := upRig(t, cfg)
 	c := newCluster(t, r, "c1")
 
@@ -52,6 +54,9 @@ func TestChartInstall(t *testing.T) {
 	familyChecks(t, c, r.State, true, a, b)
 	t.Run("mutual TLS: OVN central refuses plain and foreign clients; each node's chassis certificate from a CSR opens SB only, for its own chassis", func(t *testing.T) {
 		chartIdentity(t, c, cfg)
+	})
+	t.Run("both OVN CAs rotated in three steps under a 100 ms pod-to-pod stream: none lost, every client on the new CAs, the old refused", func(t *testing.T) {
+		chartCARotation(t, c, cfg, b)
 	})
 	t.Run("the clusterset's IC databases from the chart: mutual TLS only, OVN_ClusterSet beside IC-SB, raft on ssl", func(t *testing.T) {
 		chartICDatabases(t, cfg)

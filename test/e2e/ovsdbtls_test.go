@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"crypto/x509"
 	"encoding/base64"
 	"fmt"
 	"net/netip"
@@ -231,9 +232,7 @@ func tamperedRecord(t *testing.T, c1 *cluster, cfg rig.Config) {
 	if got := local("get", "IC_NB_Global", row, joinedKey); got != joinedAt {
 		t.Errorf("join time of %s after the repair: %q, want %q", az, got, joinedAt)
 	}
-	if s := c1.interConnectStatus(); s.ready != "True" {
-		t.Errorf("c1 Ready %s (%s) after the repair", s.ready, s.message)
-	}
+	c1.waitReadyAfterRepair(t)
 	if ev, _ := c1.kubectl("get", "events", "-A", "--field-selector", "reason=RecordTampered", "-o", "name"); strings.TrimSpace(ev) == "" {
 		t.Errorf("c1: no RecordTampered event")
 	}
@@ -345,32 +344,13 @@ func chartIdentity(t *testing.T, c *cluster, cfg rig.Config) {
 	ids := map[string]rig.OVSDBTLS{}
 	for n := 1; n <= cfg.Nodes; n++ {
 		node := rig.NodeName(1, n)
-		db := "--db=unix:" + filepath.Join(cfg.NodeDir(1, n), "host", "ovs-run", "db.sock")
-		var cert string
+		var id rig.OVSDBTLS
 		if err := eventually(60*time.Second, func() error {
-			out, err := exec.Command("ovs-vsctl", db, "--timeout=5", "get-ssl").CombinedOutput()
-			for _, line := range strings.Split(string(out), "\n") {
-				if p, ok := strings.CutPrefix(line, "Certificate: "); ok {
-					cert = strings.TrimSpace(p)
-				}
-			}
-			if err != nil || cert == "" {
-				return fmt.Errorf("%s's SSL row: %v %s", node, err, out)
-			}
-			return nil
+			var err error
+			id, err = chassisIdentity(cfg, n, chassisCA)
+			return err
 		}); err != nil {
 			t.Fatal(err)
-		}
-		// As the pods see it (/var/run/ovn/...), on the host: the node's own ovn-run directory.
-		dir := filepath.Join(cfg.NodeDir(1, n), "host", "ovn-run", strings.TrimPrefix(filepath.Dir(cert), "/var/run/ovn/"))
-		id := rig.OVSDBTLS{Dir: dir}
-		b, err := os.ReadFile(id.Cert())
-		if err != nil {
-			t.Fatal(err)
-		}
-		leaf, err := pki.ParseCertificate(b)
-		if err != nil || leaf.Subject.CommonName != node || leaf.CheckSignatureFrom(chassisCA) != nil {
-			t.Fatalf("%s's chassis certificate: %v, CN %q, from the chassis CA: %v", node, err, leaf.Subject.CommonName, leaf.CheckSignatureFrom(chassisCA))
 		}
 		ids[node] = id
 	}
@@ -410,4 +390,36 @@ func chartIdentity(t *testing.T, c *cluster, cfg rig.Config) {
 	}
 	t.Logf("chart: NB and SB at %s refused plain TCP and another CA; each node's CSR-issued chassis certificate opens SB only, and SB RBAC kept %s off %s's chassis",
 		central, rig.NodeName(1, 1), victim)
+}
+
+// chassisIdentity is the certificate node n of cluster 1's SSL row points ovn-controller at
+// (kovn-daemon's, from a CSR), as a directory on the host; an error unless it is the node's
+// (CN) and issued by ca.
+func chassisIdentity(cfg rig.Config, n int, ca *x509.Certificate) (rig.OVSDBTLS, error) {
+	node := rig.NodeName(1, n)
+	db := "--db=unix:" + filepath.Join(cfg.NodeDir(1, n), "host", "ovs-run", "db.sock")
+	out, err := exec.Command("ovs-vsctl", db, "--timeout=5", "get-ssl").CombinedOutput()
+	var cert string
+	for _, line := range strings.Split(string(out), "\n") {
+		if p, ok := strings.CutPrefix(line, "Certificate: "); ok {
+			cert = strings.TrimSpace(p)
+		}
+	}
+	if err != nil || cert == "" {
+		return rig.OVSDBTLS{}, fmt.Errorf("%s's SSL row: %v %s", node, err, out)
+	}
+	// As the pods see it (/var/run/ovn/...), on the host: the node's own ovn-run directory.
+	id := rig.OVSDBTLS{Dir: filepath.Join(cfg.NodeDir(1, n), "host", "ovn-run", strings.TrimPrefix(filepath.Dir(cert), "/var/run/ovn/"))}
+	b, err := os.ReadFile(id.Cert())
+	if err != nil {
+		return id, err
+	}
+	leaf, err := pki.ParseCertificate(b)
+	if err != nil {
+		return id, err
+	}
+	if leaf.Subject.CommonName != node || leaf.CheckSignatureFrom(ca) != nil {
+		return id, fmt.Errorf("%s's chassis certificate: CN %q, from %s: %v", node, leaf.Subject.CommonName, ca.Subject.CommonName, leaf.CheckSignatureFrom(ca))
+	}
+	return id, nil
 }

@@ -105,6 +105,10 @@ func (c Config) ChartValues(cl int) []string {
 		// The pinger checks the lab's external host too.
 		"pinger.externalAddresses={" + strings.Join(addrStrings(c.ExternalHostIPs()), ",") + "}",
 	}
+	if c.ChartCARotationStep > 0 {
+		v = append(v, "controller.extraArgs={--ovn-ca-rotation-step="+c.ChartCARotationStep.String()+"}",
+			"daemon.extraArgs={--ovn-chassis-recheck="+(c.ChartCARotationStep/5).String()+"}")
+	}
 	if c.ChartICDatabases && cl == 1 {
 		v = append(v, "interconnect.databases.enabled=true", fmt.Sprintf("interconnect.insecurePlainTCP=%t", c.InsecurePlainTCP))
 	}

@@ -75,6 +75,10 @@ type Config struct {
 	// certificate from the rig's clusterset CA (ChartICDBTLS) unless InsecurePlainTCP. No
 	// cluster joins them: the suites check who they answer.
 	ChartICDatabases bool
+	// ChartCARotationStep, with InstallChart, is kovn-controller's --ovn-ca-rotation-step; each
+	// kovn-daemon then reads the CA ConfigMap every fifth of it and the kubelets sync their pods
+	// every 5 s, so a Secret volume and a node's trust follow within a step.
+	ChartCARotationStep time.Duration
 	// ExtraImages are docker-archive tarballs imported into every node after the lab's own pod
 	// images (Kubernetes' e2e suite's images, make images' upstream-e2e.tar).
 	ExtraImages []string

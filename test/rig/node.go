@@ -69,6 +69,15 @@ authorization: {mode: AlwaysAllow}
 serializeImagePulls: false
 `
 
+// kubeletSync shortens the kubelets' pod sync (which also refreshes Secret and ConfigMap
+// volumes) where a lab rotates the chart's CAs in steps of ChartCARotationStep.
+func (c Config) kubeletSync() string {
+	if !c.Chart() || c.ChartCARotationStep == 0 {
+		return ""
+	}
+	return "syncFrequency: 5s\n"
+}
+
 // nodeSpec is node n of cluster cl: OVS (ovsdb-server, userspace vswitchd with br-phy holding the
 // node address, so geneve tunnels egress through OVS), ovn-controller, containerd and kubelet.
 func (c Config) nodeSpec(cl, n int, pki clusterPKI, images []string) (SupervisorSpec, error) {
@@ -88,7 +97,7 @@ func (c Config) nodeSpec(cl, n int, pki clusterPKI, images []string) (Supervisor
 	dns := c.clusterDNSIP(cl)
 	files := map[string]string{
 		"containerd.toml": fmt.Sprintf(containerdTOML, PauseImage, c.cniBinDir()),
-		"kubelet.yaml":    fmt.Sprintf(kubeletYAML, c.CgroupRoot(cl, n), c.anyAddr(), dns, filepath.Join(dir, "resolv.conf")),
+		"kubelet.yaml":    fmt.Sprintf(kubeletYAML, c.CgroupRoot(cl, n), c.anyAddr(), dns, filepath.Join(dir, "resolv.conf")) + c.kubeletSync(),
 		"resolv.conf":     "nameserver " + dns + "\nsearch default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n",
 	}
 	for f, content := range files {
