@@ -244,8 +244,9 @@ echo "c1's AZ reaches the IC databases with its own certificate (CN az1), from a
 kubectl get interconnect default -o jsonpath='{.status.conditions[?(@.type=="CredentialsReady")].message}{"\n"}'
 echo "c2's certificate (CN az2) deleting az1's AZ row in IC-SB: kovn's relay in front of IC-SB refuses it"
 N2NS="${KOVN_FABRIC_NS%-fab}-c2n1" AZ2="$DIR/ic/pki/az2"
-ip netns exec "$N2NS" ovsdb-client --timeout=5 --private-key="$AZ2/tls.key" --certificate="$AZ2/tls.crt" --ca-cert="$AZ2/ca.crt" \
-  transact "${KOVN_IC_SB%%,*}" '["OVN_IC_Southbound",{"op":"delete","table":"Availability_Zone","where":[["name","==","az1"]]}]' 2>&1 | tail -1 || true
+az2sb() { ip netns exec "$N2NS" ovsdb-client --timeout=5 --private-key="$AZ2/tls.key" --certificate="$AZ2/tls.crt" --ca-cert="$AZ2/ca.crt" "$1" "${KOVN_IC_SB%%,*}" "$2"; }
+AZ1ROW=$(az2sb query '["OVN_IC_Southbound",{"op":"select","table":"Availability_Zone","where":[["name","==","az1"]],"columns":["_uuid"]}]' | grep -o '"uuid","[^"]*"' | cut -d'"' -f4 || true)
+az2sb transact '["OVN_IC_Southbound",{"op":"delete","table":"Availability_Zone","where":[["_uuid","==",["uuid","'"$AZ1ROW"'"]]]}]' 2>&1 | tail -1 || true
 
 step "rotation: every OVN CA and certificate replaced (trust the next CA, issue from it, retire the old) while x-1 pings x-2 every 100 ms"
 kubectl exec x-1 -- /testbox pingstream -c 120 -i 100ms -W 2s "$X2" > "$DIR/rotation-stream.txt" 2>&1 &
