@@ -5,6 +5,7 @@
 package annotation
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -89,6 +90,28 @@ func ParsePrefixes(s string) ([]netip.Prefix, error) {
 		return nil, fmt.Errorf("no CIDR in %q", s)
 	}
 	return out, nil
+}
+
+// ErrReservedMAC: a requested MAC is one no pod may hold (see ParseRequestedMAC).
+var ErrReservedMAC = errors.New("reserved MAC address")
+
+// ParseRequestedMAC validates a MAC a pod asks for (its mac_address annotation, an attachment
+// selection's "mac"): ParseMAC, and neither all zero nor in the range kovn gives its router
+// ports and floating IPs (0a:xx:..., topology.RouterMAC) other than kovn's pod range
+// 0a:58:...: a pod holding its gateway's MAC would take the gateway's traffic on its switch.
+func ParseRequestedMAC(s string) (string, error) {
+	mac, err := ParseMAC(s)
+	if err != nil {
+		return "", err
+	}
+	hw, _ := net.ParseMAC(mac)
+	switch {
+	case mac == "00:00:00:00:00:00":
+		return "", fmt.Errorf("%w: %q is the all-zero MAC address", ErrReservedMAC, s)
+	case hw[0] == 0x0a && hw[1] != 0x58:
+		return "", fmt.Errorf("%w: %s is in the range kovn keeps for router ports (0a:xx:xx:xx:xx:xx other than 0a:58:...)", ErrReservedMAC, mac)
+	}
+	return mac, nil
 }
 
 // ParseMAC validates a unicast MAC address and returns it in canonical lower-case form.

@@ -107,7 +107,7 @@ func TestAttachmentReconciler(t *testing.T) {
 	}{
 		{desc: "kovn network and a macvlan with kovn IPAM", networks: "att,mv@net5",
 			want: []string{"net1 ns1/att att 10.20.0.2,fd00:20::2", "net5 ns1/mv mv 172.28.50.2 delegated"}},
-		{desc: "static IP and MAC as the NPWG JSON form asks", networks: `[{"name": "att", "ips": ["10.20.0.50/24"], "mac": "0a:00:00:00:00:50"}]`,
+		{desc: "static IP and MAC as the NPWG JSON form asks", networks: `[{"name": "att", "ips": ["10.20.0.50/24"], "mac": "02:00:00:00:00:50"}]`,
 			want: []string{"net1 ns1/att att 10.20.0.50,fd00:20::2"}}, // the family not asked for is allocated
 		{desc: "a delegate with its own IPAM: nothing of kovn's", networks: "own"},
 		{desc: "a shared namespace's network", networks: "shared/sh@data", want: []string{"data shared/sh sh 10.21.0.2"}},

@@ -69,7 +69,11 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 			"the pod carries network result annotations kovn did not write; they are ignored (only ip_address, mac_address, ip_pool and logical_switch are requests)")
 	}
 	if err != nil {
-		r.Recorder.Event(pod, corev1.EventTypeWarning, "InvalidNetworkRequest", err.Error())
+		reason := "InvalidNetworkRequest"
+		if errors.Is(err, errOutOfScope) {
+			reason = ReasonNetworkRequestDenied
+		}
+		r.Recorder.Event(pod, corev1.EventTypeWarning, reason, err.Error())
 		return ctrl.Result{}, nil // the pod stays without a network until its annotations are fixed
 	}
 	alloc, err := r.State.IPAM.Allocate(areq.Request)
@@ -178,7 +182,7 @@ func requestedAddrs(ann map[string]string, req *ipam.Request) error {
 		req.IPs = ips
 	}
 	if v := ann[annotation.MACAddress]; v != "" {
-		mac, err := annotation.ParseMAC(v)
+		mac, err := requestedMAC(v)
 		if err != nil {
 			return fmt.Errorf("annotation %s: %w", annotation.MACAddress, err)
 		}
@@ -197,17 +201,27 @@ func claimsResults(ann map[string]string) bool {
 	return false
 }
 
-// subnetFor picks the pod's subnet: its logical_switch or ip_pool annotation, else its
-// namespace's subnet, else the default subnet.
+// subnetFor picks the pod's subnet: its logical_switch or ip_pool annotation (a tenant's
+// request, checked against what its namespace may use), else its namespace's subnet, else
+// the default subnet.
 func (r *PodReconciler) subnetFor(ctx context.Context, pod *corev1.Pod) (string, error) {
 	if pool := pod.Annotations[annotation.IPPool]; pool != "" {
 		var p kovnv1.IPPool
 		if err := r.Get(ctx, types.NamespacedName{Name: pool}, &p); err != nil {
 			return "", fmt.Errorf("annotation %s: IPPool %q: %w", annotation.IPPool, pool, err)
 		}
+		if err := poolScope(pod.Namespace, &p); err != nil {
+			return "", fmt.Errorf("annotation %s: %w", annotation.IPPool, err)
+		}
+		if err := checkSubnetScope(ctx, r.Client, pod.Namespace, p.Spec.Subnet, r.State.Opts); err != nil {
+			return "", fmt.Errorf("annotation %s: pool %s: %w", annotation.IPPool, pool, err)
+		}
 		return p.Spec.Subnet, nil
 	}
 	if s := pod.Annotations[annotation.LogicalSwitch]; s != "" {
+		if err := checkSubnetScope(ctx, r.Client, pod.Namespace, s, r.State.Opts); err != nil {
+			return "", fmt.Errorf("annotation %s: %w", annotation.LogicalSwitch, err)
+		}
 		return s, nil
 	}
 	var ns corev1.Namespace

@@ -194,7 +194,7 @@ func TestPodReconciler(t *testing.T) {
 			pods: []*corev1.Pod{pod("a", "n1", map[string]string{annotation.MACAddress: "01:00:5e:00:00:01"})}},
 		{desc: "unknown subnet", wantEvent: "InvalidNetworkRequest",
 			pods: []*corev1.Pod{pod("a", "n1", map[string]string{annotation.LogicalSwitch: "nope"})}},
-		{desc: "an attachment network's subnet as eth0", wantEvent: "InvalidNetworkRequest",
+		{desc: "an attachment network's subnet as eth0", wantEvent: ReasonNetworkRequestDenied,
 			pods: []*corev1.Pod{pod("a", "n1", map[string]string{annotation.LogicalSwitch: "att"})}},
 		{desc: "not scheduled", pods: []*corev1.Pod{pod("a", "", nil)}},
 		{desc: "host network", pods: []*corev1.Pod{func() *corev1.Pod { p := pod("a", "n1", nil); p.Spec.HostNetwork = true; return p }()}},

@@ -43,8 +43,9 @@ func (s *subnet) generateMAC(picks []pick) (string, error) {
 	return s.randomMAC(rand.Read)
 }
 
-// randomMAC draws locally administered unicast MACs outside the derived prefix (so a future IPv4
-// allocation does not find its derived MAC taken) until one is free. read is crypto/rand.Read
+// randomMAC draws locally administered unicast MACs outside 0a:xx:... (so a future IPv4
+// allocation does not find its derived MAC taken, and no pod gets a MAC of the range kovn gives
+// router ports) until one is free. read is crypto/rand.Read
 // outside tests.
 func (s *subnet) randomMAC(read func([]byte) (int, error)) (string, error) {
 	b := make(net.HardwareAddr, 6)
@@ -52,8 +53,8 @@ func (s *subnet) randomMAC(read func([]byte) (int, error)) (string, error) {
 		if _, err := read(b); err != nil {
 			return "", fmt.Errorf("random MAC: %w", err)
 		}
-		b[0] = b[0]&^0x01 | 0x02 // clear multicast bit, set locally administered bit
-		if b[0] == derivedPrefix[0] && b[1] == derivedPrefix[1] {
+		b[0] = b[0]&^0x01 | 0x02      // clear multicast bit, set locally administered bit
+		if b[0] == derivedPrefix[0] { // 0a:...: router ports' range, and the derived pod range
 			continue
 		}
 		if _, held := s.macs[b.String()]; !held {

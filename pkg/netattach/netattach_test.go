@@ -55,7 +55,8 @@ func TestParseSelectionsRefused(t *testing.T) {
 		`{"name": "net-a"}`:           "network name", // not a list: read as the short form
 		`[{"name": "net-a", "ips": ["10.0.0.1", "10.0.0.2"]}]`:                     "more than one address of the same family",
 		`[{"name": "net-a", "ips": ["ten"]}]`:                                      "neither an address",
-		`[{"name": "net-a", "mac": "01:00:5e:00:00:01"}]`:                          "not a unicast MAC",
+		`[{"name": "net-a", "mac": "01:00:5e:00:00:01"}]`:                          "multicast MAC",
+		`[{"name": "net-a", "mac": "0a:12:34:56:78:9a"}]`:                          "range kovn keeps for router ports",
 		`[{"name": "net-a", "default-route": ["gw"]}]`:                             "not an address",
 		"a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t,u,v,w,x,y,z,aa,ab,ac,ad,ae,af,ag": "at most 32",
 	} {

@@ -168,9 +168,9 @@ func complete(sels []Selection, podNamespace string) error {
 			return fmt.Errorf("%s: %v", NetworksAnnotation, err)
 		}
 		if s.MAC != "" {
-			mac, err := annotation.ParseMAC(s.MAC)
+			mac, err := annotation.ParseRequestedMAC(s.MAC)
 			if err != nil {
-				return fmt.Errorf("%s: network %s: mac %q is not a unicast MAC address", NetworksAnnotation, s.Key(), s.MAC)
+				return fmt.Errorf("%s: network %s: mac %q: %v", NetworksAnnotation, s.Key(), s.MAC, err)
 			}
 			s.MAC = mac
 		}

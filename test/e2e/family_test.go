@@ -106,9 +106,9 @@ func familyChecks(t *testing.T, c *cluster, st *rig.State, v6 bool, a, b *corev1
 		// advertisement / gratuitous ARP) fixes that before a's pings are lost.
 		c.deletePod("default", name)
 		c.waitIPObjectGone(name + ".default")
-		mac := "0a:00:00:10:04:01"
+		mac := "02:00:00:10:04:01"
 		if v6 {
-			mac = "0a:00:00:10:06:01"
+			mac = "02:00:00:10:06:01"
 		}
 		// Another pod name: recreating a pod under the same name at once makes ovn-controller
 		// see two interfaces bound to one port for a moment ("Multiple bindings ... force

@@ -34,13 +34,13 @@ func planFor(family string) netPlan {
 			static: "fd00:10:16::100:100", pool: [2]string{"fd00:10:16::200:10", "fd00:10:16::200:12"},
 			badIP: "fd00:10:16::300:g1", overlap: "fd00:10:16::5:0/112", badGw: [2]string{"fd00:30:30::/64", "fd00:31::1"},
 			central: "fd00:200::/64", vpc: "fd00:50::/64", route: [2]string{"2001:db8::/64", "fd00:50::fe"},
-			forgedGw: "fd00:10:16::1", mac: "0a:00:00:10:01:00"}
+			forgedGw: "fd00:10:16::1", mac: "02:00:00:10:01:00"}
 	}
 	p := netPlan{podCIDR: rig.PodCIDR(1), protocol: "IPv4", gateways: "10.16.0.1", used: "v4UsedIPs",
 		static: "10.16.100.100", pool: [2]string{"10.16.200.10", "10.16.200.12"},
 		badIP: "10.16.300.1", overlap: "10.16.5.0/24", badGw: [2]string{"10.30.0.0/24", "10.31.0.1"},
 		central: "10.200.0.0/24", vpc: "10.50.0.0/24", route: [2]string{"192.0.2.0/24", "10.50.0.254"},
-		forgedGw: "10.16.0.1", mac: "0a:00:00:10:01:00"}
+		forgedGw: "10.16.0.1", mac: "02:00:00:10:01:00"}
 	if family == rig.Dual {
 		p.protocol, p.gateways = "Dual", "10.16.0.1,fd00:10:16::1"
 	}
