@@ -176,6 +176,22 @@ await "Warning" "" 20 kubectl get events --field-selector involvedObject.name=fo
 kubectl get pod forger -o wide
 kubectl delete pod forger --wait=false >/dev/null
 
+step "a tenant (edit in namespace t1 only) asking for the nodes' join network gets NetworkRequestDenied and no network"
+kubectl create namespace t1 >/dev/null 2>&1 || true
+kubectl -n t1 create serviceaccount tenant >/dev/null 2>&1 || true
+kubectl -n t1 create rolebinding tenant-edit --clusterrole=edit --serviceaccount=t1:tenant >/dev/null 2>&1 || true
+kubectl --as=system:serviceaccount:t1:tenant apply -f - >/dev/null <<POD
+apiVersion: v1
+kind: Pod
+metadata: {name: on-join, namespace: t1, annotations: {ovn.kovn.io/logical_switch: join}}
+spec:
+  nodeName: c1-n1
+  terminationGracePeriodSeconds: 1
+  containers: [{name: testbox, image: kovn.io/testbox:latest, imagePullPolicy: Never, args: [serve]}]
+POD
+await "NetworkRequestDenied" "" 20 kubectl -n t1 get events --field-selector involvedObject.name=on-join -o custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message
+kubectl -n t1 delete pod on-join --wait=false >/dev/null
+
 step "a Subnet ACL (admin's, above every NetworkPolicy): ovn-default drops TCP 8080 from demo-1"
 kubectl patch subnet ovn-default --type=merge -p "{\"spec\":{\"acls\":[{\"direction\":\"to-lport\",\"priority\":100,\"action\":\"drop\",\"match\":\"ip4.src == $IP1 && tcp.dst == 8080\"}]}}" >/dev/null
 await "$IP2:8080 fail" "" 20 kubectl exec demo-1 -- /testbox probe "$IP2:8080" "$IP2:9000" "[$IP2v6]:8080"

@@ -18,7 +18,8 @@ import (
 
 // privateSubnet: a private Subnet isolates its pods from the rest of the cluster, in every
 // family of the rig, even against a NetworkPolicy that allows everything in; its own pods,
-// the nodes (kubelet probes included) and replies to connections its pods open still pass;
+// each pod's own node (kubelet probes included) and replies to connections its pods open
+// still pass, another node does not;
 // allowSubnets opens it to a CIDR (one family at a time); private=false opens it and removes
 // its ACLs. outside is a pod of the default subnet no NetworkPolicy isolates.
 func privateSubnet(t *testing.T, c *cluster, st *rig.State, outside probePod) {
@@ -36,13 +37,18 @@ func privateSubnet(t *testing.T, c *cluster, st *rig.State, outside probePod) {
 		c.assertRefused(outside, targets(a, fams, 9000))
 		c.assertRefused(outside, targets(b, fams, 8080))
 	})
-	t.Run("the nodes reach the private pods", func(t *testing.T) {
+	t.Run("each node reaches its own private pod, not the other node's", func(t *testing.T) {
 		c.t = t
-		for n := 1; n <= 2; n++ {
+		// a runs on c1-n1, b on c1-n2: only a node's own join address is admitted.
+		for n, own := range map[int]probePod{1: a, 2: b} {
+			other := map[int]probePod{1: b, 2: a}[n]
 			for _, v4 := range fams {
 				msg := fmt.Sprintf("from-node-%d", n)
-				if out := nodeTestbox(t, st, st.Config.NodeNS(1, n), "tcp", hostPort(a.ipOf(v4).String(), 9000), msg); !strings.Contains(out, msg) {
-					t.Fatalf("TCP echo node c1-n%d -> priv/a %s: %q", n, a.ipOf(v4), out)
+				if out := nodeTestbox(t, st, st.Config.NodeNS(1, n), "tcp", hostPort(own.ipOf(v4).String(), 9000), msg); !strings.Contains(out, msg) {
+					t.Fatalf("TCP echo node c1-n%d -> its own pod %s/%s %s: %q", n, own.ns, own.name, own.ipOf(v4), out)
+				}
+				if out := nodeTestbox(t, st, st.Config.NodeNS(1, n), "connect", hostPort(other.ipOf(v4).String(), 9000)); strings.Contains(out, "connected") {
+					t.Errorf("node c1-n%d reached the other node's private pod %s/%s %s: %q", n, other.ns, other.name, other.ipOf(v4), out)
 				}
 			}
 		}

@@ -164,6 +164,10 @@ func TestRBAC(t *testing.T) {
 		podsCannotReachOVNDatabases(t, c, r.State)
 	})
 
+	t.Run("tenant attacks: a namespace user with edit takes nothing of another namespace's or a node's", func(t *testing.T) {
+		tenantAttacks(t, c, r.State)
+	})
+
 	t.Run("a daemon writes only network-status, only on pods of its own node", func(t *testing.T) {
 		ctx, dry := context.Background(), []string{metav1.DryRunAll}
 		status := func(ns, pod, patch string) error {

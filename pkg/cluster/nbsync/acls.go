@@ -87,8 +87,11 @@ func (t *tx) syncACLs() {
 	}
 	t.createACLs(done, uuids)
 	for _, pg := range t.sh.PortGroups {
-		if pg.Owned {
+		switch {
+		case pg.Owned:
 			t.writeOwnedGroup(pg, uuids[pg.Name])
+		case pg.OwnsACLs:
+			t.writeGroupACLs(pg, uuids[pg.Name])
 		}
 	}
 }
@@ -98,7 +101,7 @@ func (t *tx) syncACLs() {
 func (t *tx) createACLs(done map[string]bool, uuids map[string][]string) {
 	owned := map[string]bool{}
 	for _, pg := range t.sh.PortGroups {
-		owned[pg.Name] = pg.Owned
+		owned[pg.Name] = pg.Owned || pg.OwnsACLs
 	}
 	for _, a := range t.sh.ACLs {
 		if done[wantKey(a)] {
@@ -176,6 +179,20 @@ func (t *tx) writeOwnedGroup(pg topology.PortGroup, acls []string) {
 	if len(fields) > 0 {
 		t.update(m, fields...)
 	}
+}
+
+// writeGroupACLs writes the acls column of a group whose ports are not the shard's (OwnsACLs).
+func (t *tx) writeGroupACLs(pg topology.PortGroup, acls []string) {
+	if m, ok := t.newParent["Port_Group/"+pg.Name]; ok {
+		m.(*nb.PortGroup).ACLs = acls
+		return
+	}
+	cur := byName(t, &nb.PortGroup{Name: pg.Name})
+	if cur == nil || sameSet(cur.ACLs, acls) {
+		return
+	}
+	m := &nb.PortGroup{UUID: cur.UUID, ACLs: acls}
+	t.update(m, &m.ACLs)
 }
 
 // portUUIDs resolves switch port names through the name index. A port that does not exist

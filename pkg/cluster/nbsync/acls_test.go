@@ -197,7 +197,9 @@ func TestPolicyDeleteKeepsOtherWriters(t *testing.T) {
 	foreignACL := &nb.ACL{UUID: "acl", Direction: "to-lport", Priority: 1000, Match: "outport == @other", Action: "drop",
 		ExternalIDs: map[string]string{"owner": "admin"}}
 	foreign := &nb.PortGroup{UUID: "pg", Name: "other", ACLs: []string{"acl"}}
-	transact(t, c, []model.Model{foreignACL, foreign}, nil, func() bool { return len(list[nb.ACL](t, c)) == 1 })
+	transact(t, c, []model.Model{foreignACL, foreign}, nil, func() bool {
+		return slices.ContainsFunc(list[nb.ACL](t, c), func(a nb.ACL) bool { return a.ExternalIDs["owner"] == "admin" })
+	})
 	other := withPeerSelector(policyIn([]string{"a"}, []string{"10.16.0.7"}), topology.PeerSelector("default", "", "app=other", true))
 	other.Name = "other"
 	settled(t, c, topology.ForNetworkPolicy(other))

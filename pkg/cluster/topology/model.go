@@ -202,6 +202,9 @@ type PortGroup struct {
 	Name  string
 	Owned bool
 	Ports []string // sorted; only for Owned groups
+	// OwnsACLs: the group's acls column is written whole from the shard's ACLs naming it,
+	// while its ports still join by Memberships (a node's group: its pods' shards add them).
+	OwnsACLs bool
 }
 
 // Membership puts switch port Port into port group PortGroup.

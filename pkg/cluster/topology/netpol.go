@@ -46,12 +46,11 @@ type NetworkPolicyIn struct {
 	Pods         []PolicyPodIn
 	IngressRules []PolicyRuleIn
 	EgressRules  []PolicyRuleIn
-	// JoinCIDRs are the join subnet's CIDRs: nodes reach pods from them (kubelet probes), so
-	// they are always allowed in. Their families are the cluster's: rules get ACLs and address
-	// sets for these families only (both when JoinCIDRs is empty).
+	// JoinCIDRs are the join subnet's CIDRs. Their families are the cluster's: rules get ACLs
+	// and address sets for these families only (both when JoinCIDRs is empty).
 	JoinCIDRs []netip.Prefix
 	// Logging is the namespace's ACL logging: its deny ACLs log at Deny, its rules' allow ACLs
-	// at Allow (the neighbour and node allowances never log: they are no policy's verdict).
+	// at Allow (the neighbour allowances never log: they are no policy's verdict).
 	Logging ACLLogging
 }
 
@@ -130,11 +129,10 @@ var (
 
 // ForNetworkPolicy is a NetworkPolicy's shard: a port group of the selected pods and, per
 // policy type, a default deny for the group, an allow for neighbour discovery (a denied pod
-// must still resolve its gateway and answer ARP), one allow-related ACL per rule and family,
-// and, for ingress, an allow from the nodes. Each pod/namespace selector peer is an address
-// set per family holding the addresses of the pods it selects, shared by every policy with a
-// peer selecting the same (nbsync counts the references), so pods coming and going change
-// only that set, once.
+// must still resolve its gateway and answer ARP) and one allow-related ACL per rule and
+// family. Each pod/namespace selector peer is an address set per family holding the addresses
+// of the pods it selects, shared by every policy with a peer selecting the same (nbsync counts
+// the references), so pods coming and going change only that set, once.
 // Egress ACLs are applied after load balancing, so allowing pod B allows B's ClusterIP too.
 func ForNetworkPolicy(in NetworkPolicyIn) Shard {
 	owner := in.Namespace + "/" + in.Name
@@ -173,19 +171,8 @@ func (b *policyBuilder) direction(d policyDir, rules []PolicyRuleIn) {
 	// ARP and IPv6 neighbour/router discovery are not connections: allow-related would not
 	// let the answers back through the other direction's deny.
 	b.acl(d, "neighbours", "", PriorityPolicyAllow, base+" && (arp || nd || nd_rs || nd_ra)", "allow")
-	if !d.egress {
-		for _, f := range b.families {
-			var cidrs []string
-			for _, c := range b.in.JoinCIDRs {
-				if family(c.Addr()) == f {
-					cidrs = append(cidrs, c.Masked().String())
-				}
-			}
-			if len(cidrs) > 0 {
-				b.acl(d, "nodes", f, PriorityPolicyAllow, fmt.Sprintf("%s && %s.src == %s", base, f, valueSet(cidrs)), "allow-related")
-			}
-		}
-	}
+	// No allow of the join CIDRs: a pod's own node reaches it by ownJoinACLs (above every
+	// policy); other nodes' join addresses are sources like any other.
 	for i, r := range rules {
 		for _, f := range b.families {
 			b.rule(d, i, r, f, base)
@@ -205,12 +192,16 @@ func (b *policyBuilder) rule(d policyDir, i int, r PolicyRuleIn, f, base string)
 			peers = append(peers, fmt.Sprintf("%s.%s == $%s", f, d.peer, set))
 		}
 		for _, blk := range r.IPBlocks {
-			if family(blk.CIDR.Addr()) == f {
-				peers = append(peers, blockClause(f+"."+d.peer, blk))
+			if family(blk.CIDR.Addr()) != f {
+				continue
+			}
+			if c, ok := blockClause(f+"."+d.peer, blk); ok {
+				peers = append(peers, c)
 			}
 		}
 		if len(peers) == 0 {
-			// Every peer is an ipBlock of the other family: nothing of f is admitted.
+			// Every peer is an ipBlock of the other family, or one its exceptions empty:
+			// nothing of f is admitted.
 			return
 		}
 		clauses = append(clauses, anyOf(peers))
@@ -302,19 +293,38 @@ func portClauses(ports []PolicyPortIn, pods []PolicyPodIn, f string) []string {
 	return out
 }
 
-// blockClause matches an ipBlock on field (e.g. ip4.src): its CIDR minus its exceptions.
-func blockClause(field string, blk IPBlockIn) string {
-	var except []string
-	for _, e := range blk.Except {
-		if e.Addr().Is4() == blk.CIDR.Addr().Is4() {
-			except = append(except, e.Masked().String())
-		}
+// blockClause matches an ipBlock on field (e.g. ip4.src): its CIDR minus its exceptions,
+// written as the positive prefixes left (cidrMinus). ok is false when the exceptions leave
+// no address: the ipBlock admits nothing.
+//
+// Never "field == CIDR && field != {excepts}": ovn-controller (23.03) expands a negated set
+// into the product of its members' bits, so the OpenFlow flows of one port's ACL multiply
+// with each exception (/24s in a /8: 5 gave 27,404 to 237,668 flows, 8 gave 472,847 and 1.1 GB
+// of ovn-controller), while positive prefixes cost two flows each (100 exceptions: 830
+// prefixes, 1,734 flows). test/bench TestIPBlockExceptFlows measures both.
+func blockClause(field string, blk IPBlockIn) (string, bool) {
+	left := cidrMinus(blk.CIDR, blk.Except)
+	if len(left) == 0 {
+		return "", false
 	}
-	if len(except) == 0 {
-		return fmt.Sprintf("%s == %s", field, blk.CIDR.Masked())
+	vals := make([]string, 0, len(left))
+	for _, p := range left {
+		vals = append(vals, p.String())
 	}
-	sort.Strings(except)
-	return fmt.Sprintf("(%s == %s && %s != {%s})", field, blk.CIDR.Masked(), field, strings.Join(slices.Compact(except), ", "))
+	return fmt.Sprintf("%s == %s", field, valueSet(vals)), true
+}
+
+// cidrMinus returns the fewest prefixes, in address order, that hold exactly the addresses of
+// cidr no exception holds: cidr itself when no exception overlaps it, none when one covers it
+// whole. Exceptions of the other family or outside cidr are ignored; overlapping and nested
+// ones are fine.
+//
+// The result is bounded, so is the ACL: an exception inside a /n leaves, at each prefix
+// length from n+1 down to its own, at most the sibling of the prefix that holds it, so k
+// exceptions in a /n of a family of maxbits bits (32 or 128) give at most k*(maxbits-n)
+// prefixes (100 /24s in a /8: at most 100*16 = 1,600; fewer, as they share upper levels).
+func cidrMinus(cidr netip.Prefix, except []netip.Prefix) []netip.Prefix {
+	return prefixesLeft(cidr, except)
 }
 
 // anyOf ORs alternatives, sorted so an unchanged rule renders the same match whatever order

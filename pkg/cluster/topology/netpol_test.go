@@ -1,9 +1,11 @@
 package topology
 
 import (
+	"math/rand/v2"
 	"net/netip"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -47,7 +49,8 @@ func matchOf(t *testing.T, sh Shard, rule string) string {
 
 // TestForNetworkPolicyGroupDenyNeighboursNodes: the group holds the selected pods' ports
 // (sorted, once); each policy type gets a drop at 1000 on the group, an ARP/ND allow at 1001;
-// ingress allows the join subnet; egress ACLs are from-lport on inport, after load balancing.
+// no allow of the join subnet (a node's own join address passes by its node's ACL, ForNode);
+// egress ACLs are from-lport on inport, after load balancing.
 func TestForNetworkPolicyGroupDenyNeighboursNodes(t *testing.T) {
 	in := NetworkPolicyIn{Namespace: "default", Name: "web", Ingress: true, Egress: true, JoinCIDRs: prefixes("100.64.0.0/16", "fd00:100:64::/64"),
 		Pods: []PolicyPodIn{ppod("b.default", "10.16.0.6"), ppod("a.default", "10.16.0.5"), ppod("b.default", "10.16.0.6"), ppod("")}}
@@ -63,10 +66,6 @@ func TestForNetworkPolicyGroupDenyNeighboursNodes(t *testing.T) {
 			Match: "outport == @" + pg, Action: "drop"},
 		"ingress/neighbours": {PortGroup: pg, Name: "default/web:ingress/neighbours", Direction: "to-lport", Priority: 1001,
 			Match: "outport == @" + pg + " && (arp || nd || nd_rs || nd_ra)", Action: "allow"},
-		"ingress/nodes/ip4": {PortGroup: pg, Name: "default/web:ingress/nodes/ip4", Direction: "to-lport", Priority: 1001,
-			Match: "outport == @" + pg + " && ip4.src == 100.64.0.0/16", Action: "allow-related"},
-		"ingress/nodes/ip6": {PortGroup: pg, Name: "default/web:ingress/nodes/ip6", Direction: "to-lport", Priority: 1001,
-			Match: "outport == @" + pg + " && ip6.src == fd00:100:64::/64", Action: "allow-related"},
 		"egress/deny": {PortGroup: pg, Name: "default/web:egress/deny", Direction: "from-lport", Priority: 1000,
 			Match: "inport == @" + pg, Action: "drop", Options: egressOpts},
 		"egress/neighbours": {PortGroup: pg, Name: "default/web:egress/neighbours", Direction: "from-lport", Priority: 1001,
@@ -89,10 +88,10 @@ func TestForNetworkPolicyGroupDenyNeighboursNodes(t *testing.T) {
 }
 
 // TestForNetworkPolicyDenyAll: ingress with no rules (from: [] and nothing else) is the deny,
-// ARP/ND and the nodes alone; an egress-only policy leaves ingress open (no ingress ACLs).
+// and ARP/ND alone; an egress-only policy leaves ingress open (no ingress ACLs).
 func TestForNetworkPolicyDenyAll(t *testing.T) {
 	sh := ForNetworkPolicy(NetworkPolicyIn{Namespace: "ns", Name: "deny", Ingress: true, JoinCIDRs: joinV4})
-	if got := aclByRule(t, sh); len(got) != 3 || got["ingress/deny"].Action != "drop" {
+	if got := aclByRule(t, sh); len(got) != 2 || got["ingress/deny"].Action != "drop" {
 		t.Fatalf("ACLs %+v", sh.ACLs)
 	}
 	sh = ForNetworkPolicy(NetworkPolicyIn{Namespace: "ns", Name: "deny", Egress: true, JoinCIDRs: joinV4})
@@ -104,9 +103,10 @@ func TestForNetworkPolicyDenyAll(t *testing.T) {
 }
 
 // TestForNetworkPolicyPeers: each selector peer is a shared address set per family, named by
-// its selector, listing its pods' addresses; a rule ORs its peers' sets and its ipBlocks (with
-// their exceptions); a peer matching no pod still references its (empty) set, so the rule
-// admits nothing but its ipBlocks; two rules with the same peer use one set.
+// its selector, listing its pods' addresses; a rule ORs its peers' sets and its ipBlocks (the
+// CIDR minus the exceptions, as positive prefixes); a peer matching no pod still references
+// its (empty) set, so the rule admits nothing but its ipBlocks; two rules with the same peer
+// use one set.
 func TestForNetworkPolicyPeers(t *testing.T) {
 	web := PolicyPeerIn{Selector: PeerSelector("ns", "", "app=web", true), Pods: []PolicyPodIn{ppod("", "10.16.0.9", "fd00:10:16::9"), ppod("", "10.16.0.10")}}
 	other := PolicyPeerIn{Selector: PeerSelector("", "team=z", "", false), Pods: []PolicyPodIn{ppod("", "10.16.0.11")}}
@@ -123,7 +123,8 @@ func TestForNetworkPolicyPeers(t *testing.T) {
 	pg := "@kovn_np_ns_db"
 	s := func(p PolicyPeerIn, f string) string { return "$" + PeerAddressSet(p.Selector, f) }
 	for rule, want := range map[string]string{
-		"ingress/0/ip4": "outport == " + pg + " && ip4 && " + anyOf([]string{"(ip4.src == 10.0.0.0/8 && ip4.src != {10.1.0.0/16, 10.2.0.0/16})",
+		"ingress/0/ip4": "outport == " + pg + " && ip4 && " + anyOf([]string{"ip4.src == {10.0.0.0/16, 10.3.0.0/16, 10.4.0.0/14, " +
+			"10.8.0.0/13, 10.16.0.0/12, 10.32.0.0/11, 10.64.0.0/10, 10.128.0.0/9}",
 			"ip4.src == " + s(web, "ip4"), "ip4.src == " + s(other, "ip4")}),
 		"ingress/0/ip6": "outport == " + pg + " && ip6 && " + anyOf([]string{"ip6.src == " + s(web, "ip6"), "ip6.src == " + s(other, "ip6"),
 			"ip6.src == fd00:1::/64"}),
@@ -268,13 +269,13 @@ func TestPolicyNames(t *testing.T) {
 }
 
 // TestForNetworkPolicyLogging: the namespace's deny severity goes on the deny ACLs, its allow
-// severity on the rules' ACLs; the neighbour and node allowances never log.
+// severity on the rules' ACLs; the neighbour allowances never log.
 func TestForNetworkPolicyLogging(t *testing.T) {
 	in := NetworkPolicyIn{Namespace: "default", Name: "web", Ingress: true, Egress: true, JoinCIDRs: prefixes("100.64.0.0/16"),
 		Pods: []PolicyPodIn{ppod("a.default", "10.16.0.5")}, IngressRules: []PolicyRuleIn{{AllPeers: true}},
 		Logging: ACLLogging{Deny: "alert", Allow: "notice"}}
 	want := map[string]string{"ingress/deny": "alert", "egress/deny": "alert", "ingress/0/ip4": "notice",
-		"ingress/neighbours": "", "egress/neighbours": "", "ingress/nodes/ip4": ""}
+		"ingress/neighbours": "", "egress/neighbours": ""}
 	got := aclByRule(t, ForNetworkPolicy(in))
 	if len(got) != len(want) {
 		t.Fatalf("ACLs %+v", got)
@@ -290,4 +291,126 @@ func TestForNetworkPolicyLogging(t *testing.T) {
 			t.Errorf("logging off: %s logs at %q", k, a.LogSeverity)
 		}
 	}
+}
+
+// TestForNetworkPolicyIPBlockExcept: an ipBlock's exceptions are never a "!=" (its flows
+// multiply in ovn-controller) but the prefixes left; an ipBlock its exceptions empty admits
+// nothing, so a rule with only that peer gets no ACL, and beside other peers it drops out.
+func TestForNetworkPolicyIPBlockExcept(t *testing.T) {
+	whole := IPBlockIn{CIDR: netip.MustParsePrefix("10.1.0.0/16"), Except: prefixes("10.0.0.0/8")}
+	in := NetworkPolicyIn{Namespace: "ns", Name: "x", Ingress: true, JoinCIDRs: prefixes("100.64.0.0/16", "fd00:100:64::/64"),
+		IngressRules: []PolicyRuleIn{
+			{IPBlocks: []IPBlockIn{whole}},
+			{IPBlocks: []IPBlockIn{whole, {CIDR: netip.MustParsePrefix("192.168.0.0/24"), Except: prefixes("192.168.0.128/25")}}},
+			{IPBlocks: []IPBlockIn{{CIDR: netip.MustParsePrefix("fd00::/62"), Except: prefixes("fd00::/64", "fd00:0:0:3::/64")}}},
+		}}
+	sh := ForNetworkPolicy(in)
+	acls := aclByRule(t, sh)
+	for _, rule := range []string{"ingress/0/ip4", "ingress/0/ip6", "ingress/1/ip6", "ingress/2/ip4"} {
+		if a, ok := acls[rule]; ok {
+			t.Errorf("%s admits nothing but has ACL %s", rule, a.Match)
+		}
+	}
+	pg := "outport == @kovn_np_ns_x"
+	for rule, want := range map[string]string{
+		"ingress/1/ip4": pg + " && ip4 && ip4.src == 192.168.0.0/25",
+		"ingress/2/ip6": pg + " && ip6 && ip6.src == {fd00:0:0:1::/64, fd00:0:0:2::/64}",
+	} {
+		if got := matchOf(t, sh, rule); got != want {
+			t.Errorf("%s:\n got %s\nwant %s", rule, got, want)
+		}
+	}
+	for _, a := range sh.ACLs {
+		if strings.Contains(a.Match, "!=") {
+			t.Errorf("%s has a negated match: %s", a.Name, a.Match)
+		}
+	}
+}
+
+// TestCidrMinus: the CIDR minus its exceptions, as the fewest positive prefixes in address
+// order, in both families, whatever the exceptions (nested, overlapping, repeated, outside
+// the CIDR, of the other family, covering it whole).
+func TestCidrMinus(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cidr   string
+		except []string
+		want   []string
+	}{
+		{name: "no exceptions", cidr: "10.0.0.0/8", want: []string{"10.0.0.0/8"}},
+		{name: "unmasked cidr", cidr: "10.1.2.3/8", want: []string{"10.0.0.0/8"}},
+		{name: "one /16", cidr: "10.0.0.0/8", except: []string{"10.1.0.0/16"},
+			want: []string{"10.0.0.0/16", "10.2.0.0/15", "10.4.0.0/14", "10.8.0.0/13", "10.16.0.0/12", "10.32.0.0/11", "10.64.0.0/10", "10.128.0.0/9"}},
+		{name: "except == cidr", cidr: "10.0.0.0/8", except: []string{"10.0.0.0/8"}, want: nil},
+		{name: "except covers cidr", cidr: "10.1.0.0/16", except: []string{"10.0.0.0/8"}, want: nil},
+		{name: "except outside", cidr: "10.0.0.0/8", except: []string{"11.0.0.0/8", "192.168.0.0/16"}, want: []string{"10.0.0.0/8"}},
+		{name: "other family ignored", cidr: "10.0.0.0/8", except: []string{"::/0", "::ffff:10.0.0.0/104"}, want: []string{"10.0.0.0/8"}},
+		{name: "nested", cidr: "10.0.0.0/14", except: []string{"10.1.0.0/16", "10.1.2.0/24"},
+			want: []string{"10.0.0.0/16", "10.2.0.0/15"}},
+		{name: "overlapping and repeated", cidr: "192.168.0.0/24", except: []string{"192.168.0.0/26", "192.168.0.32/27", "192.168.0.0/26", "192.168.0.64/26"},
+			want: []string{"192.168.0.128/25"}},
+		{name: "halves excepted", cidr: "192.168.0.0/24", except: []string{"192.168.0.0/25", "192.168.0.128/25"}, want: nil},
+		{name: "unmasked except", cidr: "192.168.0.0/24", except: []string{"192.168.0.200/25"}, want: []string{"192.168.0.0/25"}},
+		{name: "/0 with exceptions", cidr: "0.0.0.0/0", except: []string{"10.0.0.0/8", "192.168.0.0/16"},
+			want: []string{"0.0.0.0/5", "8.0.0.0/7", "11.0.0.0/8", "12.0.0.0/6", "16.0.0.0/4", "32.0.0.0/3", "64.0.0.0/2", "128.0.0.0/2",
+				"192.0.0.0/9", "192.128.0.0/11", "192.160.0.0/13", "192.169.0.0/16", "192.170.0.0/15", "192.172.0.0/14",
+				"192.176.0.0/12", "192.192.0.0/10", "193.0.0.0/8", "194.0.0.0/7", "196.0.0.0/6", "200.0.0.0/5", "208.0.0.0/4", "224.0.0.0/3"}},
+		{name: "/32", cidr: "10.0.0.1/32", except: []string{"10.0.0.2/32"}, want: []string{"10.0.0.1/32"}},
+		{name: "/32 excepted", cidr: "10.0.0.1/32", except: []string{"10.0.0.1/32"}, want: nil},
+		{name: "/32 out of a /30", cidr: "10.0.0.0/30", except: []string{"10.0.0.2/32"}, want: []string{"10.0.0.0/31", "10.0.0.3/32"}},
+		{name: "IPv6", cidr: "fd00::/48", except: []string{"fd00:0:0:8000::/49"}, want: []string{"fd00::/49"}},
+		{name: "IPv6 /128 out of a /126", cidr: "fd00::/126", except: []string{"fd00::1/128"}, want: []string{"fd00::/128", "fd00::2/127"}},
+		{name: "IPv6 /128 excepted", cidr: "fd00::5/128", except: []string{"fd00::5/128"}, want: nil},
+		{name: "IPv6 /0", cidr: "::/0", except: []string{"8000::/1", "4000::/2"}, want: []string{"::/2"}},
+		{name: "IPv6 except outside, v4 ignored", cidr: "fd00::/64", except: []string{"fd01::/64", "10.0.0.0/8"}, want: []string{"fd00::/64"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := prefixStrings(cidrMinus(netip.MustParsePrefix(tc.cidr), prefixes(tc.except...)))
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("cidrMinus(%s, %v)\n got %v\nwant %v", tc.cidr, tc.except, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCidrMinusExhaustive checks cidrMinus against every address of a /20 for random
+// exceptions: an address is in the result exactly when it is in the CIDR and in no exception;
+// the result is sorted, disjoint, has no two halves of one prefix (so no fewer prefixes could
+// hold it), and stays within k*(32-20) prefixes.
+func TestCidrMinusExhaustive(t *testing.T) {
+	cidr := netip.MustParsePrefix("10.16.0.0/20")
+	rng := rand.New(rand.NewPCG(43, 5))
+	for round := 0; round < 40; round++ {
+		var except []netip.Prefix
+		for k := rng.IntN(6); k > 0; k-- {
+			a := netip.AddrFrom4([4]byte{10, 16 + byte(rng.IntN(2)), byte(rng.IntN(32)), byte(rng.IntN(256))})
+			except = append(except, netip.PrefixFrom(a, 16+rng.IntN(17)).Masked())
+		}
+		got := cidrMinus(cidr, except)
+		if len(got) > max(1, len(except)*(32-cidr.Bits())) {
+			t.Errorf("except %v: %d prefixes", except, len(got))
+		}
+		for i := 1; i < len(got); i++ {
+			if !lastAddr(got[i-1]).Less(got[i].Addr()) {
+				t.Errorf("except %v: %s and %s overlap or are out of order", except, got[i-1], got[i])
+			}
+			if got[i-1].Bits() == got[i].Bits() && netip.PrefixFrom(got[i-1].Addr(), got[i].Bits()-1).Masked().Contains(got[i].Addr()) {
+				t.Errorf("except %v: %s and %s are halves of one prefix", except, got[i-1], got[i])
+			}
+		}
+		for a := cidr.Addr(); cidr.Contains(a); a = a.Next() {
+			want := !slices.ContainsFunc(except, func(e netip.Prefix) bool { return e.Contains(a) })
+			if in := slices.ContainsFunc(got, func(p netip.Prefix) bool { return p.Contains(a) }); in != want {
+				t.Fatalf("except %v: %s in result %v, want %v (result %v)", except, a, in, want, got)
+			}
+		}
+	}
+}
+
+func prefixStrings(ps []netip.Prefix) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.String())
+	}
+	return out
 }

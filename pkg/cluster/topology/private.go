@@ -38,8 +38,9 @@ var linkLocal6 = netip.MustParsePrefix("fe80::/10")
 
 // privateACLs returns the ACLs of a private subnet's switch, none when it is not private. Per
 // family of the subnet: a to-lport drop of IP traffic to the subnet's CIDR from any source but
-// the subnet itself, its allowSubnets and the nodes (the join CIDRs: kubelet probes and node
-// traffic must always reach pods), and the allow-related that makes the switch stateful.
+// the subnet itself and its allowSubnets, and the allow-related that makes the switch stateful.
+// A node's own join address (kubelet probes) passes by ownJoinACLs, above the drop; other
+// nodes' join addresses are dropped like any other source.
 // ARP is not IP and never matches; ND is ICMPv6 but goes to multicast or link-local
 // destinations, or between addresses of the subnet, all of which pass.
 //
@@ -48,7 +49,7 @@ var linkLocal6 = netip.MustParsePrefix("fe80::/10")
 // the negations of a set multiply (three IPv6 /64s: 64 x 64 x 10 = 40,960 OpenFlow flows per
 // chassis, rebuilt on every allowSubnets change). The complement is a set of at most a few
 // prefixes per admitted bit: one flow each.
-func privateACLs(s SubnetIn, join *SubnetIn) []ACL {
+func privateACLs(s SubnetIn) []ACL {
 	if !s.Private {
 		return nil
 	}
@@ -57,9 +58,6 @@ func privateACLs(s SubnetIn, join *SubnetIn) []ACL {
 		f := family(c.Addr())
 		admitted := []netip.Prefix{c}
 		admitted = append(admitted, s.AllowSubnets...)
-		if join != nil {
-			admitted = append(admitted, join.CIDRs...)
-		}
 		if f == "ip6" {
 			admitted = append(admitted, linkLocal6)
 		}
@@ -104,32 +102,49 @@ func adminACLs(s SubnetIn) []ACL {
 // family (IPv4 when v4) no prefix of in covers: each gap between them cut into the largest
 // aligned blocks.
 func complement(in []netip.Prefix, v4 bool) []netip.Prefix {
-	var ranges [][2]netip.Addr
-	for _, p := range in {
-		if p.Addr().Is4() == v4 {
-			p = p.Masked()
-			ranges = append(ranges, [2]netip.Addr{p.Addr(), lastAddr(p)})
-		}
-	}
-	sort.Slice(ranges, func(i, j int) bool { return ranges[i][0].Less(ranges[j][0]) })
 	all := netip.PrefixFrom(netip.IPv6Unspecified(), 0)
 	if v4 {
 		all = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
 	}
+	return prefixesLeft(all, in)
+}
+
+// prefixesLeft returns the fewest prefixes, in address order, holding the addresses of within
+// that no prefix of taken holds. Prefixes of taken outside within (or of the other family)
+// count for nothing; one holding within whole leaves nothing.
+func prefixesLeft(within netip.Prefix, taken []netip.Prefix) []netip.Prefix {
+	within = within.Masked()
+	first, last := within.Addr(), lastAddr(within)
+	var ranges [][2]netip.Addr
+	for _, p := range taken {
+		if !p.Overlaps(within) { // also false across families
+			continue
+		}
+		p = p.Masked()
+		lo, hi := p.Addr(), lastAddr(p)
+		if lo.Less(first) {
+			lo = first
+		}
+		if last.Less(hi) {
+			hi = last
+		}
+		ranges = append(ranges, [2]netip.Addr{lo, hi})
+	}
+	sort.Slice(ranges, func(i, j int) bool { return ranges[i][0].Less(ranges[j][0]) })
 	var out []netip.Prefix
-	next := all.Addr() // first address not covered so far
+	next := first // first address not covered so far
 	for _, r := range ranges {
 		if next.Less(r[0]) {
 			out = append(out, rangePrefixes(next, r[0].Prev())...)
 		}
 		if !r[1].Less(next) {
-			if r[1] == lastAddr(all) {
+			if r[1] == last {
 				return out
 			}
 			next = r[1].Next()
 		}
 	}
-	return append(out, rangePrefixes(next, lastAddr(all))...)
+	return append(out, rangePrefixes(next, last)...)
 }
 
 // rangePrefixes cuts the addresses first..last into the fewest aligned prefixes.

@@ -130,10 +130,11 @@ func QoSBurst(rateKbps int) int {
 // egress through its ovn0. join is the join subnet; without it (not valid yet) the node gets
 // only its port group.
 func ForNode(n NodeIn, join *SubnetIn) Shard {
-	s := Shard{OwnerType: OwnerNode, Owner: n.Name, PortGroups: []PortGroup{{Name: NodePortGroup(n.Name)}}}
+	s := Shard{OwnerType: OwnerNode, Owner: n.Name, PortGroups: []PortGroup{{Name: NodePortGroup(n.Name), OwnsACLs: true}}}
 	if join == nil {
 		return s
 	}
+	s.ACLs = ownJoinACLs(n)
 	if len(n.JoinIPs) > 0 && n.JoinMAC != "" {
 		// No port security: ovn0 receives traffic for addresses that are not its own (pods
 		// egressing through the node, replies to SNATed flows).
@@ -155,6 +156,28 @@ func ForNode(n NodeIn, join *SubnetIn) Shard {
 	}
 	sortPolicies(s.Policies)
 	return s
+}
+
+// PriorityNodeOwnJoin is the allow of a node's own join address to the pods on that node: above
+// every NetworkPolicy band and a private subnet's isolation (PrioritySubnetPrivateDeny), below
+// the admin's Subnet ACLs (PrioritySubnetACLBase).
+const PriorityNodeOwnJoin = 1950
+
+// ownJoinACLs let a node's own join address (ovn0: the kubelet's probes, the node's own
+// connections) reach the pods on that node, whatever policy or private subnet they are under.
+// Only that node's: another node's join address is judged by the policies like any source,
+// so a hostNetwork pod elsewhere (or a node's masquerade) passes no NetworkPolicy by default.
+// One ACL per node and family, on the node's port group (eth0 ports only).
+func ownJoinACLs(n NodeIn) []ACL {
+	pg := NodePortGroup(n.Name)
+	var out []ACL
+	for _, ip := range n.JoinIPs {
+		f := family(ip)
+		out = append(out, ACL{PortGroup: pg, Name: ACLName(n.Name, "own-join/"+f), Direction: "to-lport", Priority: PriorityNodeOwnJoin,
+			Match: fmt.Sprintf("outport == @%s && %s.src == %s", pg, f, ip), Action: "allow-related",
+			ExternalIDs: map[string]string{"node": n.Name, IPFamilyKey: f}})
+	}
+	return out
 }
 
 // ForSubnet is a subnet's shard: its switch (with the ACLs that isolate it when private), the
@@ -193,7 +216,7 @@ func ForSubnet(s SubnetIn, join *SubnetIn, nodes map[string]NodeIn) Shard {
 		sh.LoadBalancerGroups = []LoadBalancerGroup{{Name: ClusterLBGroup}}
 	}
 	sh.Switches = []Switch{sw}
-	sh.ACLs = append(privateACLs(s, join), adminACLs(s)...)
+	sh.ACLs = append(privateACLs(s), adminACLs(s)...)
 	lrp := RouterPortName(s.Vpc, s.Switch)
 	sh.RouterPorts = []RouterPort{{Router: s.Vpc, Name: lrp, MAC: RouterMAC(lrp), Networks: nets,
 		IPv6RAConfigs: raConfigs(s.CIDRs)}}

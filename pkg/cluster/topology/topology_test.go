@@ -240,8 +240,21 @@ func TestForNode(t *testing.T) {
 	if !reflect.DeepEqual(sh.SwitchPorts, []SwitchPort{wantPort}) {
 		t.Errorf("ports %+v, want %+v", sh.SwitchPorts, wantPort)
 	}
-	if !reflect.DeepEqual(sh.PortGroups, []PortGroup{{Name: "kovn_node_n1"}}) {
+	if !reflect.DeepEqual(sh.PortGroups, []PortGroup{{Name: "kovn_node_n1", OwnsACLs: true}}) {
 		t.Errorf("port groups %+v", sh.PortGroups)
+	}
+	// The node's own join addresses, and only they, reach its pods whatever their policies.
+	own := func(f, ip string) ACL {
+		return ACL{PortGroup: "kovn_node_n1", Name: "n1:own-join/" + f, Direction: "to-lport", Priority: PriorityNodeOwnJoin,
+			Match: "outport == @kovn_node_n1 && " + f + ".src == " + ip, Action: "allow-related",
+			ExternalIDs: map[string]string{"node": "n1", IPFamilyKey: f}}
+	}
+	if want := []ACL{own("ip4", "100.64.0.2"), own("ip6", "fd00:100:64::2")}; !reflect.DeepEqual(sh.ACLs, want) {
+		t.Errorf("ACLs\n got %+v\nwant %+v", sh.ACLs, want)
+	}
+	if PriorityNodeOwnJoin <= PrioritySubnetPrivateDeny || PriorityNodeOwnJoin >= PrioritySubnetACLBase {
+		t.Errorf("own-join allow at %d: must be above private isolation (%d), below the admin's ACLs (%d)",
+			PriorityNodeOwnJoin, PrioritySubnetPrivateDeny, PrioritySubnetACLBase)
 	}
 	r := func(prio int, match, hop string) Policy {
 		return Policy{Router: "ovn-cluster", Priority: prio, Action: "reroute", Match: match, Nexthops: []string{hop}}
