@@ -64,6 +64,16 @@ type BgpPeerSpec struct {
 	// restarts (RFC 4724).
 	// +optional
 	GracefulRestart *GracefulRestart `json:"gracefulRestart,omitempty"`
+	// MaxPrefixes bounds what the neighbour may send over each session. The speakers import
+	// nothing, but keep what is received until it is rejected, so a router that leaks a full
+	// table would cost each node's memory. Everything received counts, including the
+	// cluster's own routes when the router sends them back (rejected as a loop). Beyond it,
+	// the session is closed and held down until this BgpPeer changes or the speaker restarts;
+	// the node's status entry gets a PrefixLimitReached condition.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=10000
+	// +optional
+	MaxPrefixes int32 `json:"maxPrefixes,omitempty"`
 }
 
 // SecretKeyRef is a key of a Secret in namespace kovn-bgp.
@@ -123,7 +133,9 @@ type BgpPeerNodeStatus struct {
 	// received, connection error); empty when none.
 	// +optional
 	LastError string `json:"lastError,omitempty"`
-	// Conditions: Established (True while the session is up; the reason names the state).
+	// Conditions: Established (True while the session is up; the reason names the state),
+	// and PrefixLimitReached (True while the session is held down because the neighbour sent
+	// more than maxPrefixes; absent otherwise).
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -68,6 +68,9 @@ func (g *GoBGP) SetPeers(ctx context.Context, global Global, peers []Peer) error
 			Asn: global.ASN, RouterId: global.RouterID.String(), ListenPort: global.ListenPort}}); err != nil {
 			return fmt.Errorf("start BGP: %w", err)
 		}
+		if err := g.rejectImports(ctx); err != nil {
+			return err
+		}
 		g.started, g.global = true, global
 		// The routes go in before any session: a peer never sees a start without them (after
 		// a graceful restart, an end-of-RIB without them would withdraw them).
@@ -101,11 +104,41 @@ func (g *GoBGP) SetPeers(ctx context.Context, global Global, peers []Peer) error
 	return nil
 }
 
+// importPolicy accepts the routes this speaker originates and nothing else.
+const importPolicy = "kovn-originated-only"
+
+// rejectImports makes GoBGP keep no route a peer sends: kovn announces, it does not learn, so a
+// router cannot steer a node's speaker (GoBGP's default imports everything, and would pass a
+// route from one peer on to the others). The global import policy also sees the routes this
+// speaker originates, hence the one statement that lets those through. It must be in place
+// before the first peer: StartBgp starts with an empty policy.
+func (g *GoBGP) rejectImports(ctx context.Context) error {
+	policy := &api.Policy{Name: importPolicy, Statements: []*api.Statement{{
+		Name:       importPolicy + "-local",
+		Conditions: &api.Conditions{RouteType: api.Conditions_ROUTE_TYPE_LOCAL},
+		Actions:    &api.Actions{RouteAction: api.RouteAction_ACCEPT},
+	}}}
+	if err := g.s.AddPolicy(ctx, &api.AddPolicyRequest{Policy: policy}); err != nil {
+		return fmt.Errorf("import policy: %w", err)
+	}
+	if err := g.s.AddPolicyAssignment(ctx, &api.AddPolicyAssignmentRequest{Assignment: &api.PolicyAssignment{
+		Name: "global", Direction: api.PolicyDirection_IMPORT, Policies: []*api.Policy{{Name: importPolicy}},
+		DefaultAction: api.RouteAction_REJECT,
+	}}); err != nil {
+		return fmt.Errorf("import policy assignment: %w", err)
+	}
+	return nil
+}
+
 // apiPeer is GoBGP's form of p. The session carries p's address family only, so the next hop
-// GoBGP derives from the session (its local address) always fits the prefixes.
+// GoBGP derives from the session (its local address) always fits the prefixes, and the prefix
+// limit of that one family is the session's. Past the limit GoBGP sends a Cease and holds the
+// session idle (admin state PFX_CT, no reconnect) until the peer is re-created: a changed
+// BgpPeer, or a restarted speaker.
 func apiPeer(p Peer, localRestarting bool) *api.Peer {
 	fam := familyOf(p.Address)
-	afi := &api.AfiSafi{Config: &api.AfiSafiConfig{Family: fam, Enabled: true}}
+	afi := &api.AfiSafi{Config: &api.AfiSafiConfig{Family: fam, Enabled: true},
+		PrefixLimits: &api.PrefixLimit{Family: fam, MaxPrefixes: p.MaxPrefixes}}
 	out := &api.Peer{
 		Conf: &api.PeerConf{NeighborAddress: p.Address.String(), PeerAsn: p.PeerASN, LocalAsn: p.LocalASN,
 			AuthPassword: p.Password, Description: p.Name},
@@ -203,9 +236,9 @@ func apiPath(p netip.Prefix) (*api.Path, error) {
 
 func (g *GoBGP) PeerStates(ctx context.Context) ([]PeerState, error) {
 	g.mu.Lock()
-	names := map[string]string{}
+	configured := map[string]Peer{}
 	for a, p := range g.peers {
-		names[a.String()] = p.Name
+		configured[a.String()] = p
 	}
 	started := g.started
 	g.mu.Unlock()
@@ -217,11 +250,14 @@ func (g *GoBGP) PeerStates(ctx context.Context) ([]PeerState, error) {
 		st := PeerState{State: "Idle"}
 		if p.Conf != nil {
 			st.Address, _ = netip.ParseAddr(p.Conf.NeighborAddress)
-			st.Name = names[p.Conf.NeighborAddress]
+			st.Name = configured[p.Conf.NeighborAddress].Name
 		}
 		if p.State != nil {
 			st.State = sessionState(p.State.SessionState)
 			st.Flaps = p.State.Flops
+			if p.State.AdminState == api.PeerState_PFX_CT {
+				st.PrefixLimitHit = configured[p.Conf.GetNeighborAddress()].MaxPrefixes
+			}
 		}
 		if p.Transport != nil {
 			st.LocalAddress, _ = netip.ParseAddr(p.Transport.LocalAddress)
@@ -256,6 +292,24 @@ func sessionState(s api.PeerState_SessionState) string {
 		return "Established"
 	}
 	return "Idle"
+}
+
+// ImportedRoutes is every path in GoBGP's table but the ones this speaker originates.
+func (g *GoBGP) ImportedRoutes(ctx context.Context) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.started {
+		return 0, nil
+	}
+	all := 0
+	for _, probe := range []netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()} {
+		t, err := g.s.GetTable(ctx, &api.GetTableRequest{TableType: api.TableType_GLOBAL, Family: familyOf(probe)})
+		if err != nil {
+			return 0, err
+		}
+		all += int(t.NumPath)
+	}
+	return all - len(g.paths), nil
 }
 
 func (g *GoBGP) ResetSessionsFrom(ctx context.Context, isLocal func(netip.Addr) bool) error {

@@ -2,6 +2,7 @@ package bgp
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
@@ -86,6 +87,50 @@ func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Fatalf("%s: still %s after 20 s", what, last)
 }
 
+// expectRoutes waits until s's table holds exactly want (prefix -> next hop).
+func expectRoutes(t *testing.T, ctx context.Context, s *server.BgpServer, fam *api.Family, want map[string]string) {
+	t.Helper()
+	waitFor(t, "routes in the table", func() (bool, string) {
+		got := learned(t, ctx, s, fam)
+		same := len(got) == len(want)
+		b := ""
+		for k, v := range got {
+			same = same && want[k] == v
+			b += k + " via " + v + "; "
+		}
+		return same, b
+	})
+}
+
+// announce makes the router originate prefixes (to the speaker, its only neighbour).
+func announce(t *testing.T, ctx context.Context, s *server.BgpServer, prefixes ...string) {
+	t.Helper()
+	for _, p := range prefixes {
+		path, err := apiPath(netip.MustParsePrefix(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AddPath(ctx, &api.AddPathRequest{TableType: api.TableType_GLOBAL, Path: path}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// onlyPeer waits until the speaker reports its one session as ok says.
+func onlyPeer(t *testing.T, ctx context.Context, g *GoBGP, what string, ok func(PeerState) bool) PeerState {
+	t.Helper()
+	var st PeerState
+	waitFor(t, what, func() (bool, string) {
+		states, err := g.PeerStates(ctx)
+		if err != nil || len(states) != 1 {
+			return false, fmt.Sprintf("states %+v, %v", states, err)
+		}
+		st = states[0]
+		return ok(st), fmt.Sprintf("%+v", st)
+	})
+	return st
+}
+
 func keys(m map[string]string) []string {
 	var out []string
 	for k := range m {
@@ -121,25 +166,7 @@ func TestGoBGPAnnouncesExactlyTheDesiredRoutes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	expect := func(r *server.BgpServer, fam *api.Family, want map[string]string) {
-		waitFor(t, "router's routes", func() (bool, string) {
-			got := learned(t, ctx, r, fam)
-			return len(got) == len(want) && slices.Equal(keys(got), keys(want)) && func() bool {
-					for k, v := range want {
-						if got[k] != v {
-							return false
-						}
-					}
-					return true
-				}(), func() string {
-					b := ""
-					for k, v := range got {
-						b += k + " via " + v + "; "
-					}
-					return b
-				}()
-		})
-	}
+	expect := func(r *server.BgpServer, fam *api.Family, want map[string]string) { expectRoutes(t, ctx, r, fam, want) }
 	v4, v6 := familyOf(netip.MustParseAddr("10.0.0.1")), familyOf(netip.MustParseAddr("fd00::1"))
 	set("10.40.0.0/16", "10.41.0.5/32", "fd00:40::/64")
 	expect(r4, v4, map[string]string{"10.40.0.0/16": "127.0.0.1", "10.41.0.5/32": "127.0.0.1"})
@@ -186,4 +213,67 @@ func TestGoBGPReportsWhyASessionIsDown(t *testing.T) {
 	})
 	st, _ := g.PeerStates(ctx)
 	t.Logf("wrong peer AS: %s, %q", st[0].State, st[0].LastError)
+}
+
+// The speaker imports nothing: the router's route reaches it (counted as received) and stays
+// out of its table, while its own announcement still reaches the router.
+func TestGoBGPImportsNothingFromPeers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r, port := routerPeer(t, ctx, "127.0.0.1", 64512)
+	announce(t, ctx, r, "10.99.0.0/24")
+	g := NewGoBGP(logr.Discard(), false)
+	defer g.Stop(ctx, true)
+	if err := g.SetRoutes(ctx, []netip.Prefix{netip.MustParsePrefix("10.40.0.0/16")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.SetPeers(ctx, Global{ASN: 64512, RouterID: netip.MustParseAddr("10.255.0.2"), ListenPort: -1}, []Peer{
+		{Name: "tor", Address: netip.MustParseAddr("127.0.0.1"), Port: port, PeerASN: 64500, LocalASN: 64512, MaxPrefixes: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	v4 := familyOf(netip.MustParseAddr("10.0.0.1"))
+	expectRoutes(t, ctx, r, v4, map[string]string{"10.99.0.0/24": "0.0.0.0", "10.40.0.0/16": "127.0.0.1"})
+	onlyPeer(t, ctx, g, "the router's route received", func(st PeerState) bool { return st.State == "Established" && st.Received == 1 })
+	if got := learned(t, ctx, g.s, v4); !slices.Equal(keys(got), []string{"10.40.0.0/16"}) {
+		t.Errorf("the speaker's table holds %v, want only its own 10.40.0.0/16", got)
+	}
+	if n, err := g.ImportedRoutes(ctx); err != nil || n != 0 {
+		t.Errorf("imported routes %d, %v; want 0", n, err)
+	}
+}
+
+// A peer that sends more than MaxPrefixes gets its session closed and held down, and the
+// speaker says at which limit; an unchanged peer (a reconcile) leaves it down, a changed limit
+// re-creates the session.
+func TestGoBGPHoldsDownAPeerOverItsPrefixLimit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r, port := routerPeer(t, ctx, "127.0.0.1", 64512)
+	announce(t, ctx, r, "10.99.0.0/24", "10.99.1.0/24", "10.99.2.0/24")
+	g := NewGoBGP(logr.Discard(), false)
+	defer g.Stop(ctx, true)
+	global := Global{ASN: 64512, RouterID: netip.MustParseAddr("10.255.0.2"), ListenPort: -1}
+	peer := Peer{Name: "tor", Address: netip.MustParseAddr("127.0.0.1"), Port: port, PeerASN: 64500, LocalASN: 64512, MaxPrefixes: 2}
+	if err := g.SetPeers(ctx, global, []Peer{peer}); err != nil {
+		t.Fatal(err)
+	}
+	heldDown := func(st PeerState) bool { return st.PrefixLimitHit == 2 && st.State != "Established" && st.Flaps == 1 }
+	st := onlyPeer(t, ctx, g, "the session held down", heldDown)
+	t.Logf("over the limit: %s, %q", st.State, st.LastError)
+	if err := g.SetPeers(ctx, global, []Peer{peer}); err != nil {
+		t.Fatal(err)
+	}
+	if st := onlyPeer(t, ctx, g, "the session", func(PeerState) bool { return true }); !heldDown(st) {
+		t.Errorf("after a reconcile with the same peer: %+v, want still held down at limit 2 after 1 flap", st)
+	}
+	peer.MaxPrefixes = 3
+	if err := g.SetPeers(ctx, global, []Peer{peer}); err != nil {
+		t.Fatal(err)
+	}
+	onlyPeer(t, ctx, g, "the session back with a limit of 3", func(st PeerState) bool {
+		return st.State == "Established" && st.Received == 3 && st.PrefixLimitHit == 0
+	})
+	if n, err := g.ImportedRoutes(ctx); err != nil || n != 0 {
+		t.Errorf("imported routes %d, %v; want 0", n, err)
+	}
 }

@@ -74,6 +74,10 @@ func selects(sel *metav1.LabelSelector, node *corev1.Node) (bool, error) {
 	return s.Matches(labels.Set(node.Labels)), nil
 }
 
+// defaultMaxPrefixes is the CRD's default for spec.maxPrefixes, here too because GoBGP reads
+// 0 as "no limit": an object that somehow lacks the field still gets a bound.
+const defaultMaxPrefixes = 10000
+
 func peerOf(bp *kovnv1.BgpPeer, secrets map[string]*corev1.Secret) (Peer, error) {
 	s := bp.Spec
 	addr, err := netip.ParseAddr(s.PeerAddress)
@@ -82,7 +86,10 @@ func peerOf(bp *kovnv1.BgpPeer, secrets map[string]*corev1.Secret) (Peer, error)
 	}
 	p := Peer{Name: bp.Name, Address: addr.Unmap(), Port: 179, PeerASN: uint32(s.PeerASN), LocalASN: uint32(s.LocalASN),
 		HoldTime: uint64(s.HoldTimeSeconds), Keepalive: uint64(s.KeepaliveSeconds), MultihopTTL: uint32(s.EBGPMultihopTTL),
-		Passive: s.Passive}
+		Passive: s.Passive, MaxPrefixes: defaultMaxPrefixes}
+	if s.MaxPrefixes > 0 {
+		p.MaxPrefixes = uint32(s.MaxPrefixes)
+	}
 	if s.Port > 0 {
 		p.Port = uint16(s.Port)
 	}

@@ -25,6 +25,7 @@ func TestPeersForSelectsPerNodeASNsAndReportsBadPeers(t *testing.T) {
 	rack2 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2", Labels: map[string]string{"rack": "2"}}}
 	md5 := bgpPeer("c-md5", "172.30.0.253", 64512, nil)
 	md5.Spec.PasswordSecretRef = &kovnv1.SecretKeyRef{Name: "tor-md5"}
+	md5.Spec.MaxPrefixes = 50
 	missing := bgpPeer("d-missing", "172.30.0.252", 64512, nil)
 	missing.Spec.PasswordSecretRef = &kovnv1.SecretKeyRef{Name: "nope"}
 	gr := bgpPeer("e-gr", "fd00:30::254", 64512, nil)
@@ -48,7 +49,8 @@ func TestPeersForSelectsPerNodeASNsAndReportsBadPeers(t *testing.T) {
 	if strings.Join(names, ",") != "a-rack1,c-md5,e-gr" {
 		t.Errorf("n1 peers %v, want a-rack1,c-md5,e-gr", names)
 	}
-	if p1.Peers[1].Password != "s3cret" || p1.Peers[0].Keepalive != 3 || !p1.Peers[2].GracefulRestart || p1.Peers[2].RestartTime != 120 {
+	if p1.Peers[1].Password != "s3cret" || p1.Peers[0].Keepalive != 3 || !p1.Peers[2].GracefulRestart || p1.Peers[2].RestartTime != 120 ||
+		p1.Peers[1].MaxPrefixes != 50 || p1.Peers[0].MaxPrefixes != defaultMaxPrefixes {
 		t.Errorf("n1 peer details wrong: %+v", p1.Peers)
 	}
 	if !strings.Contains(p1.Errors["d-missing"], `Secret "nope" not found`) || !strings.Contains(p1.Errors["f-dup"], "a-rack1 already peers") {

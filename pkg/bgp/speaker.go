@@ -18,6 +18,9 @@ type Speaker interface {
 	SetRoutes(ctx context.Context, routes []netip.Prefix) error
 	// PeerStates reports each configured session.
 	PeerStates(ctx context.Context) ([]PeerState, error)
+	// ImportedRoutes counts the routes the speaker took from its peers into its own table: 0,
+	// since it imports nothing (a check that the import policy holds, for the metrics).
+	ImportedRoutes(ctx context.Context) (int, error)
 	// ResetSessionsFrom tears down sessions whose local address is no longer the node's
 	// (isLocal false), so they reconnect from the current address at once instead of waiting
 	// for the hold timer.
@@ -50,6 +53,9 @@ type Peer struct {
 	Passive             bool
 	GracefulRestart     bool
 	RestartTime         uint32 // seconds
+	// MaxPrefixes the peer may send over the session (received, before any policy); beyond
+	// it the session is closed and held down.
+	MaxPrefixes uint32
 }
 
 // PeerState is one session as the speaker sees it.
@@ -62,4 +68,7 @@ type PeerState struct {
 	Sent, Received   uint64    // prefixes
 	LastError        string
 	Flaps            uint32 // times the session went down from Established
+	// PrefixLimitHit is the MaxPrefixes the peer exceeded, while the session is held down for
+	// it; 0 otherwise.
+	PrefixLimitHit uint32
 }

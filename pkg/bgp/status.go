@@ -19,8 +19,14 @@ import (
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 )
 
-// ConditionEstablished is the per-node condition of a BgpPeer session.
-const ConditionEstablished = "Established"
+// Per-node conditions of a BgpPeer session: Established, and PrefixLimitReached while the
+// session is held down because the peer sent more than maxPrefixes (absent otherwise).
+const (
+	ConditionEstablished        = "Established"
+	ConditionPrefixLimitReached = "PrefixLimitReached"
+	// ReasonPrefixLimitReached is the reason of both conditions then (and of the event).
+	ReasonPrefixLimitReached = "PrefixLimitReached"
+)
 
 var (
 	metricEstablished = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kovn_bgp_session_established",
@@ -33,10 +39,12 @@ var (
 		Help: "Times the session went down from Established since the speaker started."}, []string{"peer", "address"})
 	metricRoutes = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kovn_bgp_routes_announced",
 		Help: "Routes this node's speaker announces."})
+	metricImported = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kovn_bgp_routes_imported",
+		Help: "Routes this node's speaker took from its peers into its table: always 0, as it imports nothing."})
 )
 
 func init() {
-	metrics.Registry.MustRegister(metricEstablished, metricSent, metricReceived, metricFlaps, metricRoutes)
+	metrics.Registry.MustRegister(metricEstablished, metricSent, metricReceived, metricFlaps, metricRoutes, metricImported)
 }
 
 // StatusWriter publishes this node's sessions into the BgpPeers' status, each node its own
@@ -82,6 +90,12 @@ func (w *StatusWriter) sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Only a metric: a failed count must not hold back the sessions' status.
+	if imported, err := w.Speaker.ImportedRoutes(ctx); err == nil {
+		metricImported.Set(float64(imported))
+	} else {
+		log.FromContext(ctx).V(1).Info("imported routes not counted", "err", err)
+	}
 	byName := map[string]PeerState{}
 	for _, st := range states {
 		byName[st.Name] = st
@@ -103,9 +117,7 @@ func (w *StatusWriter) sync(ctx context.Context) error {
 		if err := w.apply(ctx, name, &entry); err != nil {
 			return err
 		}
-		if !wrote || prev.State != entry.State {
-			w.event(name, entry)
-		}
+		w.event(name, prev, wrote, entry)
 		w.written[name] = entry
 	}
 	for name := range w.written {
@@ -138,25 +150,63 @@ func nodeStatus(node string, st PeerState, hasSession bool, planErr string, prev
 		if e.State != kovnv1.BgpStateEstablished {
 			e.LastError = st.LastError
 		}
+		if st.PrefixLimitHit > 0 {
+			e.LastError = heldDownMessage(node, st.PrefixLimitHit)
+		}
 	default:
 		e.LastError = "no session configured yet"
 	}
+	heldDown := hasSession && planErr == "" && st.PrefixLimitHit > 0
 	cond := metav1.Condition{Type: ConditionEstablished, Status: metav1.ConditionFalse, Reason: string(e.State), Message: e.LastError}
-	if e.State == kovnv1.BgpStateEstablished {
+	switch {
+	case e.State == kovnv1.BgpStateEstablished:
 		cond.Status, cond.Message = metav1.ConditionTrue, fmt.Sprintf("session up from %s", e.LocalAddress)
-	} else if planErr != "" {
+	case planErr != "":
 		cond.Reason = "InvalidPeer"
+	case heldDown:
+		cond.Reason = ReasonPrefixLimitReached
 	}
 	e.Conditions = append([]metav1.Condition(nil), prev.Conditions...)
 	meta.SetStatusCondition(&e.Conditions, cond)
+	setPrefixLimitCondition(&e.Conditions, heldDown, e.LastError)
 	return e
 }
 
+// heldDownMessage says why a session is held down, and what lifts it.
+func heldDownMessage(node string, limit uint32) string {
+	return fmt.Sprintf("%s: the peer sent more than maxPrefixes (%d) prefixes: session held down until the BgpPeer changes or the speaker restarts",
+		node, limit)
+}
+
+// setPrefixLimitCondition keeps the PrefixLimitReached condition only while the session is
+// held down for its prefix limit: an entry without it reads as "within the limit".
+func setPrefixLimitCondition(conds *[]metav1.Condition, heldDown bool, msg string) {
+	if !heldDown {
+		meta.RemoveStatusCondition(conds, ConditionPrefixLimitReached)
+		return
+	}
+	meta.SetStatusCondition(conds, metav1.Condition{Type: ConditionPrefixLimitReached, Status: metav1.ConditionTrue,
+		Reason: ReasonPrefixLimitReached, Message: msg})
+}
+
 func sameStatus(a, b kovnv1.BgpPeerNodeStatus) bool {
-	ca, cb := meta.FindStatusCondition(a.Conditions, ConditionEstablished), meta.FindStatusCondition(b.Conditions, ConditionEstablished)
 	return a.State == b.State && a.LocalAddress == b.LocalAddress && a.PrefixesSent == b.PrefixesSent &&
 		a.PrefixesReceived == b.PrefixesReceived && a.LastError == b.LastError &&
-		a.EstablishedSince.Equal(b.EstablishedSince) && ca != nil && cb != nil && *ca == *cb
+		a.EstablishedSince.Equal(b.EstablishedSince) && sameConditions(a.Conditions, b.Conditions)
+}
+
+// sameConditions: the same condition types with equal contents (transition times included,
+// which nodeStatus carries over while a condition does not change).
+func sameConditions(a, b []metav1.Condition) bool {
+	if len(a) != len(b) || meta.FindStatusCondition(a, ConditionEstablished) == nil {
+		return false
+	}
+	for _, ca := range a {
+		if cb := meta.FindStatusCondition(b, ca.Type); cb == nil || *cb != ca {
+			return false
+		}
+	}
+	return true
 }
 
 // apply writes this node's entry of peer's status.nodes and its name in establishedNodes while
@@ -179,19 +229,25 @@ func (w *StatusWriter) apply(ctx context.Context, peer string, entry *kovnv1.Bgp
 	return w.Client.Status().Patch(ctx, u, client.Apply, client.FieldOwner("kovn-speaker-"+w.Node), client.ForceOwnership)
 }
 
-func (w *StatusWriter) event(peer string, e kovnv1.BgpPeerNodeStatus) {
-	if w.Recorder == nil {
+// event tells of a new session state, or of a session just held down for its prefix limit.
+func (w *StatusWriter) event(peer string, prev kovnv1.BgpPeerNodeStatus, wrote bool, e kovnv1.BgpPeerNodeStatus) {
+	limitHit := meta.IsStatusConditionTrue(e.Conditions, ConditionPrefixLimitReached) &&
+		!meta.IsStatusConditionTrue(prev.Conditions, ConditionPrefixLimitReached)
+	if w.Recorder == nil || (!limitHit && wrote && prev.State == e.State) {
 		return
 	}
 	obj := &kovnv1.BgpPeer{}
 	if err := w.Client.Get(context.Background(), client.ObjectKey{Name: peer}, obj); err != nil {
 		return
 	}
-	if e.State == kovnv1.BgpStateEstablished {
+	switch {
+	case limitHit:
+		w.Recorder.Event(obj, corev1.EventTypeWarning, ReasonPrefixLimitReached, e.LastError)
+	case e.State == kovnv1.BgpStateEstablished:
 		w.Recorder.Eventf(obj, corev1.EventTypeNormal, "SessionEstablished", "%s: session established from %s", e.Node, e.LocalAddress)
-		return
+	default:
+		w.Recorder.Eventf(obj, corev1.EventTypeWarning, "SessionNotEstablished", "%s: session %s: %s", e.Node, e.State, e.LastError)
 	}
-	w.Recorder.Eventf(obj, corev1.EventTypeWarning, "SessionNotEstablished", "%s: session %s: %s", e.Node, e.State, e.LastError)
 }
 
 func isNotFound(err error) bool { return client.IgnoreNotFound(err) == nil }

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"os/exec"
 	"strings"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,12 +61,31 @@ func (c *cluster) serviceIPs(ns, name string) []netip.Addr {
 }
 
 type bgpNodeStatus struct {
-	Node             string `json:"node"`
-	State            string `json:"state"`
-	LocalAddress     string `json:"localAddress"`
-	EstablishedSince string `json:"establishedSince"`
-	PrefixesSent     int    `json:"prefixesSent"`
-	LastError        string `json:"lastError"`
+	Node             string         `json:"node"`
+	State            string         `json:"state"`
+	LocalAddress     string         `json:"localAddress"`
+	EstablishedSince string         `json:"establishedSince"`
+	PrefixesSent     int            `json:"prefixesSent"`
+	PrefixesReceived int            `json:"prefixesReceived"`
+	LastError        string         `json:"lastError"`
+	Conditions       []bgpCondition `json:"conditions"`
+}
+
+type bgpCondition struct {
+	Type    string `json:"type"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+// condition is the entry's condition of that type (zero if it has none).
+func (s bgpNodeStatus) condition(typ string) bgpCondition {
+	for _, c := range s.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return bgpCondition{}
 }
 
 func (c *cluster) bgpNodes(peer string) ([]bgpNodeStatus, error) {
@@ -175,4 +196,75 @@ func hostRoutes(ips []corev1.PodIP) []string {
 		out = append(out, netip.PrefixFrom(a, a.BitLen()).String())
 	}
 	return out
+}
+
+// speakerMetrics scrapes the kovn-speaker of cluster 1's node n (inside its namespace).
+func (c *cluster) speakerMetrics(n int) string {
+	c.t.Helper()
+	out, err := c.componentMetrics(c.t, c.st.Config.NodeNS(1, n), chartSpeakerMetricsPort)
+	if err != nil {
+		c.t.Fatalf("c1-n%d's speaker metrics: %v\n%s", n, err, out)
+	}
+	return out
+}
+
+// nodeRoutes are every route of every table in cluster 1's node n's namespace, both families.
+func nodeRoutes(t *testing.T, cfg rig.Config, n int) string {
+	t.Helper()
+	var b strings.Builder
+	for _, fam := range []string{"-4", "-6"} {
+		out, err := exec.Command("ip", "-n", cfg.NodeNS(1, n), fam, "route", "show", "table", "all").CombinedOutput()
+		if err != nil {
+			t.Fatalf("ip route in c1-n%d: %v\n%s", n, err, out)
+		}
+		b.Write(out)
+	}
+	return b.String()
+}
+
+// vtyshTry runs vtysh commands whose failure is expected when there is nothing to undo.
+func (r *torRouter) vtyshTry(cmds ...string) {
+	argv := r.cfg.VtyshArgv(cmds...)
+	_ = exec.Command(argv[0], argv[1:]...).Run()
+}
+
+// torLimitRouteMap is the ToR's outbound filter toward the speakers while the prefix-limit
+// step runs: only the test prefixes go out, so a node receives exactly those (by default the
+// ToR also sends each speaker the cluster's own routes, which it rejects as loops but counts).
+const torLimitRouteMap = "KOVN-TEST-ONLY"
+
+// sendOnly makes the ToR originate prefixes (IPv4) and send the speakers nothing else.
+func (r *torRouter) sendOnly(prefixes ...string) {
+	r.t.Helper()
+	cmds := []string{"configure terminal",
+		"ip prefix-list " + torLimitRouteMap + " seq 5 permit 203.0.113.0/24 le 32",
+		"route-map " + torLimitRouteMap + " permit 10", "match ip address prefix-list " + torLimitRouteMap, "exit",
+		fmt.Sprintf("router bgp %d", rig.ToRASN), "no bgp network import-check", "address-family ipv4 unicast",
+		"neighbor KOVN route-map " + torLimitRouteMap + " out"}
+	for _, p := range prefixes {
+		cmds = append(cmds, "network "+p)
+	}
+	r.vtysh(cmds...)
+}
+
+// originate adds prefixes to what the ToR originates.
+func (r *torRouter) originate(prefixes ...string) {
+	r.t.Helper()
+	cmds := []string{"configure terminal", fmt.Sprintf("router bgp %d", rig.ToRASN), "address-family ipv4 unicast"}
+	for _, p := range prefixes {
+		cmds = append(cmds, "network "+p)
+	}
+	r.vtysh(cmds...)
+}
+
+// sendAll undoes sendOnly: the prefixes withdrawn, the speakers sent everything again.
+func (r *torRouter) sendAll(prefixes ...string) {
+	r.t.Helper()
+	cmds := []string{"configure terminal", fmt.Sprintf("router bgp %d", rig.ToRASN), "address-family ipv4 unicast",
+		"no neighbor KOVN route-map " + torLimitRouteMap + " out"}
+	for _, p := range prefixes {
+		cmds = append(cmds, "no network "+p)
+	}
+	r.vtysh(append(cmds, "exit-address-family", "exit", "no route-map "+torLimitRouteMap,
+		"no ip prefix-list "+torLimitRouteMap)...)
 }

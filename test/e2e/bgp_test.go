@@ -25,7 +25,8 @@ import (
 // the Local ones see its own address. Unmarking the subnet withdraws it; a killed speaker's next
 // hop goes within the hold time; a speaker restarted under graceful restart loses no probe;
 // a node's address change moves its next hop; a wrong AS or password keeps that session down,
-// says why in the BgpPeer status, and leaves the other sessions alone.
+// says why in the BgpPeer status, and leaves the other sessions alone. A route the ToR sends is
+// imported by no speaker; a ToR sending more than maxPrefixes gets its session held down.
 func TestBGP(t *testing.T) {
 	l := newBGPLab(t)
 	c, tor, r, cfg, want := l.c, l.tor, l.r, l.cfg, l.want
@@ -42,6 +43,9 @@ func TestBGP(t *testing.T) {
 	})
 	t.Run("wrong AS and wrong password: that session stays down and says why; the others stay up", func(t *testing.T) {
 		bgpBadPeers(t, c, tor, cfg, want)
+	})
+	t.Run("the ToR's routes: none imported; more than maxPrefixes: the session held down and the BgpPeer says so", func(t *testing.T) {
+		bgpImportAndPrefixLimit(t, c, tor, cfg, want)
 	})
 }
 
@@ -343,6 +347,92 @@ func bgpBadPeers(t *testing.T, c *cluster, tor *torRouter, cfg rig.Config, want 
 	}
 	tor.waitRoutes(want)
 	t.Logf("right password: Established; the other nodes' sessions kept their start times %v", before)
+}
+
+// bgpImportAndPrefixLimit gives c1-n3 a BgpPeer of its own to the IPv4 ToR with maxPrefixes 3,
+// and has the ToR send the speakers one prefix of its own and nothing else. Every node receives
+// it and none imports it: not in its speaker's table, not in its routes. Then the ToR sends
+// four: c1-n3's session is closed and stays closed (no flap in 15 s, the span in which GoBGP
+// would have reconnected), with a PrefixLimitReached condition naming the node and the limit,
+// and a Warning event. maxPrefixes 10 brings it back with four received, none imported; at the
+// end the ToR sends everything again and holds every node's routes as before.
+func bgpImportAndPrefixLimit(t *testing.T, c *cluster, tor *torRouter, cfg rig.Config, want map[string][]string) {
+	c.t, tor.t = t, t
+	torIP := rig.ToRIP()
+	sent := []string{"203.0.113.1/32", "203.0.113.2/32", "203.0.113.3/32", "203.0.113.4/32"}
+	onlyN3 := "nodeSelector: {matchLabels: {kubernetes.io/hostname: c1-n3}}"
+	// On its own: whatever an earlier step gave c1-n3 (an explicit ToR neighbour with a
+	// password, BgpPeers of its own) goes; tor-v4 stays off c1-n3 so "limit" is its v4 session.
+	c.kubectlOK("delete", "bgppeer", "md5", "wrong-as", "--ignore-not-found")
+	tor.vtyshTry("configure terminal", fmt.Sprintf("router bgp %d", rig.ToRASN), "no neighbor "+rig.NodeIP(1, 3).String())
+	c.applyBgpPeer(peerName(torIP), torIP.String(), "nodeSelector: {matchExpressions: [{key: kubernetes.io/hostname, operator: NotIn, values: [c1-n3]}]}",
+		"gracefulRestart: {enabled: true, restartTimeSeconds: 60}")
+	t.Logf("before the ToR's filter, c1-n1 receives %d prefixes from it (the cluster's own, sent back)",
+		c.bgpNode(peerName(torIP), "c1-n1").PrefixesReceived)
+	tor.sendOnly(sent[0])
+	c.applyBgpPeer("limit", torIP.String(), onlyN3, "maxPrefixes: 3")
+	c.waitBgpNode("limit", "c1-n3", func(s bgpNodeStatus) bool { return s.State == "Established" && s.PrefixesReceived == 1 })
+	for _, node := range []string{"c1-n1", "c1-n2"} {
+		c.waitBgpNode(peerName(torIP), node, func(s bgpNodeStatus) bool { return s.State == "Established" && s.PrefixesReceived == 1 })
+	}
+	for n := 1; n <= 3; n++ {
+		expectNothingImported(t, c, cfg, n, sent[:1])
+	}
+
+	tor.originate(sent[1:]...)
+	start := time.Now()
+	c.waitBgpNode("limit", "c1-n3", func(s bgpNodeStatus) bool {
+		return s.State != "Established" && s.condition("PrefixLimitReached").Status == "True"
+	})
+	held := c.bgpNode("limit", "c1-n3")
+	t.Logf("4 prefixes sent, maxPrefixes 3: held down %.1fs later: %+v", time.Since(start).Seconds(), held.condition("PrefixLimitReached"))
+	if m := held.condition("PrefixLimitReached").Message; !strings.Contains(m, "c1-n3") || !strings.Contains(m, "maxPrefixes (3)") {
+		t.Errorf("PrefixLimitReached message %q, want the node and the limit", m)
+	}
+	if err := eventually(10*time.Second, func() error {
+		ev, _ := c.kubectl("get", "events", "-A", "--field-selector", "reason=PrefixLimitReached,involvedObject.name=limit,type=Warning", "-o", "name")
+		if strings.TrimSpace(ev) == "" {
+			return fmt.Errorf("no PrefixLimitReached Warning event for BgpPeer limit")
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
+	}
+	time.Sleep(15 * time.Second)
+	if s := c.bgpNode("limit", "c1-n3"); s.State == "Established" || s.condition("PrefixLimitReached").Status != "True" {
+		t.Errorf("15 s after the limit: %+v, want still held down", s)
+	}
+	flaps := `kovn_bgp_session_flaps{address="172.30.0.254",peer="limit"} 1` + "\n"
+	if out := c.speakerMetrics(3); !strings.Contains(out, flaps) {
+		t.Errorf("c1-n3's session flapped after the limit, want one drop: %s", grepLines(out, "kovn_bgp_session_flaps"))
+	}
+
+	c.applyBgpPeer("limit", torIP.String(), onlyN3, "maxPrefixes: 10")
+	c.waitBgpNode("limit", "c1-n3", func(s bgpNodeStatus) bool {
+		return s.State == "Established" && s.PrefixesReceived == 4 && s.condition("PrefixLimitReached").Type == ""
+	})
+	expectNothingImported(t, c, cfg, 3, sent)
+
+	tor.sendAll(sent...)
+	c.kubectlOK("delete", "bgppeer", "limit")
+	c.applyBgpPeer(peerName(torIP), torIP.String(), "", "gracefulRestart: {enabled: true, restartTimeSeconds: 60}")
+	tor.waitRoutes(want)
+	c.waitBgpPeersEstablished(3)
+}
+
+// expectNothingImported: cluster 1's node n received the ToR's prefixes (checked by the
+// caller) but its speaker's table holds none of them, nor do the node's routes.
+func expectNothingImported(t *testing.T, c *cluster, cfg rig.Config, n int, prefixes []string) {
+	t.Helper()
+	if out := c.speakerMetrics(n); !strings.Contains(out, "kovn_bgp_routes_imported 0\n") {
+		t.Errorf("c1-n%d's speaker imported routes: %s", n, grepLines(out, "kovn_bgp_routes_imported"))
+	}
+	routes := nodeRoutes(t, cfg, n)
+	for _, p := range prefixes {
+		if strings.Contains(routes, strings.TrimSuffix(p, "/32")+" ") {
+			t.Errorf("c1-n%d routes %s, sent by the ToR:\n%s", n, p, routes)
+		}
+	}
 }
 
 // withoutHops is want with gone removed from every prefix's next hops (prefixes left with none
