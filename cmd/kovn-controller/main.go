@@ -27,6 +27,7 @@ import (
 	aboutv1 "github.com/kovn/kovn/api/about/v1beta1"
 	nadv1 "github.com/kovn/kovn/api/nad/v1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/cluster"
 	"github.com/kovn/kovn/pkg/cluster/nbsync"
 	"github.com/kovn/kovn/pkg/cluster/ovnpki"
@@ -92,10 +93,23 @@ func main() {
 	flag.DurationVar(&ovnCAStep, "ovn-ca-rotation-step", ovnpki.DefaultRotationStep, "with --ovn-pki: how long each step of a CA rotation is held "+
 		"(trust the next CA, issue from it, retire the previous); longer than the kubelet takes to update a Secret volume")
 	flag.StringVar(&daemonSAccount, "daemon-service-account", "kovn-daemon", "with --ovn-pki: kovn-daemon's ServiceAccount in --namespace, the only requester of chassis certificates")
+	hostIfaces := flag.String("attachment-host-interfaces", "", "comma-separated node interfaces attachment delegates may name (macvlan/ipvlan master, host-device device, "+
+		"bridge name; kovn-daemon's flag must agree); empty: none")
+	externalIPCIDRs := flag.String("external-ip-cidrs", "", "comma-separated ranges a Service's spec.externalIPs may come from "+
+		"(kovn-daemon's flag must agree); empty: no external IP is honoured. Never the cluster's own ranges, a node, a ClusterIP or another Service's")
 	zapOpts := zap.Options{}
-	flag.IntVar(&aclLogRate, "acl-log-rate", aclLogRate, "ACL log lines per second and node at most (OVN meter "+topology.ACLLogMeter+"); the rest are not logged")
+	flag.IntVar(&aclLogRate, "acl-log-rate", aclLogRate, "ACL log lines per second and node at most, for the admin's Subnet ACLs (OVN meter "+topology.ACLLogMeter+") and for each namespace's NetworkPolicies (a meter per namespace); the rest are not logged")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	opts.AttachmentHostInterfaces = annotation.ParseList(*hostIfaces)
+	opts.ACLLogRate = aclLogRate
+	if *externalIPCIDRs != "" {
+		var err error
+		if opts.ExternalIPCIDRs, err = annotation.ParsePrefixes(*externalIPCIDRs); err != nil {
+			fmt.Fprintf(os.Stderr, "kovn-controller: --external-ip-cidrs %q: %v\n", *externalIPCIDRs, err)
+			os.Exit(2)
+		}
+	}
 	if aclLogRate < 1 {
 		fmt.Fprintf(os.Stderr, "kovn-controller: --acl-log-rate must be at least 1, not %d\n", aclLogRate)
 		os.Exit(2)

@@ -78,7 +78,13 @@ func main() {
 		"kube-proxy's health port, answered in its place: /healthz and /livez, 200 while the node's Service programming is current (0 turns it off)")
 	flag.StringVar(&cfg.ProxyStatusAddr, "proxy-status-bind-address", "127.0.0.1:10249",
 		"kube-proxy's status port, answered in its place: /proxyMode says \"kovn\" (0 turns it off)")
+	hostIfaces := flag.String("attachment-host-interfaces", "", "comma-separated node interfaces attachment delegates may name (macvlan/ipvlan master, host-device device, "+
+		"bridge name; kovn-controller's flag must agree); empty: none")
+	externalIPCIDRs := flag.String("external-ip-cidrs", "", "comma-separated ranges a Service's spec.externalIPs may come from (kovn-controller's flag must agree); "+
+		"empty: the node translates no external IP, neither for traffic it receives nor for its own")
 	serviceCIDRs := flag.String("service-cidrs", "", "the cluster's Service ranges, comma-separated (kube-apiserver --service-cluster-ip-range): routed through ovn0 so the node reaches ClusterIPs")
+	mirrorNamespaces := flag.String("mirror-namespaces", "", "with --mirror=annotated: comma-separated namespaces whose pods' "+
+		"ovn.kovn.io/mirror annotation is honoured (\"*\": any); empty: none")
 	mirrorFlag := flag.String("mirror", string(mirror.Annotated), "traffic mirroring to the node's mirror0: off, annotated (pods annotated ovn.kovn.io/mirror=true) or all (every pod of the node)")
 	remote := flag.String("mirror-remote", "", "also send mirrored traffic to a collector: gre:IP[:KEY] or erspan:IP[:INDEX]")
 	flag.DurationVar(&chassisRecheck, "ovn-chassis-recheck", chassistls.Recheck, "with --ovn-chassis-tls-dir: how often to read the CA ConfigMap again "+
@@ -90,6 +96,7 @@ func main() {
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	var err error
+	cfg.MirrorNamespaces = annotation.ParseList(*mirrorNamespaces)
 	if cfg.Mirror, err = mirror.ParseMode(*mirrorFlag); err != nil {
 		fmt.Fprintln(os.Stderr, "kovn-daemon: --mirror:", err)
 		os.Exit(2)
@@ -97,6 +104,13 @@ func main() {
 	if cfg.MirrorRemote, err = mirror.ParseRemote(*remote); err != nil {
 		fmt.Fprintln(os.Stderr, "kovn-daemon: --mirror-remote:", err)
 		os.Exit(2)
+	}
+	cfg.AttachmentHostInterfaces = annotation.ParseList(*hostIfaces)
+	if *externalIPCIDRs != "" {
+		if cfg.ExternalIPCIDRs, err = annotation.ParsePrefixes(*externalIPCIDRs); err != nil {
+			fmt.Fprintf(os.Stderr, "kovn-daemon: --external-ip-cidrs %q: %v\n", *externalIPCIDRs, err)
+			os.Exit(2)
+		}
 	}
 	if *serviceCIDRs != "" {
 		if cfg.ServiceCIDRs, err = annotation.ParsePrefixes(*serviceCIDRs); err != nil {

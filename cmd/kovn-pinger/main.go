@@ -7,12 +7,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/kovn/kovn/pkg/annotation"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -82,8 +82,8 @@ func parseFlags() (pinger.Config, options, error) {
 	if o.selector, err = labels.Parse(*selector); err != nil {
 		return cfg, o, fmt.Errorf("--selector: %w", err)
 	}
-	cfg.DNSNames = append(cfg.DNSNames, splitList(*dns)...)
-	for _, a := range splitList(*external) {
+	cfg.DNSNames = append(cfg.DNSNames, annotation.ParseList(*dns)...)
+	for _, a := range annotation.ParseList(*external) {
 		ip, err := netip.ParseAddr(a)
 		if err != nil {
 			return cfg, o, fmt.Errorf("--external-addresses: %q is no IP address", a)
@@ -234,16 +234,6 @@ func deref[T any](list []*T) []T {
 	out := make([]T, 0, len(list))
 	for _, o := range list {
 		out = append(out, *o)
-	}
-	return out
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
 	}
 	return out
 }

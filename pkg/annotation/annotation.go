@@ -92,6 +92,18 @@ func ParsePrefixes(s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
+// ParseList splits a comma-separated list (an annotation's or a flag's), trimming spaces and
+// dropping empty items.
+func ParseList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // ErrReservedMAC: a requested MAC is one no pod may hold (see ParseRequestedMAC).
 var ErrReservedMAC = errors.New("reserved MAC address")
 

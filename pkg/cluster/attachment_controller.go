@@ -65,8 +65,9 @@ type AttachmentReconciler struct {
 	client.Client
 	State    *State
 	Recorder record.EventRecorder
-	// Delegates are the plugin types a definition may name besides kovn's own.
-	Delegates []string
+	// Delegates are the plugin types a definition may name besides kovn's own, and the node
+	// interfaces they may name.
+	Delegates netattach.DelegatePolicy
 }
 
 // +kubebuilder:rbac:groups=k8s.cni.cncf.io,resources=network-attachment-definitions,verbs=get;list;watch

@@ -48,6 +48,14 @@ func (r *NetworkPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		}
 		return ctrl.Result{}, err
 	}
+	if in.Logging.Deny != "" || in.Logging.Allow != "" {
+		// The namespace's meter before the ACLs naming it (an ACL naming no meter would log
+		// unmetered). It stays when logging is turned off: other policies of the namespace
+		// may still name it until they are reconciled.
+		if res, err := applyShard(ctx, r.NB, topology.ForNamespaceLogMeter(np.Namespace, r.State.Opts.ACLLogRate)); err != nil || !res.IsZero() {
+			return res, err
+		}
+	}
 	res, err := applyShard(ctx, r.NB, topology.ForNetworkPolicy(in))
 	if err != nil && r.Recorder != nil {
 		r.Recorder.Eventf(&np, corev1.EventTypeWarning, "PolicyNotProgrammed", "OVN ACLs not updated: %v", err)

@@ -86,6 +86,11 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{RequeueAfter: 15 * time.Second}, nil
 	}
 	if err := r.recordIP(ctx, pod, sn, alloc); err != nil {
+		if errors.Is(err, errForeignIP) { // a name collision: the other owner's record stays
+			r.State.IPAM.Release(areq.Owner)
+			r.Recorder.Event(pod, corev1.EventTypeWarning, ReasonNetworkRefused, err.Error())
+			return ctrl.Result{}, nil
+		}
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, patchAnnotations(ctx, r.Client, pod, podAnnotations(pod, sn, alloc))
@@ -149,7 +154,7 @@ func (r *PodReconciler) request(ctx context.Context, pod *corev1.Pod) (podReques
 		return req, topology.SubnetIn{}, err
 	}
 	var name string
-	if err == nil && ip.Spec.Namespace == pod.Namespace && ip.Spec.PodName == pod.Name {
+	if err == nil && ownsIP(&ip, pod.Namespace, pod.Name) {
 		name, req.MAC = ip.Spec.Subnet, ip.Spec.MACAddress
 		req.IPs, _ = ip.Spec.Addrs()
 	} else {
@@ -267,6 +272,12 @@ func (r *PodReconciler) recordIP(ctx context.Context, pod *corev1.Pod, sn topolo
 	spec := kovnv1.IPSpec{PodName: pod.Name, Namespace: pod.Namespace, Subnet: sn.Name, NodeName: pod.Spec.NodeName, MACAddress: alloc.MAC}
 	spec.SetAddrs(alloc.IPs)
 	_, err := ctrl.CreateOrUpdate(ctx, r.Client, &ip, func() error {
+		if ip.ResourceVersion != "" && !ownsIP(&ip, pod.Namespace, pod.Name) {
+			// Names join pod and namespace (and an attachment's interface) with dots, which pod
+			// names may hold too: pod "p.b" of "net1" and pod "p" of "b"'s net1 both name
+			// "p.b.net1". Never take over another owner's record.
+			return fmt.Errorf("%w: IP object %s belongs to %s/%s (%s)", errForeignIP, ip.Name, ip.Spec.Namespace, ip.Spec.PodName, ip.Spec.Interface)
+		}
 		ip.Spec = spec
 		if ip.Labels == nil {
 			ip.Labels = map[string]string{}
@@ -294,6 +305,11 @@ func statefulSetWants(ctx context.Context, c client.Reader, ip *kovnv1.IP) bool 
 	return ok && sts.DeletionTimestamp == nil && (sts.Spec.Replicas == nil || int32(ord) < *sts.Spec.Replicas)
 }
 
+// ownsIP says whether an IP object is pod ns/name's own eth0 record.
+func ownsIP(ip *kovnv1.IP, ns, name string) bool {
+	return ip.Spec.Namespace == ns && ip.Spec.PodName == name && ip.Spec.Interface == ""
+}
+
 // ipOwner is the IPAM owner of an IP object: the pod's own address, or one attachment's.
 func ipOwner(ip *kovnv1.IP) string {
 	if ip.Spec.Interface != "" {
@@ -313,8 +329,8 @@ func (r *PodReconciler) release(ctx context.Context, ns, name string) error {
 		return nil // the StatefulSet will recreate this pod: keep its address
 	}
 	r.State.IPAM.Release(podOwner(ns, name))
-	if err == nil {
-		return client.IgnoreNotFound(r.Delete(ctx, &ip))
+	if err == nil && ownsIP(&ip, ns, name) { // a same-named record of another owner stays
+		return client.IgnoreNotFound(r.Delete(ctx, &ip, client.Preconditions{UID: &ip.UID}))
 	}
 	return nil
 }

@@ -102,8 +102,8 @@ func (r *PodPortReconciler) desired(ctx context.Context, key types.NamespacedNam
 // podInFromIP turns a pod's IP object into the topology input, checking that the record is
 // this pod's, for the node it runs on, in a subnet that is programmed.
 func podInFromIP(ip *kovnv1.IP, pod *corev1.Pod, st *State) (topology.PodIn, error) {
-	if ip.Spec.Namespace != pod.Namespace || ip.Spec.PodName != pod.Name {
-		return topology.PodIn{}, fmt.Errorf("IP %s belongs to %s/%s", ip.Name, ip.Spec.Namespace, ip.Spec.PodName)
+	if !ownsIP(ip, pod.Namespace, pod.Name) {
+		return topology.PodIn{}, fmt.Errorf("IP %s belongs to %s/%s (%s)", ip.Name, ip.Spec.Namespace, ip.Spec.PodName, ip.Spec.Interface)
 	}
 	if ip.Spec.NodeName != pod.Spec.NodeName {
 		return topology.PodIn{}, fmt.Errorf("IP %s is recorded for node %q, the pod runs on %q", ip.Name, ip.Spec.NodeName, pod.Spec.NodeName)

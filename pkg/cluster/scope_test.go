@@ -133,3 +133,35 @@ func TestOutOfScopeRequestsGetNoNetwork(t *testing.T) {
 		t.Errorf("t2's pod on its own subnet has no switch port; events %q", e.events())
 	}
 }
+
+// Pod "p.b" of namespace "net1" and pod "p" of "b"'s attachment net1 both name IP object
+// "p.b.net1": the pod path neither overwrites nor, when the pod goes, deletes the other owner's
+// record; the pod gets a NetworkRefused event and no port.
+func TestIPObjectNameCollision(t *testing.T) {
+	other := &kovnv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "p.b.net1"},
+		Spec: kovnv1.IPSpec{Namespace: "b", PodName: "p", Interface: "net1", Subnet: "ovn-default", NodeName: "n1", V4IP: "10.16.0.77", MACAddress: "0a:58:0a:10:00:4d"}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "net1", Name: "p.b"}, Spec: corev1.PodSpec{NodeName: "n1"}}
+	e := defaultEnv(t, other, pod)
+	e.events()
+	e.reconcile(t, e.pods, "net1", "p.b")
+	e.reconcile(t, e.ports, "net1", "p.b")
+	if evs := strings.Join(e.events(), "\n"); !strings.Contains(evs, "Warning "+ReasonNetworkRefused) {
+		t.Errorf("events %q, want %s", evs, ReasonNetworkRefused)
+	}
+	check := func(when string) {
+		t.Helper()
+		var ip kovnv1.IP
+		if err := e.c.Get(context.Background(), types.NamespacedName{Name: "p.b.net1"}, &ip); err != nil || ip.Spec != other.Spec {
+			t.Errorf("%s: the attachment's record is %+v (%v), want it untouched", when, ip.Spec, err)
+		}
+	}
+	check("after the colliding pod's reconcile")
+	if p := e.lsp("p.b.net1"); p != nil {
+		t.Errorf("the colliding pod got a switch port %+v", p)
+	}
+	if err := e.c.Delete(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile(t, e.pods, "net1", "p.b")
+	check("after the colliding pod is gone")
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
 	corev1 "k8s.io/api/core/v1"
@@ -30,9 +31,12 @@ import (
 type ServiceReconciler struct {
 	client.Client
 	// State gives the Subnets' CIDRs: an external address inside one is refused.
-	State    *State
-	NB       libovsdb.Client
-	Recorder record.EventRecorder
+	State *State
+	// ExternalIPCIDRs are the admin's ranges for spec.externalIPs (--external-ip-cidrs);
+	// empty: none is honoured.
+	ExternalIPCIDRs []netip.Prefix
+	NB              libovsdb.Client
+	Recorder        record.EventRecorder
 }
 
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
@@ -57,9 +61,14 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return applyShard(ctx, r.NB, emptyShard(topology.OwnerService, owner))
 	}
 	in, ok := serviceIn(&svc)
-	var refusals []string
-	var err error
-	in.VIPs, refusals = r.refuseInClusterVIPs(in.VIPs, in.NClusterIPs)
+	external, refusals, err := r.externalIPs(ctx, &svc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	in.VIPs = slices.Insert(in.VIPs, min(in.NClusterIPs, len(in.VIPs)), external...)
+	var lbRefusals []string
+	in.VIPs, lbRefusals = r.refuseInClusterVIPs(in.VIPs, in.NClusterIPs)
+	refusals = append(refusals, lbRefusals...)
 	if in.InternalLocal {
 		if in.Chassis, err = r.chassisNames(ctx); err != nil {
 			return ctrl.Result{}, err
@@ -73,12 +82,12 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if !ok { // headless or ExternalName: nothing to balance
 		return applyShard(ctx, r.NB, emptyShard(topology.OwnerService, owner))
 	}
-	var slices discoveryv1.EndpointSliceList
-	if err := r.List(ctx, &slices, client.InNamespace(svc.Namespace),
+	var sliceList discoveryv1.EndpointSliceList
+	if err := r.List(ctx, &sliceList, client.InNamespace(svc.Namespace),
 		client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}); err != nil {
 		return ctrl.Result{}, err
 	}
-	in.Endpoints = endpoints.FromSlices(slices.Items)
+	in.Endpoints = endpoints.FromSlices(sliceList.Items)
 	res, err := applyShard(ctx, r.NB, topology.ForService(in))
 	if err != nil && r.Recorder != nil {
 		r.Recorder.Eventf(&svc, corev1.EventTypeWarning, "ServiceNotProgrammed", "OVN load balancers not updated: %v", err)
@@ -124,6 +133,47 @@ func (r *ServiceReconciler) subnetHolding(a netip.Addr) (string, netip.Prefix, b
 	return "", netip.Prefix{}, false
 }
 
+// externalIPs are the Service's spec.externalIPs kovn honours (contract.ExternalIPRules: the
+// admin's ranges, never the cluster's own ranges, a node, a ClusterIP or an address another
+// Service claimed first) and why others were refused. The Service and Node lists are read only
+// for a Service that names external IPs.
+func (r *ServiceReconciler) externalIPs(ctx context.Context, svc *corev1.Service) ([]netip.Addr, []string, error) {
+	if len(svc.Spec.ExternalIPs) == 0 || !contract.ServedByKovn(svc.Labels) {
+		return nil, nil, nil
+	}
+	var subnetRefused []string
+	var candidates []string
+	for _, ip := range svc.Spec.ExternalIPs {
+		if a, err := netip.ParseAddr(ip); err == nil && r.State != nil {
+			if sn, cidr, in := r.subnetHolding(a); in {
+				subnetRefused = append(subnetRefused, fmt.Sprintf("external address %s refused: it is inside subnet %s (%s)", a, sn, cidr))
+				continue
+			}
+		}
+		candidates = append(candidates, ip)
+	}
+	rules := contract.ExternalIPRules{Allowed: r.ExternalIPCIDRs}
+	var nodes corev1.NodeList
+	if err := r.List(ctx, &nodes); err != nil {
+		return nil, nil, err
+	}
+	for _, n := range nodes.Items {
+		for _, a := range n.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil {
+				rules.NodeAddrs = append(rules.NodeAddrs, ip)
+			}
+		}
+	}
+	var all corev1.ServiceList
+	if err := r.List(ctx, &all); err != nil {
+		return nil, nil, err
+	}
+	checked := svc.DeepCopy()
+	checked.Spec.ExternalIPs = candidates
+	kept, refused := rules.ExternalIPs(checked, rules.Claims(all.Items))
+	return kept, append(subnetRefused, refused...), nil
+}
+
 // chassisNames are the OVN chassis of every node: a node's chassis is named after it.
 func (r *ServiceReconciler) chassisNames(ctx context.Context) ([]string, error) {
 	var nodes corev1.NodeList
@@ -156,11 +206,7 @@ func serviceIn(svc *corev1.Service) (topology.ServiceIn, bool) {
 	in.NClusterIPs = len(in.VIPs)
 	itp := svc.Spec.InternalTrafficPolicy
 	in.InternalLocal = itp != nil && *itp == corev1.ServiceInternalTrafficPolicyLocal
-	for _, ip := range svc.Spec.ExternalIPs {
-		if a, err := netip.ParseAddr(ip); err == nil {
-			in.VIPs = append(in.VIPs, a)
-		}
-	}
+	// spec.externalIPs join the VIPs after the ClusterIPs once checked (externalIPs).
 	for _, ing := range svc.Status.LoadBalancer.Ingress {
 		if a, err := netip.ParseAddr(ing.IP); err == nil {
 			in.VIPs = append(in.VIPs, a)
@@ -180,6 +226,27 @@ func serviceIn(svc *corev1.Service) (topology.ServiceIn, bool) {
 		}
 	}
 	return in, true
+}
+
+// sharingExternalIPs are the other Services naming one of o's external IPs: when o goes or
+// lets an address go, the next claimant gets it (contract.ExternalIPRules.Claims).
+func sharingExternalIPs(ctx context.Context, c client.Reader, o client.Object) []reconcile.Request {
+	svc, ok := o.(*corev1.Service)
+	if !ok || len(svc.Spec.ExternalIPs) == 0 {
+		return nil
+	}
+	var svcs corev1.ServiceList
+	if err := c.List(ctx, &svcs); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, s := range svcs.Items {
+		if (s.Namespace != svc.Namespace || s.Name != svc.Name) &&
+			slices.ContainsFunc(s.Spec.ExternalIPs, func(ip string) bool { return slices.Contains(svc.Spec.ExternalIPs, ip) }) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}})
+		}
+	}
+	return reqs
 }
 
 // SetupWithManager watches Services and their EndpointSlices (by the service-name label).
@@ -207,6 +274,9 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return reqs
 	})
 	return ctrl.NewControllerManagedBy(mgr).Named("service").For(&corev1.Service{}).
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return sharingExternalIPs(ctx, mgr.GetClient(), o)
+		})).
 		Watches(&discoveryv1.EndpointSlice{}, toService).
 		Watches(&corev1.Node{}, nodeLocal, builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: func(event.UpdateEvent) bool { return false }})).

@@ -98,3 +98,35 @@ func TestServiceLabelledForAnotherProxy(t *testing.T) {
 		}
 	}
 }
+
+// spec.externalIPs get a load balancer VIP only inside the admin's ranges; one outside them
+// (the control plane's address, say) gets a ServicePartlyProgrammed event and no VIP, while
+// the ClusterIP stays programmed.
+func TestExternalIPsOnlyFromAdminRanges(t *testing.T) {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "t1", Name: "grab"},
+		Spec: corev1.ServiceSpec{ClusterIPs: []string{"10.96.0.20"}, ExternalIPs: []string{"198.51.100.10", "172.30.0.2"},
+			Ports: []corev1.ServicePort{{Name: "sb", Port: 6642}}}}
+	e := newReconcilerEnv(t, svc)
+	st := NewState(DefaultOptions())
+	st.MarkRestored()
+	r := &ServiceReconciler{Client: e.c, NB: e.nb, State: st, Recorder: e.rec, ExternalIPCIDRs: testPrefixes("198.51.100.0/24")}
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "t1", Name: "grab"}}); err != nil {
+		t.Fatal(err)
+	}
+	var lbs []nb.LoadBalancer
+	if err := e.nb.List(context.Background(), &lbs); err != nil {
+		t.Fatal(err)
+	}
+	vips := map[string]bool{}
+	for _, lb := range lbs {
+		for v := range lb.Vips {
+			vips[v] = true
+		}
+	}
+	if !vips["10.96.0.20:6642"] || !vips["198.51.100.10:6642"] || vips["172.30.0.2:6642"] {
+		t.Errorf("VIPs %v, want the ClusterIP and 198.51.100.10, not 172.30.0.2", vips)
+	}
+	if evs := strings.Join(e.events(), "\n"); !strings.Contains(evs, "172.30.0.2 refused: it is outside the allowed ranges") {
+		t.Errorf("events %q", evs)
+	}
+}

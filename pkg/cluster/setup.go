@@ -257,10 +257,11 @@ func Setup(mgr ctrl.Manager, st *State, nb libovsdb.Client, health *GatewayHealt
 		&IPPoolReconciler{Client: c, State: st},
 		&NodeReconciler{Client: c, State: st, NB: nb},
 		&PodReconciler{Client: c, State: st, Recorder: rec},
-		&AttachmentReconciler{Client: c, State: st, Recorder: rec, Delegates: netattach.DefaultDelegates},
+		&AttachmentReconciler{Client: c, State: st, Recorder: rec, Delegates: netattach.DelegatePolicy{
+			Plugins: netattach.DefaultDelegates.Plugins, HostInterfaces: st.Opts.AttachmentHostInterfaces}},
 		&PodPortReconciler{Client: c, State: st, NB: nb, Recorder: rec},
 		&StatefulSetReconciler{Client: c, State: st},
-		&ServiceReconciler{Client: c, State: st, NB: nb, Recorder: rec},
+		&ServiceReconciler{Client: c, State: st, NB: nb, Recorder: rec, ExternalIPCIDRs: st.Opts.ExternalIPCIDRs},
 		&NetworkPolicyReconciler{Client: c, State: st, NB: nb, Recorder: rec},
 		&FloatingIPReconciler{Client: c, State: st, NB: nb},
 		&EgressIPReconciler{Client: c, State: st, NB: nb, Health: health},

@@ -29,12 +29,19 @@ type Options struct {
 	// AttachmentNetworks: kovn serves the pods' k8s.v1.cni.cncf.io/networks (allocation and
 	// records); false when a meta-plugin (Multus) does and kovn is the default network only.
 	AttachmentNetworks bool
+	// ExternalIPCIDRs are the admin's ranges for Services' spec.externalIPs; empty: none.
+	ExternalIPCIDRs []netip.Prefix
+	// AttachmentHostInterfaces are the node interfaces attachment delegates may name.
+	AttachmentHostInterfaces []string
+	// ACLLogRate is each ACL log meter's lines per second and node (--acl-log-rate): the
+	// admin's Subnet ACLs' meter, and each namespace's for its policies.
+	ACLLogRate int
 }
 
 // DefaultOptions match Kube-OVN's defaults, so users moving over keep their addressing.
 func DefaultOptions() Options {
 	return Options{DefaultVpc: "ovn-cluster", DefaultSubnet: "ovn-default", DefaultSubnetCIDR: "10.16.0.0/16",
-		JoinSubnet: "join", JoinCIDR: "100.64.0.0/16", NodeNATOutgoing: true, AttachmentNetworks: true}
+		JoinSubnet: "join", JoinCIDR: "100.64.0.0/16", NodeNATOutgoing: true, AttachmentNetworks: true, ACLLogRate: 20}
 }
 
 // State is what the reconcilers share: the IPAM and the last valid form of every Subnet (an

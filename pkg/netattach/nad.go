@@ -3,6 +3,7 @@ package netattach
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -26,9 +27,68 @@ var KovnTypes = []string{"kovn", "kovn-cni"}
 // KovnIPAMType is the ipam type that makes a delegate take its addresses from kovn.
 const KovnIPAMType = "kovn"
 
-// DefaultDelegates are the plugins a NetworkAttachmentDefinition may name unless an admin
-// narrows the list (kovn-daemon --attachment-plugins).
-var DefaultDelegates = []string{"macvlan", "ipvlan", "bridge", "host-device"}
+// DelegatePolicy is what an admin allows the delegate plugins of NetworkAttachmentDefinitions,
+// which anyone who may edit in a namespace can write: the plugin types, and the node's
+// interfaces they may name (a macvlan's or ipvlan's master, a host-device's device, a bridge
+// plugin's bridge). Without it a namespace user moves the node's NIC into its pod (host-device)
+// or sits on any of the node's networks (macvlan on any master, a bridge named like one of
+// the node's). kovn-controller (before any address) and kovn-daemon (before any interface)
+// apply the same policy.
+type DelegatePolicy struct {
+	Plugins []string
+	// HostInterfaces are the node interfaces delegates may name (kovn-controller's and
+	// kovn-daemon's --attachment-host-interfaces); empty: none, so only kovn's own type and
+	// delegates that name no node interface are allowed.
+	HostInterfaces []string
+}
+
+// DefaultDelegates are the plugin types a NetworkAttachmentDefinition may name besides kovn's,
+// with no node interface allowed.
+var DefaultDelegates = DelegatePolicy{Plugins: []string{"macvlan", "ipvlan", "bridge", "host-device"}}
+
+// hostInterfaceFields are, per delegate type, the fields naming a node interface; what they
+// default to when left out ("": the node's default-route interface for macvlan and ipvlan).
+var hostInterfaceFields = map[string]map[string]string{
+	"macvlan":     {"master": ""},
+	"ipvlan":      {"master": ""},
+	"bridge":      {"bridge": "cni0"},
+	"host-device": {"device": "", "hwaddr": "", "kernelpath": "", "pciBusID": ""},
+}
+
+// checkHostInterfaces refuses a delegate configuration naming a node interface the policy
+// does not list (or naming one by hardware address, kernel path or PCI address, which the
+// policy cannot judge by name).
+func (d DelegatePolicy) checkHostInterfaces(key, plugin string, raw json.RawMessage) error {
+	fields := hostInterfaceFields[plugin]
+	if len(fields) == 0 {
+		return nil
+	}
+	var conf map[string]any
+	if err := json.Unmarshal(raw, &conf); err != nil {
+		return fmt.Errorf("NetworkAttachmentDefinition %s: plugin configuration: %v", key, err)
+	}
+	named := false
+	for field, def := range fields {
+		v, set := conf[field].(string)
+		switch {
+		case !set && def == "":
+			continue
+		case !set:
+			v = def
+		case field != "device" && field != "master" && field != "bridge":
+			return fmt.Errorf("NetworkAttachmentDefinition %s: %s %q: kovn allows %s devices by name only (device)", key, field, v, plugin)
+		}
+		named = true
+		if !slices.Contains(d.HostInterfaces, v) {
+			return fmt.Errorf("NetworkAttachmentDefinition %s: %s %s names the node's interface %q, which the admin has not allowed (--attachment-host-interfaces: %s)",
+				key, plugin, field, v, strings.Join(d.HostInterfaces, ", "))
+		}
+	}
+	if !named {
+		return fmt.Errorf("NetworkAttachmentDefinition %s: %s names no interface (%s): it would use the node's default one, which the admin has not allowed", key, plugin, strings.Join(slices.Sorted(maps.Keys(fields)), ", "))
+	}
+	return nil
+}
 
 // Attachment is what a NetworkAttachmentDefinition's configuration asks for.
 type Attachment struct {
@@ -57,8 +117,9 @@ type listConf struct {
 
 // ParseNAD reads the spec.config of the NetworkAttachmentDefinition key ("namespace/name"): a
 // single plugin's configuration, or a list with exactly one plugin (kovn runs no chains).
-// delegates lists the plugin types allowed besides kovn's own.
-func ParseNAD(key, config string, delegates []string) (Attachment, error) {
+// delegates says which plugin types are allowed besides kovn's own and which node interfaces
+// they may name.
+func ParseNAD(key, config string, delegates DelegatePolicy) (Attachment, error) {
 	a := Attachment{Key: key}
 	raw := json.RawMessage(strings.TrimSpace(config))
 	if len(raw) == 0 {
@@ -94,8 +155,11 @@ func ParseNAD(key, config string, delegates []string) (Attachment, error) {
 			return a, fmt.Errorf("NetworkAttachmentDefinition %s: type %s takes its addresses from the Subnet whose provider is %s; remove ipam", key, p.Type, key)
 		}
 		a.KovnIPAM = true
-	case slices.Contains(delegates, p.Type):
+	case slices.Contains(delegates.Plugins, p.Type):
 		a.Kind = KindDelegate
+		if err := delegates.checkHostInterfaces(key, p.Type, raw); err != nil {
+			return a, err
+		}
 		var ipam struct {
 			Type string `json:"type"`
 		}
@@ -107,7 +171,7 @@ func ParseNAD(key, config string, delegates []string) (Attachment, error) {
 		a.KovnIPAM = ipam.Type == KovnIPAMType
 	default:
 		return a, fmt.Errorf("NetworkAttachmentDefinition %s: plugin type %q is not allowed here (allowed: %s, %s)",
-			key, p.Type, strings.Join(KovnTypes, ", "), strings.Join(delegates, ", "))
+			key, p.Type, strings.Join(KovnTypes, ", "), strings.Join(delegates.Plugins, ", "))
 	}
 	return a, nil
 }

@@ -96,8 +96,15 @@ func TestParseNAD(t *testing.T) {
 		{"not allowed", `{"type": "sriov"}`, Attachment{}, `"sriov" is not allowed`},
 		{"another provider", `{"type": "kovn", "provider": "other/b"}`, Attachment{}, "names another definition"},
 		{"kovn with ipam", `{"type": "kovn", "ipam": {"type": "host-local"}}`, Attachment{}, "remove ipam"},
+		// The node's interfaces only as the admin allows (eth1 and cni0 here).
+		{"host-device on eth0", `{"type": "host-device", "device": "eth0"}`, Attachment{}, `node's interface "eth0", which the admin has not allowed`},
+		{"host-device by PCI address", `{"type": "host-device", "pciBusID": "0000:00:1f.6"}`, Attachment{}, "by name only"},
+		{"macvlan on eth0", `{"type": "macvlan", "master": "eth0"}`, Attachment{}, `node's interface "eth0"`},
+		{"macvlan on the default interface", `{"type": "macvlan"}`, Attachment{}, "names no interface"},
+		{"ipvlan on ovn0", `{"type": "ipvlan", "master": "ovn0"}`, Attachment{}, `node's interface "ovn0"`},
+		{"bridge named like the node's", `{"type": "bridge", "bridge": "br-phys"}`, Attachment{}, `node's interface "br-phys"`},
 	} {
-		got, err := ParseNAD("ns/a", tc.config, DefaultDelegates)
+		got, err := ParseNAD("ns/a", tc.config, testDelegates)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%s: error %v, want one saying %q", tc.name, err, tc.err)
@@ -114,6 +121,9 @@ func TestParseNAD(t *testing.T) {
 		}
 	}
 }
+
+// testDelegates allows the default plugin types on the node interfaces eth1 and cni0.
+var testDelegates = DelegatePolicy{Plugins: DefaultDelegates.Plugins, HostInterfaces: []string{"eth1", "cni0"}}
 
 func TestStatusRoundTrip(t *testing.T) {
 	in := []NetworkStatus{
@@ -149,7 +159,7 @@ func TestCheckNamespace(t *testing.T) {
 // TestDelegateConfig: a macvlan with kovn IPAM is called with static IPAM holding exactly
 // kovn's addresses, named after its network; a delegate with its own IPAM keeps it.
 func TestDelegateConfig(t *testing.T) {
-	a, err := ParseNAD("ns/mv", `{"type": "macvlan", "master": "eth1", "mode": "bridge", "ipam": {"type": "kovn"}}`, DefaultDelegates)
+	a, err := ParseNAD("ns/mv", `{"type": "macvlan", "master": "eth1", "mode": "bridge", "ipam": {"type": "kovn"}}`, testDelegates)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +174,7 @@ func TestDelegateConfig(t *testing.T) {
 	if _, err := DelegateConfig(a, nil); err == nil {
 		t.Error("kovn IPAM without addresses: no error")
 	}
-	own, _ := ParseNAD("ns/br", `{"cniVersion": "0.4.0", "name": "br", "type": "bridge", "ipam": {"type": "static", "addresses": [{"address": "10.9.0.2/24"}]}}`, DefaultDelegates)
+	own, _ := ParseNAD("ns/br", `{"cniVersion": "0.4.0", "name": "br", "type": "bridge", "ipam": {"type": "static", "addresses": [{"address": "10.9.0.2/24"}]}}`, testDelegates)
 	b, err = DelegateConfig(own, nil)
 	if err != nil || !strings.Contains(string(b), `"10.9.0.2/24"`) || !strings.Contains(string(b), `"cniVersion":"0.4.0"`) {
 		t.Errorf("own IPAM: %s %v", b, err)

@@ -8,8 +8,10 @@ package node
 import (
 	"context"
 	"errors"
+	"github.com/kovn/kovn/pkg/netattach"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -53,10 +55,18 @@ type Config struct {
 	// Mirror and MirrorRemote are the node's traffic mirroring.
 	Mirror       mirror.Mode
 	MirrorRemote *mirror.Remote
+	// MirrorNamespaces are the namespaces whose pods may ask for mirroring ("*": any).
+	MirrorNamespaces []string
 	// ProxyHealthzAddr is where kube-proxy's health port is answered ("" or "0": not at all).
 	ProxyHealthzAddr string
 	// ProxyStatusAddr is where kube-proxy's status port answers /proxyMode ("" or "0": not at all).
 	ProxyStatusAddr string
+	// ExternalIPCIDRs are the admin's ranges for Services' spec.externalIPs (kovn-controller's
+	// flag must agree); empty: the node translates none.
+	ExternalIPCIDRs []netip.Prefix
+	// AttachmentHostInterfaces are the node interfaces attachment delegates may name
+	// (kovn-controller's flag must agree).
+	AttachmentHostInterfaces []string
 }
 
 // Deps are what Setup's runnables use besides the manager.
@@ -107,8 +117,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) error {
 		Recorder: mgr.GetEventRecorderFor("kovn-daemon")}
 	reconcilers := []interface{ SetupWithManager(ctrl.Manager) error }{
 		ul,
-		&servicenat.NodePortReconciler{Client: c, NodeName: cfg.NodeName, JoinSubnet: cfg.JoinSubnet, Nodes: nodes, Health: tracker, HealthChecks: checks},
-		&mirror.Reconciler{Client: c, OVS: deps.OVS, Bridge: cfg.Bridge, Mode: cfg.Mirror, Remote: cfg.MirrorRemote},
+		&servicenat.NodePortReconciler{Client: c, NodeName: cfg.NodeName, JoinSubnet: cfg.JoinSubnet, Nodes: nodes, Health: tracker, HealthChecks: checks,
+			ExternalIPCIDRs: cfg.ExternalIPCIDRs, ServiceCIDRs: cfg.ServiceCIDRs},
+		&mirror.Reconciler{Client: c, OVS: deps.OVS, Bridge: cfg.Bridge, Mode: cfg.Mirror, Namespaces: cfg.MirrorNamespaces, Remote: cfg.MirrorRemote},
 		&servicenat.HostPortReconciler{Client: c, NodeName: cfg.NodeName, JoinSubnet: cfg.JoinSubnet},
 	}
 	for _, r := range reconcilers {
@@ -216,7 +227,8 @@ func setupGuards(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps, p
 func setupCNI(mgr ctrl.Manager, cfg Config, deps Deps, ul *underlay.Reconciler) error {
 	ports := cni.NewOVSAttacher(deps.OVS, cfg.Bridge)
 	handler := cni.NewPodHandler(&podnet.PodNetworks{Client: mgr.GetClient(), NodeName: cfg.NodeName, MTU: cfg.MTU, Underlay: ul,
-		Live: mgr.GetAPIReader(), IgnoreAttachments: !cfg.AttachmentNetworks}, ports)
+		Live: mgr.GetAPIReader(), IgnoreAttachments: !cfg.AttachmentNetworks,
+		Delegates: netattach.DelegatePolicy{Plugins: netattach.DefaultDelegates.Plugins, HostInterfaces: cfg.AttachmentHostInterfaces}}, ports)
 	handler.Log = ctrl.Log.WithName("cni")
 	handler.CNIBinDir, handler.StateDir = cfg.CNIBinDir, cfg.StateDir
 	handler.Status = &podnet.NetworkStatusPublisher{Client: mgr.GetClient()}

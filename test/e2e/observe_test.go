@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/kovn/kovn/pkg/cluster/topology"
 	"math"
 	"net"
 	"net/netip"
@@ -29,7 +30,8 @@ import (
 func TestObserve(t *testing.T) {
 	cfg := rigConfig(t, 1, 3)
 	cfg.Kovn, cfg.IPFamily, cfg.Install, cfg.Pinger = true, rig.Dual, rig.InstallChart, true
-	cfg.CentralNodes = 3 // NB and SB as 3-member raft clusters
+	cfg.MirrorNamespaces = []string{"mir"} // mirroring's namespace, allowed by the admin
+	cfg.CentralNodes = 3                   // NB and SB as 3-member raft clusters
 	r := upRig(t, cfg)
 	c := newCluster(t, r, "c1")
 	t.Run("network quality: geneve blocked between two nodes shows as loss on exactly their paths", func(t *testing.T) {
@@ -79,6 +81,46 @@ func (c *cluster) aclLogEntries(ns string) []kovnctl.ACLLogEntry {
 		entries = append(entries, le)
 	}
 	return entries
+}
+
+// aclLogFairness: each namespace's policies log through a meter of their own, so acl's flood
+// (20,000 denied datagrams as fast as a's socket sends them) leaves namespace acl2's lines
+// intact: acl2's 10 denied datagrams, sent to a pod of the same node during the flood, are
+// logged all 10 (through one shared meter, the flood would take nearly every token).
+func aclLogFairness(t *testing.T, c *cluster, floodTarget string) {
+	t.Log("a flood in acl leaves acl2's log lines intact: a meter per namespace")
+	c.createNamespace("acl2")
+	c.createPod(testboxPod("acl2", "a", onNode("c1-n1")))
+	c.createPod(testboxPod("acl2", "b", onNode("c1-n2"))) // the flood's target's node: the same meter's node
+	c.waitRunning("acl2", "a", 90*time.Second)
+	b2 := podIP(t, c.waitRunning("acl2", "b", 90*time.Second), false)
+	c.applyYAML(`apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: guard, namespace: acl2}
+spec: {podSelector: {}, policyTypes: [Ingress]}
+`)
+	c.annotateNamespace("acl2", annotation.ACLLogging, `{"deny": "alert"}`)
+	c.waitACLLog("acl2/guard:ingress/deny", "alert")
+	before := c.aclLogCounts("acl2", 0)
+	flooded := make(chan time.Duration)
+	go func() {
+		start := time.Now()
+		c.exec("acl", "a", "udp", "-n", "20000", "-i", "0", "-W", "0", net.JoinHostPort(floodTarget, "9001"), "flood")
+		flooded <- time.Since(start)
+	}()
+	start := time.Now()
+	c.exec("acl2", "a", "udp", "-n", "10", "-i", "100ms", "-W", "0", net.JoinHostPort(b2, "9001"), "fair")
+	sent := time.Since(start)
+	took := <-flooded
+	key := "NetworkPolicy acl2/guard ingress/deny drop alert udp acl2/a->acl2/b"
+	got := diffCounts(before, c.aclLogCounts("acl2", len(before)+10))[key]
+	t.Logf("acl's flood of 20000 datagrams took %.1fs; acl2's 10 datagrams, sent within %.1fs of its start, logged %d times", took.Seconds(), sent.Seconds(), got)
+	if sent > took {
+		t.Logf("acl2's datagrams outlasted the flood (%.1fs > %.1fs): the check is weaker", sent.Seconds(), took.Seconds())
+	}
+	if got != 10 {
+		t.Errorf("acl2's 10 denied datagrams during acl's flood logged %d times, want 10", got)
+	}
 }
 
 // aclLogKey says what a line is about, to count lines by kind.
@@ -135,7 +177,13 @@ func (c *cluster) waitACLLog(name, severity string) {
 		out := strings.TrimSpace(c.nbctl("--bare", "--columns=log,severity,meter", "find", "ACL", fmt.Sprintf("name=%q", name)))
 		want := "false\n\n"
 		if severity != "" {
-			want = "true\n" + severity + "\nkovn_acl_log"
+			// A policy's ACL ("ns/policy:rule") logs through its namespace's meter, a Subnet's
+			// ("subnet:acl/i") through the admin's.
+			meter := topology.ACLLogMeter
+			if owner, _, _ := strings.Cut(name, ":"); strings.Contains(owner, "/") {
+				meter = topology.NamespaceLogMeter(strings.SplitN(owner, "/", 2)[0])
+			}
+			want = "true\n" + severity + "\n" + meter
 		}
 		if out != strings.TrimSpace(want) {
 			return fmt.Errorf("ACL %s: log, severity, meter = %q, want %q", name, out, want)
@@ -259,6 +307,8 @@ spec:
 	if flood < 1 || flood > limit {
 		t.Errorf("flood logged %d lines, want 1..%d", flood, limit)
 	}
+
+	aclLogFairness(t, c, b4)
 
 	t.Log("a bad annotation: an event, and the ACLs keep logging as they did")
 	c.annotateNamespace("acl", annotation.ACLLogging, `{"deny": "loud"}`)

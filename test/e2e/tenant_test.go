@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,11 +13,13 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kovn/kovn/pkg/annotation"
 	kovncluster "github.com/kovn/kovn/pkg/cluster"
+	"github.com/kovn/kovn/pkg/netattach"
 	"github.com/kovn/kovn/test/rig"
 )
 
@@ -41,6 +45,101 @@ func tenantAttacks(t *testing.T, c *cluster, st *rig.State) {
 		c.t = t
 		otherNodesJoinDenied(t, c, st)
 	})
+	t.Run("a Service's external IPs capture nothing outside the admin's ranges", func(t *testing.T) {
+		c.t = t
+		externalIPsCaptureNothing(t, c, st)
+	})
+	t.Run("an attachment delegate names no node interface the admin did not allow", func(t *testing.T) {
+		c.t = t
+		delegateOnNodeNICRefused(c)
+	})
+}
+
+// delegateOnNodeNICRefused: the tenant, allowed by the admin to write NetworkAttachmentDefinitions
+// in t1, defines a macvlan on the node's own eth0 (its primary NIC, with an address of its
+// own choosing) and asks for it: kovn-controller refuses the definition
+// (NetworkRefused naming eth0) and the pod gets no such interface.
+func delegateOnNodeNICRefused(c *cluster) {
+	c.t.Helper()
+	grant := fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: nad-editor, namespace: %[1]s}
+rules: [{apiGroups: [k8s.cni.cncf.io], resources: [network-attachment-definitions], verbs: [get, list, create]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: tenant-nad-editor, namespace: %[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: nad-editor}
+subjects: [{kind: ServiceAccount, name: tenant, namespace: %[1]s}]
+`, tenantNS)
+	if out, err := c.apply(grant); err != nil {
+		c.t.Fatalf("granting NADs: %v\n%s", err, out)
+	}
+	nad := fmt.Sprintf(`apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata: {name: on-node-nic, namespace: %s}
+spec:
+  config: '{"cniVersion": "1.0.0", "type": "macvlan", "master": "eth0", "mode": "bridge", "ipam": {"type": "static", "addresses": [{"address": "%s"}]}}'
+`, tenantNS, "192.0.2.250/24")
+	if out, err := c.applyAs(nad, tenantSA); err != nil {
+		c.t.Fatalf("tenant creating its NetworkAttachmentDefinition: %v\n%s", err, out)
+	}
+	c.tenantCreatePod(testboxPod(tenantNS, "on-nic", onNode("c1-n1"), withAnnotations(netattach.NetworksAnnotation, "on-node-nic")))
+	msg := c.waitEventWith(tenantNS, "on-nic", kovncluster.ReasonNetworkRefused, "eth0", 30*time.Second)
+	c.t.Logf("event: %s", msg)
+	if p, err := c.kc.CoreV1().Pods(tenantNS).Get(context.Background(), "on-nic", metav1.GetOptions{}); err != nil || p.Status.Phase == corev1.PodRunning {
+		c.t.Errorf("the pod with a delegate on the node's eth0: %v, phase %s (want it never started)", err, p.Status.Phase)
+	}
+}
+
+// externalIPsCaptureNothing: the tenant's Service names the control plane's address on SB's
+// port and kube-dns's ClusterIP as external IPs, in front of its own TCP echo pod. Both are
+// refused with an event and no VIP; the node's own connection to the control plane's SB
+// reaches SB (no echo), not the tenant's pod (CVE-2020-8554). An address in the admin's range
+// is honoured: a pod reaches the tenant's echo through it.
+func externalIPsCaptureNothing(t *testing.T, c *cluster, st *rig.State) {
+	echo := testboxPod(tenantNS, "echo", onNode("c1-n2"))
+	echo.Labels = map[string]string{"app": "echo"}
+	c.tenantCreatePod(echo)
+	c.waitRunning(tenantNS, "echo", 90*time.Second)
+	cp := st.Config.ControlPlaneIPs(1)[0]
+	allowed := "198.51.100.43"
+	dns, err := c.kc.CoreV1().Services("kube-system").Get(context.Background(), "kube-dns", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grab := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: "grab"}, Spec: corev1.ServiceSpec{
+		Selector: map[string]string{"app": "echo"}, ExternalIPs: []string{cp.String(), dns.Spec.ClusterIP, allowed},
+		Ports: []corev1.ServicePort{{Name: "sb", Protocol: corev1.ProtocolTCP, Port: 6642, TargetPort: intstr.FromInt32(9000)}}}}
+	if _, err := c.tenantClient().CoreV1().Services(tenantNS).Create(context.Background(), grab, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("tenant creating Service grab: %v", err)
+	}
+	msg := c.waitEventWith(tenantNS, "grab", "ServicePartlyProgrammed", cp.String(), 30*time.Second)
+	t.Logf("event: %s", msg)
+	if !strings.Contains(c.events(tenantNS, "grab"), dns.Spec.ClusterIP+" refused") {
+		t.Errorf("no refusal of kube-dns's ClusterIP %s:\n%s", dns.Spec.ClusterIP, c.events(tenantNS, "grab"))
+	}
+	// The admin's range works: the tenant's own pod on c1-n1 reaches the echo pod (on c1-n2)
+	// through it (OVN's load balancer; the nodes have no route to that range here).
+	err = eventually(30*time.Second, func() error {
+		if out, _ := c.exec(tenantNS, "plain", "tcp", hostPort(allowed, 6642), "via-allowed"); !strings.Contains(out, "via-allowed") {
+			return fmt.Errorf("t1/plain -> %s:6642: %q", allowed, out)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Programmed by now (same Service, same pass): the control plane's SB is not the echo.
+	for n := 1; n <= 2; n++ {
+		if out := nodeTestbox(t, st, st.Config.NodeNS(1, n), "tcp", hostPort(cp.String(), 6642), "captured"); strings.Contains(out, "captured") {
+			t.Errorf("c1-n%d's connection to the control plane's SB %s:6642 was answered by the tenant's pod", n, cp)
+		}
+	}
+	vips := c.nbctl("--bare", "--columns=vips", "find", "Load_Balancer", `external_ids:"kovn.io/owner"="`+tenantNS+`/grab"`)
+	if strings.Contains(vips, cp.String()+":") || !strings.Contains(vips, allowed+":6642") {
+		t.Errorf("grab's load balancer VIPs %q: want %s, not the control plane's %s", vips, allowed, cp)
+	}
 }
 
 // setUpTenant makes t1 with a ServiceAccount bound to `edit` there, and, as the admin, t2
@@ -150,16 +249,29 @@ func otherNodesJoinDenied(t *testing.T, c *cluster, st *rig.State) {
 	}
 }
 
-// tenantCreatePod creates a pod as the tenant: the admin's credentials impersonating its
-// ServiceAccount, so RBAC judges the request as the tenant's.
-func (c *cluster) tenantCreatePod(p *corev1.Pod) {
+// tenantClient acts as the tenant: the admin's credentials impersonating its ServiceAccount,
+// so RBAC judges each request as the tenant's.
+func (c *cluster) tenantClient() kubernetes.Interface {
 	c.t.Helper()
 	rc, err := clientcmd.BuildConfigFromFlags("", c.info.Kubeconfig)
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	rc.Impersonate = rest.ImpersonationConfig{UserName: tenantSA}
-	if _, err := kubeClient(c.t, rc).CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+	return kubeClient(c.t, rc)
+}
+
+// applyAs applies objects as user (kubectl --as).
+func (c *cluster) applyAs(yaml, user string) (string, error) {
+	cmd := exec.Command(filepath.Join(c.st.Config.K8sBinDir, "kubectl"), "--kubeconfig", c.info.Kubeconfig, "--as="+user, "apply", "-f", "-")
+	cmd.Stdin = strings.NewReader(yaml)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (c *cluster) tenantCreatePod(p *corev1.Pod) {
+	c.t.Helper()
+	if _, err := c.tenantClient().CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
 		c.t.Fatalf("tenant creating pod %s/%s: %v", p.Namespace, p.Name, err)
 	}
 }

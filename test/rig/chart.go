@@ -99,11 +99,16 @@ func (c Config) ChartValues(cl int) []string {
 		fmt.Sprintf("controller.replicas=%d", min(2, c.Nodes)),
 		"speaker.enabled=true",
 		"speaker.externalIPCIDRs=" + SpeakerExternalIPCIDR.String(),
+		"cluster.externalIPCIDRs=" + strings.ReplaceAll(annotation.JoinAddrs(ExternalIPCIDRs()), ",", `\,`),
+		"attachmentHostInterfaces=" + UnderlayNIC,
 		fmt.Sprintf("pinger.enabled=%t", c.Pinger),
 		// A stopped ovn-controller falls behind NB within seconds (the default is 30 s).
 		"ovnCentral.monitor.nbCfgProbeInterval=5s",
 		// The pinger checks the lab's external host too.
 		"pinger.externalAddresses={" + strings.Join(addrStrings(c.ExternalHostIPs()), ",") + "}",
+	}
+	if len(c.MirrorNamespaces) > 0 {
+		v = append(v, "mirror.namespaces="+strings.Join(c.MirrorNamespaces, `\,`))
 	}
 	if c.ChartCARotationStep > 0 {
 		v = append(v, "controller.extraArgs={--ovn-ca-rotation-step="+c.ChartCARotationStep.String()+"}",

@@ -79,6 +79,9 @@ type Config struct {
 	// kovn-daemon then reads the CA ConfigMap every fifth of it and the kubelets sync their pods
 	// every 5 s, so a Secret volume and a node's trust follow within a step.
 	ChartCARotationStep time.Duration
+	// MirrorNamespaces are the namespaces whose pods' ovn.kovn.io/mirror annotation each
+	// kovn-daemon honours (--mirror-namespaces); none by default.
+	MirrorNamespaces []string
 	// ExtraImages are docker-archive tarballs imported into every node after the lab's own pod
 	// images (Kubernetes' e2e suite's images, make images' upstream-e2e.tar).
 	ExtraImages []string

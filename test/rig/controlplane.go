@@ -183,6 +183,7 @@ func (c Config) controlPlaneSpec(cl int, pki clusterPKI) (SupervisorSpec, error)
 			Argv: []string{filepath.Join(c.KovnBinDir, "kovn-controller"), "--kubeconfig=" + kubeconfig,
 				"--ovn-nb-addr=" + c.controllerNBAddr(cl, run), "--ovn-sb-addr=unix:" + filepath.Join(run, "sb.sock"), "--default-cidr=" + annotation.JoinAddrs(c.PodCIDRs(cl)),
 				"--join-cidr=" + annotation.JoinAddrs(c.JoinCIDRs()), "--leader-elect=true",
+				"--external-ip-cidrs=" + annotation.JoinAddrs(ExternalIPCIDRs()), "--attachment-host-interfaces=" + UnderlayNIC,
 				// The cluster's OVN PKI and chassis CSR signer, as the chart runs them. The
 				// rig's own databases trust the rig's CAs (ovntls.go), not these.
 				"--ovn-pki", "--ovn-central-addresses=" + annotation.JoinAddrs(c.ControlPlaneIPs(cl)),

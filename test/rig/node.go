@@ -172,6 +172,7 @@ func (c Config) nodeSteps(cl, n int, confDB, ovsRun, ovnRun, logs, kubeconfig st
 			"--cni-bin-dir="+c.cniBinDir(), "--state-dir="+filepath.Join(filepath.Dir(ovsRun), "daemon"),
 			"--cni-conf-dir=/etc/cni/net.d", "--mtu=1400", "--netdev",
 			"--ovn-remote="+sbRemote, "--service-cidrs="+annotation.JoinAddrs(c.ServiceCIDRs(cl)),
+			"--external-ip-cidrs="+annotation.JoinAddrs(ExternalIPCIDRs()), "--attachment-host-interfaces="+UnderlayNIC,
 			// Metrics on the node's loopback, plain: the lab's tests read them from the node.
 			// The chart serves them over TLS to reviewed tokens (metricsauth).
 			"--metrics-bind-address=127.0.0.1:9474", "--metrics-secure=false")

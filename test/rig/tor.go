@@ -25,6 +25,14 @@ const (
 // SpeakerExternalIPCIDR is the range the rig's speakers may announce Service externalIPs from.
 var SpeakerExternalIPCIDR = netip.MustParsePrefix("192.0.2.0/24")
 
+// ExternalIPCIDRs are the ranges the rig's clusters honour Service externalIPs from
+// (kovn-controller's and kovn-daemon's --external-ip-cidrs): the speakers' range and the
+// documentation ranges the Service tests use. Anything else, a node's or the control plane's
+// address included, is refused.
+func ExternalIPCIDRs() []netip.Prefix {
+	return []netip.Prefix{SpeakerExternalIPCIDR, netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:ee::/64")}
+}
+
 // ToRIP is the ToR's fabric address; OutsideHostIP the host behind it, on 172.31.0.0/24.
 func ToRIP() netip.Addr         { return netip.AddrFrom4([4]byte{172, 30, 0, 254}) }
 func ToRIP6() netip.Addr        { return v6(fabricPrefix6, 0, 0x254) }

@@ -142,7 +142,11 @@ func (t *tx) aclModel(a topology.ACL) *nb.ACL {
 		m.Name = &name
 	}
 	if a.LogSeverity != "" {
-		m.Log, m.Severity, m.Meter = true, ptr.To(a.LogSeverity), ptr.To(topology.ACLLogMeter)
+		meter := a.Meter
+		if meter == "" {
+			meter = topology.ACLLogMeter
+		}
+		m.Log, m.Severity, m.Meter = true, ptr.To(a.LogSeverity), ptr.To(meter)
 	}
 	return m
 }

@@ -73,7 +73,7 @@ func TestPolicyACLLogging(t *testing.T) {
 	for _, w := range sh.ACLs {
 		r := rows[w.Name]
 		if r.Log != (w.LogSeverity != "") || ptr.Deref(r.Severity, "") != w.LogSeverity ||
-			(w.LogSeverity != "" && ptr.Deref(r.Meter, "") != topology.ACLLogMeter) {
+			(w.LogSeverity != "" && ptr.Deref(r.Meter, "") != topology.NamespaceLogMeter("default")) {
 			t.Errorf("ACL %s: log %v severity %v meter %v, want %q", w.Name, r.Log, ptr.Deref(r.Severity, ""), ptr.Deref(r.Meter, ""), w.LogSeverity)
 		}
 	}

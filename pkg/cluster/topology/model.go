@@ -67,8 +67,9 @@ type ACL struct {
 	Options     map[string]string
 	ExternalIDs map[string]string
 	// LogSeverity, when set, logs each packet the ACL hits (a connection's first, for
-	// allow-related) at that severity, rate-limited by the ACLLogMeter.
+	// allow-related) at that severity, rate-limited by Meter (ACLLogMeter when empty).
 	LogSeverity string
+	Meter       string
 }
 
 // Meter is a packet-rate meter the shard owns, by Name (unique in NB): packets above

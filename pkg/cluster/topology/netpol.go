@@ -153,6 +153,11 @@ func ForNetworkPolicy(in NetworkPolicyIn) Shard {
 	if in.Egress {
 		b.direction(egressDir, in.EgressRules)
 	}
+	for i := range b.sh.ACLs {
+		if b.sh.ACLs[i].LogSeverity != "" { // the namespace's own budget of log lines
+			b.sh.ACLs[i].Meter = NamespaceLogMeter(in.Namespace)
+		}
+	}
 	sort.Slice(b.sh.ACLs, func(i, j int) bool { return b.sh.ACLs[i].Name < b.sh.ACLs[j].Name })
 	sort.Slice(b.sh.AddressSets, func(i, j int) bool { return b.sh.AddressSets[i].Name < b.sh.AddressSets[j].Name })
 	return b.sh

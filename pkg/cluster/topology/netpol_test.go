@@ -414,3 +414,22 @@ func prefixStrings(ps []netip.Prefix) []string {
 	}
 	return out
 }
+
+// A namespace's logged policy ACLs name that namespace's meter, so its flood spends its own
+// budget; ACLs that do not log name none. Names stay apart however namespaces are spelled.
+func TestPolicyACLsLogThroughTheirNamespaceMeter(t *testing.T) {
+	in := NetworkPolicyIn{Namespace: "team-a", Name: "web", Ingress: true, JoinCIDRs: prefixes("100.64.0.0/16"),
+		Pods: []PolicyPodIn{ppod("a.team-a", "10.16.0.5")}, IngressRules: []PolicyRuleIn{{AllPeers: true}},
+		Logging: ACLLogging{Deny: "alert"}}
+	for _, a := range ForNetworkPolicy(in).ACLs {
+		if want := map[bool]string{true: NamespaceLogMeter("team-a"), false: ""}[a.LogSeverity != ""]; a.Meter != want {
+			t.Errorf("%s (log %q): meter %q, want %q", a.Name, a.LogSeverity, a.Meter, want)
+		}
+	}
+	if NamespaceLogMeter("team-a") == NamespaceLogMeter("team_a") || NamespaceLogMeter("a") == ACLLogMeter {
+		t.Errorf("meter names collide: %q %q %q", NamespaceLogMeter("team-a"), NamespaceLogMeter("team_a"), NamespaceLogMeter("a"))
+	}
+	if sh := ForNamespaceLogMeter("team-a", 20); len(sh.Meters) != 1 || sh.Meters[0].Name != NamespaceLogMeter("team-a") || sh.Meters[0].RatePPS != 20 {
+		t.Errorf("namespace meter shard %+v", sh)
+	}
+}

@@ -36,8 +36,8 @@ import (
 // over GRE or ERSPAN. A Mirror only copies: OVN's flows forward every packet as before. With
 // no pod selected no Mirror row exists.
 
-// Annotation set to "true" on a pod mirrors its traffic (with Annotated or
-// All on its node).
+// Annotation set to "true" on a pod mirrors its traffic (with Annotated on its node, for a
+// namespace the admin allows, or All).
 const Annotation = annotation.Prefix + "mirror"
 
 // Port is the node's mirror interface.
@@ -48,7 +48,7 @@ type Mode string
 
 const (
 	Off       Mode = "off"       // no mirror0, no Mirror rows, annotations ignored
-	Annotated Mode = "annotated" // the pods annotated ovn.kovn.io/mirror=true
+	Annotated Mode = "annotated" // the pods annotated ovn.kovn.io/mirror=true, of the Namespaces allowed
 	All       Mode = "all"       // every pod of the node
 )
 
@@ -120,7 +120,11 @@ type Reconciler struct {
 	OVS           libovsdb.Client
 	Bridge        string
 	Mode          Mode
-	Remote        *Remote
+	// Namespaces whose pods the annotation may select in Annotated mode ("*": any). A pod's
+	// annotation is its namespace user's to write; the collector and mirror0 are the admin's,
+	// so which namespaces may send their traffic there is the admin's (--mirror-namespaces).
+	Namespaces []string
+	Remote     *Remote
 	// LinkUp brings mirror0's device up once ovs-vswitchd made it (nil: netlink); it reports
 	// whether the device exists yet.
 	LinkUp func(name string) (bool, error)
@@ -187,7 +191,7 @@ func (r *Reconciler) selectedPorts(ctx context.Context) ([]string, bool, error) 
 		if p.Spec.HostNetwork || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		if r.Mode == All || p.Annotations[Annotation] == "true" {
+		if r.Mode == All || p.Annotations[Annotation] == "true" && r.mayMirror(p.Namespace) {
 			want[contract.PodPortName(p.Namespace, p.Name)] = true
 		}
 	}
@@ -330,6 +334,10 @@ func (r *Reconciler) mirrorOps(ctx context.Context, br *vswitch.Bridge, ports []
 		}
 	}
 	return ops, nil
+}
+
+func (r *Reconciler) mayMirror(ns string) bool {
+	return slices.Contains(r.Namespaces, "*") || slices.Contains(r.Namespaces, ns)
 }
 
 // SetupWithManager: any event of this node's pods queues the one key.

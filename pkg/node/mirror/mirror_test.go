@@ -115,12 +115,18 @@ func TestMirrors(t *testing.T) {
 	objs := []client.Object{pods[0], pods[1], pods[2]}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
 	var upped []string
-	r := &Reconciler{Client: c, OVS: ovs, Bridge: cni.DefaultBridge, Mode: Annotated,
+	r := &Reconciler{Client: c, OVS: ovs, Bridge: cni.DefaultBridge, Mode: Annotated, Namespaces: []string{"other"},
 		LinkUp: func(n string) (bool, error) { upped = append(upped, n); return true, nil }}
 	reconcileMirrors(t, r)
 	if i := hasPort(t, ovs, Port); i == nil || i.Type != "internal" || !slices.Contains(upped, Port) {
 		t.Fatalf("mirror0: %+v, brought up: %v", i, upped)
 	}
+	// The annotation is the namespace user's; only namespaces the admin allows are mirrored.
+	if got := mirrorState(t, ovs); len(got) != 0 {
+		t.Errorf("annotated in a namespace not allowed: %v, want no Mirror", got)
+	}
+	r.Namespaces = []string{"other", "ns"}
+	reconcileMirrors(t, r)
 	want := map[string][3][]string{"kovn-mirror0": {{Port}, {"veth-a"}, {"veth-a"}}}
 	if got := mirrorState(t, ovs); !equalMirrors(got, want) {
 		t.Errorf("annotated: %v, want %v", got, want)

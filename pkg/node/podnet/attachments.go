@@ -107,9 +107,7 @@ func (p *PodNetworks) definition(ctx context.Context, podNS string, sel netattac
 	case err != nil:
 		return netattach.Attachment{}, fmt.Errorf("network %s: reading its NetworkAttachmentDefinition: %v", sel.Key(), err)
 	}
-	// The same plugin list as kovn-controller's (netattach.DefaultDelegates), so both refuse
-	// the same definitions.
-	a, err := netattach.ParseNAD(sel.Key(), nad.Spec.Config, netattach.DefaultDelegates)
+	a, err := netattach.ParseNAD(sel.Key(), nad.Spec.Config, p.Delegates)
 	if err != nil {
 		return a, fmt.Errorf("%w: %v", cni.ErrInvalidConfig, err)
 	}

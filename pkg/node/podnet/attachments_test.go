@@ -63,7 +63,7 @@ func attachmentWorld(t *testing.T, networks string, extra ...client.Object) clie
 
 func TestPodAttachments(t *testing.T) {
 	c := attachmentWorld(t, `[{"name":"blue","interface":"net1","default-route":["192.168.50.1"]},{"name":"mv","interface":"net2","mac":"0a:58:00:00:00:42"},{"namespace":"lab","name":"red","interface":"red0"}]`)
-	p := &PodNetworks{Client: c, Live: c, NodeName: "n1"}
+	p := &PodNetworks{Client: c, Live: c, NodeName: "n1", Delegates: testDelegates}
 	pn, err := p.WaitPodNetwork(context.Background(), "ns1", "a", "u1")
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +105,7 @@ func TestPodAttachmentsRefused(t *testing.T) {
 		{desc: "record of another network", networks: `[{"name":"mv","interface":"net1"}]`},
 	} {
 		c := attachmentWorld(t, tc.networks, tc.extra...)
-		p := &PodNetworks{Client: c, Live: c, NodeName: "n1", Poll: 10 * time.Millisecond}
+		p := &PodNetworks{Client: c, Live: c, NodeName: "n1", Poll: 10 * time.Millisecond, Delegates: testDelegates}
 		if tc.noLive {
 			p.Live = nil
 		}
@@ -136,7 +136,7 @@ func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj clie
 func TestPodAttachmentsReadDefinitionsOnce(t *testing.T) {
 	c := attachmentWorld(t, `[{"name":"blue","interface":"net9"}]`)
 	live := &countingReader{Reader: c}
-	p := &PodNetworks{Client: c, Live: live, NodeName: "n1", Poll: 5 * time.Millisecond}
+	p := &PodNetworks{Client: c, Live: live, NodeName: "n1", Poll: 5 * time.Millisecond, Delegates: testDelegates}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	if _, err := p.WaitPodNetwork(ctx, "ns1", "a", "u1"); !errors.Is(err, context.DeadlineExceeded) {
@@ -184,3 +184,6 @@ func TestPodAttachmentsIgnored(t *testing.T) {
 		t.Fatalf("pod network %+v, %v, %d definition reads: want eth0 alone, no read", pn, err, live.gets)
 	}
 }
+
+// testDelegates allows the default delegate types on the node interface eth1.
+var testDelegates = netattach.DelegatePolicy{Plugins: netattach.DefaultDelegates.Plugins, HostInterfaces: []string{"eth1"}}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kovn/kovn/pkg/netattach"
 	"net"
 	"net/netip"
 	"time"
@@ -35,6 +36,9 @@ type PodNetworks struct {
 	// Live reads NetworkAttachmentDefinitions and Namespaces (a direct API reader: only pods
 	// with attachment networks need them); nil refuses attachments.
 	Live client.Reader
+	// Delegates are the plugin types and node interfaces attachment delegates may use (the
+	// same as kovn-controller's, so both refuse the same definitions).
+	Delegates netattach.DelegatePolicy
 	// IgnoreAttachments leaves the pods' k8s.v1.cni.cncf.io/networks to a meta-plugin
 	// (Multus) that calls kovn-cni as the default network only: eth0 alone is plumbed.
 	IgnoreAttachments bool

@@ -47,6 +47,9 @@ type NodePortReconciler struct {
 	// LoadBalancer Services' health check node ports. Either may be nil.
 	Health       *proxyhealth.Tracker
 	HealthChecks *proxyhealth.HealthCheckPorts
+	// ExternalIPCIDRs are the admin's ranges for spec.externalIPs (kovn-controller's flag of
+	// the same name); ServiceCIDRs the cluster's Service ranges. See contract.ExternalIPRules.
+	ExternalIPCIDRs, ServiceCIDRs []netip.Prefix
 	// Apply writes one family's rules; nil: iptables / ip6tables.
 	Apply func(is4 bool, rules string) error
 	// SyncOwnPods makes the family's OwnPodsSet hold the addresses of this node's pods; nil:
@@ -75,14 +78,16 @@ func (r *NodePortReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 	if err := r.List(ctx, &ips); err != nil { // the daemon caches its own node's only
 		return ctrl.Result{}, err
 	}
-	svcs, err := r.nodePortServices(ctx, subnets.Items)
+	addrs, err := r.nodeAddrs(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	peers, err := r.peerAddrs(ctx)
+	svcs, err := r.nodePortServices(ctx, subnets.Items, addrs)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	peers := maps.Clone(addrs)
+	delete(peers, r.NodeName)
 	side := NodeSide{KeepSource: keepSourcePrefixes(subnets.Items, ips.Items, r.NodeName), Join: joinPrefixes(subnets.Items, r.JoinSubnet), PeerAddrs: peers}
 	apply, syncOwn := r.Apply, r.SyncOwnPods
 	if apply == nil {
@@ -170,12 +175,19 @@ func localPodPrefixes(ips []kovnv1.IP, node string, inSubnet func(string) bool) 
 }
 
 // nodePortServices lists the Services that reach into the cluster through this node.
-func (r *NodePortReconciler) nodePortServices(ctx context.Context, subnets []kovnv1.Subnet) ([]NodePortService, error) {
+func (r *NodePortReconciler) nodePortServices(ctx context.Context, subnets []kovnv1.Subnet, nodeAddrs map[string][]netip.Addr) ([]NodePortService, error) {
 	var list corev1.ServiceList
 	if err := r.List(ctx, &list); err != nil {
 		return nil, err
 	}
 	inCluster := subnetPrefixes(subnets)
+	// The controller's rules for spec.externalIPs: the node translates (for the traffic it
+	// receives and its own) exactly the addresses OVN balances.
+	rules := contract.ExternalIPRules{Allowed: r.ExternalIPCIDRs, Reserved: append(slices.Clone(inCluster), r.ServiceCIDRs...)}
+	for _, as := range nodeAddrs {
+		rules.NodeAddrs = append(rules.NodeAddrs, as...)
+	}
+	claims := rules.Claims(list.Items)
 	bySvc, err := r.endpointsByService(ctx)
 	if err != nil {
 		return nil, err
@@ -184,7 +196,8 @@ func (r *NodePortReconciler) nodePortServices(ctx context.Context, subnets []kov
 	for i := range list.Items {
 		svc := &list.Items[i]
 		eps := bySvc[svc.Namespace+"/"+svc.Name]
-		s, ok := nodePortService(svc, inCluster)
+		external, _ := rules.ExternalIPs(svc, claims)
+		s, ok := nodePortService(svc, inCluster, external)
 		s.HostEndpoints = hostEndpoints(svc, eps, r.NodeName, inCluster)
 		if !ok && len(s.HostEndpoints) == 0 {
 			continue
@@ -271,10 +284,11 @@ func subnetPrefixes(subnets []kovnv1.Subnet) []netip.Prefix {
 	return out
 }
 
-// nodePortService reads a Service; false when nothing reaches it through a node. External
+// nodePortService reads a Service; false when nothing reaches it through a node. external are
+// its spec.externalIPs the rules honour (contract.ExternalIPRules); load balancer ingress
 // addresses inside inCluster (a Subnet's CIDRs) are left out: translating them would hand a
 // pod's or a node's traffic to the Service (kovn-controller refuses them with an event).
-func nodePortService(svc *corev1.Service, inCluster []netip.Prefix) (NodePortService, bool) {
+func nodePortService(svc *corev1.Service, inCluster []netip.Prefix, external []netip.Addr) (NodePortService, bool) {
 	if !contract.ServedByKovn(svc.Labels) { // another proxy's, or headless by label
 		return NodePortService{}, false
 	}
@@ -292,12 +306,9 @@ func nodePortService(svc *corev1.Service, inCluster []netip.Prefix) (NodePortSer
 			s.ClusterIPs = append(s.ClusterIPs, a)
 		}
 	}
-	ext := append([]string(nil), svc.Spec.ExternalIPs...)
+	s.ExternalIPs = slices.Clone(external)
 	for _, ing := range svc.Status.LoadBalancer.Ingress {
-		ext = append(ext, ing.IP)
-	}
-	for _, ip := range ext {
-		if a, err := netip.ParseAddr(ip); err == nil && !slices.ContainsFunc(inCluster, func(p netip.Prefix) bool { return p.Contains(a) }) {
+		if a, err := netip.ParseAddr(ing.IP); err == nil && !slices.ContainsFunc(inCluster, func(p netip.Prefix) bool { return p.Contains(a) }) {
 			s.ExternalIPs = append(s.ExternalIPs, a)
 		}
 	}
@@ -338,9 +349,9 @@ func peerEndpoints(eps []LocalEndpoint, node string) []PeerEndpoints {
 	return out
 }
 
-// peerAddrs are the other nodes' InternalIP and ExternalIP addresses, by node name, each
-// node's sorted and each once.
-func (r *NodePortReconciler) peerAddrs(ctx context.Context) (map[string][]netip.Addr, error) {
+// nodeAddrs are every node's InternalIP and ExternalIP addresses, by node name, each node's
+// sorted and each once.
+func (r *NodePortReconciler) nodeAddrs(ctx context.Context) (map[string][]netip.Addr, error) {
 	if r.Nodes == nil {
 		return nil, nil
 	}
@@ -350,9 +361,6 @@ func (r *NodePortReconciler) peerAddrs(ctx context.Context) (map[string][]netip.
 	}
 	out := map[string][]netip.Addr{}
 	for _, n := range nodes.Items {
-		if n.Name == r.NodeName {
-			continue
-		}
 		for _, a := range n.Status.Addresses {
 			if ip, err := netip.ParseAddr(a.Address); err == nil && (a.Type == corev1.NodeInternalIP || a.Type == corev1.NodeExternalIP) {
 				out[n.Name] = append(out[n.Name], ip)

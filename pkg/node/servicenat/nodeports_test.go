@@ -3,6 +3,7 @@ package servicenat
 import (
 	"errors"
 	"fmt"
+	"github.com/kovn/kovn/pkg/contract"
 	"net/netip"
 	"os/exec"
 	"slices"
@@ -110,18 +111,28 @@ func TestNodePortRulesApply(t *testing.T) {
 	})
 }
 
-// An external address inside a Subnet is never translated on the node: it would capture a
-// pod's traffic (kubelet's probes included).
-func TestNodePortServiceSkipsInClusterExternalIPs(t *testing.T) {
+// The node translates (arriving traffic and its own, nat PREROUTING and OUTPUT) only the
+// external IPs the controller's rules honour: one inside a Subnet would capture a pod's
+// traffic (kubelet's probes included), one outside the admin's ranges the node's own
+// connections to it (the control plane's southbound port, CVE-2020-8554).
+func TestNodePortServiceTranslatesOnlyHonouredExternalIPs(t *testing.T) {
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "thief"}, Spec: corev1.ServiceSpec{
-		ClusterIPs: []string{"10.96.0.30"}, ExternalIPs: []string{"10.16.0.5", "198.51.100.10"},
-		Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 8080}}}}
-	s, ok := nodePortService(svc, []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16")})
+		ClusterIPs: []string{"10.96.0.30"}, ExternalIPs: []string{"10.16.0.5", "198.51.100.10", "172.30.0.2"},
+		Ports: []corev1.ServicePort{{Name: "sb", Protocol: corev1.ProtocolTCP, Port: 6642}}}}
+	inCluster := []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16")}
+	rules := contract.ExternalIPRules{Allowed: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}, Reserved: inCluster}
+	external, _ := rules.ExternalIPs(svc, rules.Claims([]corev1.Service{*svc}))
+	s, ok := nodePortService(svc, inCluster, external)
 	if !ok || len(s.ExternalIPs) != 1 || s.ExternalIPs[0] != netip.MustParseAddr("198.51.100.10") {
 		t.Errorf("external IPs %v (ok %v), want only 198.51.100.10", s.ExternalIPs, ok)
 	}
-	svc.Spec.ExternalIPs = []string{"10.16.0.5"}
-	if s, ok := nodePortService(svc, []netip.Prefix{netip.MustParsePrefix("10.16.0.0/16")}); ok {
+	if out := NodePortRules(true, []NodePortService{s}, NodeSide{}); !strings.Contains(out, "-d 198.51.100.10/32 -p tcp --dport 6642") ||
+		strings.Contains(out, "172.30.0.2") || strings.Contains(out, "10.16.0.5") {
+		t.Errorf("rules:\n%s", out)
+	}
+	svc.Spec.ExternalIPs = []string{"10.16.0.5", "172.30.0.2"}
+	external, _ = rules.ExternalIPs(svc, rules.Claims([]corev1.Service{*svc}))
+	if s, ok := nodePortService(svc, inCluster, external); ok {
 		t.Errorf("a Service left with no node-facing address was kept: %+v", s)
 	}
 }
@@ -259,11 +270,11 @@ func TestNodePortServiceSkipsOtherProxies(t *testing.T) {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "np", Labels: map[string]string{label: "x"}},
 			Spec: corev1.ServiceSpec{ClusterIPs: []string{"10.96.0.30"}, Type: corev1.ServiceTypeNodePort,
 				Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30090}}}}
-		if s, ok := nodePortService(svc, nil); ok {
+		if s, ok := nodePortService(svc, nil, nil); ok {
 			t.Errorf("labelled %s: kept %+v", label, s)
 		}
 		delete(svc.Labels, label)
-		if _, ok := nodePortService(svc, nil); !ok {
+		if _, ok := nodePortService(svc, nil, nil); !ok {
 			t.Errorf("without %s: dropped", label)
 		}
 	}
