@@ -3,8 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +46,10 @@ func tenantAttacks(t *testing.T, c *cluster, st *rig.State) {
 	t.Run("a node's join address passes policies only to its own pods", func(t *testing.T) {
 		c.t = t
 		otherNodesJoinDenied(t, c, st)
+	})
+	t.Run("outside traffic routed to a node is judged by the victim's policy", func(t *testing.T) {
+		c.t = t
+		outsideTrafficJudged(t, c, st)
 	})
 	t.Run("a Service's external IPs capture nothing outside the admin's ranges", func(t *testing.T) {
 		c.t = t
@@ -89,6 +95,61 @@ spec:
 	c.t.Logf("event: %s", msg)
 	if p, err := c.kc.CoreV1().Pods(tenantNS).Get(context.Background(), "on-nic", metav1.GetOptions{}); err != nil || p.Status.Phase == corev1.PodRunning {
 		c.t.Errorf("the pod with a delegate on the node's eth0: %v, phase %s (want it never started)", err, p.Status.Phase)
+	}
+}
+
+// outsideTrafficJudged: the external host routes t2's pod v (on c1-n1, behind default-deny)
+// through a node. Through v's own node the connection keeps the client's address (the reply
+// returns through that node anyway): default-deny refuses it, and an ipBlock naming the
+// external host admits it. Through c1-n2 the connection is masqueraded to c1-n2's join address
+// for the reply to find its way back: no policy admits that address by default, so it stays
+// refused even with the ipBlock (before, every policy admitted the whole join network).
+func outsideTrafficJudged(t *testing.T, c *cluster, st *rig.State) {
+	cfg := st.Config
+	ext := cfg.ExtNS()
+	v := c.waitReady(victimNS, "v", 30*time.Second)
+	reaches := func(ip netip.Addr, node int) bool {
+		t.Helper()
+		via := cfg.NodeIPs(1, node)[slices.IndexFunc(cfg.NodeIPs(1, node), func(a netip.Addr) bool { return a.Is4() == ip.Is4() })]
+		if out, err := exec.Command("ip", "-n", ext, "route", "replace", ip.String(), "via", via.String()).CombinedOutput(); err != nil {
+			t.Fatalf("route %s via c1-n%d on the external host: %v %s", ip, node, err, out)
+		}
+		target := hostPort(ip.String(), 9000)
+		return strings.Contains(nodeTestbox(t, st, ext, "probe", "-t", "2s", target), target+" ok")
+	}
+	var ips []netip.Addr
+	for _, p := range v.Status.PodIPs {
+		ips = append(ips, netip.MustParseAddr(p.IP))
+	}
+	for _, ip := range ips {
+		for node := 1; node <= 2; node++ {
+			if reaches(ip, node) {
+				t.Errorf("the external host reached t2/v %s through c1-n%d behind default-deny", ip, node)
+			}
+		}
+	}
+	var blocks []networkingv1.NetworkPolicyPeer
+	for _, h := range cfg.ExternalHostIPs() {
+		blocks = append(blocks, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: netip.PrefixFrom(h, h.BitLen()).String()}})
+	}
+	allow := policy(victimNS, "allow-ext", &metav1.LabelSelector{}, networkingv1.NetworkPolicySpec{
+		Ingress: []networkingv1.NetworkPolicyIngressRule{{From: blocks}}})
+	if _, err := c.kc.NetworkingV1().NetworkPolicies(victimNS).Create(context.Background(), &allow, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitPolicyPorts(victimNS+"/allow-ext", 1)
+	for _, ip := range ips {
+		if err := eventually(20*time.Second, func() error {
+			if !reaches(ip, 1) {
+				return fmt.Errorf("the external host does not reach t2/v %s through its own node c1-n1 with an ipBlock admitting it", ip)
+			}
+			return nil
+		}); err != nil {
+			t.Error(err)
+		}
+		if reaches(ip, 2) {
+			t.Errorf("the external host reached t2/v %s through c1-n2 (masqueraded to c1-n2's join address)", ip)
+		}
 	}
 }
 
