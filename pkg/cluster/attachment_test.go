@@ -57,8 +57,7 @@ func attachmentEnv(t *testing.T, pods ...*corev1.Pod) (*reconcilerEnv, *Attachme
 		e.reconcileSubnet(t, s)
 	}
 	e.reconcile(t, e.nodes, "", "n1")
-	return e, &AttachmentReconciler{Client: e.c, State: e.st, Recorder: e.rec, Delegates: netattach.DelegatePolicy{
-		Plugins: netattach.DefaultDelegates.Plugins, HostInterfaces: []string{"eth1", "cni0"}}}
+	return e, &AttachmentReconciler{Client: e.c, State: e.st, Recorder: e.rec, Delegates: netattach.AllowingHostInterfaces("eth1", "cni0")}
 }
 
 func attachedPod(name, networks string) *corev1.Pod {

@@ -257,8 +257,7 @@ func Setup(mgr ctrl.Manager, st *State, nb libovsdb.Client, health *GatewayHealt
 		&IPPoolReconciler{Client: c, State: st},
 		&NodeReconciler{Client: c, State: st, NB: nb},
 		&PodReconciler{Client: c, State: st, Recorder: rec},
-		&AttachmentReconciler{Client: c, State: st, Recorder: rec, Delegates: netattach.DelegatePolicy{
-			Plugins: netattach.DefaultDelegates.Plugins, HostInterfaces: st.Opts.AttachmentHostInterfaces}},
+		&AttachmentReconciler{Client: c, State: st, Recorder: rec, Delegates: netattach.AllowingHostInterfaces(st.Opts.AttachmentHostInterfaces...)},
 		&PodPortReconciler{Client: c, State: st, NB: nb, Recorder: rec},
 		&StatefulSetReconciler{Client: c, State: st},
 		&ServiceReconciler{Client: c, State: st, NB: nb, Recorder: rec, ExternalIPCIDRs: st.Opts.ExternalIPCIDRs},

@@ -46,6 +46,11 @@ type DelegatePolicy struct {
 // with no node interface allowed.
 var DefaultDelegates = DelegatePolicy{Plugins: []string{"macvlan", "ipvlan", "bridge", "host-device"}}
 
+// AllowingHostInterfaces is DefaultDelegates's plugin types on the node interfaces ifaces.
+func AllowingHostInterfaces(ifaces ...string) DelegatePolicy {
+	return DelegatePolicy{Plugins: DefaultDelegates.Plugins, HostInterfaces: ifaces}
+}
+
 // hostInterfaceFields are, per delegate type, the fields naming a node interface; what they
 // default to when left out ("": the node's default-route interface for macvlan and ipvlan).
 var hostInterfaceFields = map[string]map[string]string{

@@ -123,7 +123,7 @@ func TestParseNAD(t *testing.T) {
 }
 
 // testDelegates allows the default plugin types on the node interfaces eth1 and cni0.
-var testDelegates = DelegatePolicy{Plugins: DefaultDelegates.Plugins, HostInterfaces: []string{"eth1", "cni0"}}
+var testDelegates = AllowingHostInterfaces("eth1", "cni0")
 
 func TestStatusRoundTrip(t *testing.T) {
 	in := []NetworkStatus{

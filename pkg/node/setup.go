@@ -228,7 +228,7 @@ func setupCNI(mgr ctrl.Manager, cfg Config, deps Deps, ul *underlay.Reconciler) 
 	ports := cni.NewOVSAttacher(deps.OVS, cfg.Bridge)
 	handler := cni.NewPodHandler(&podnet.PodNetworks{Client: mgr.GetClient(), NodeName: cfg.NodeName, MTU: cfg.MTU, Underlay: ul,
 		Live: mgr.GetAPIReader(), IgnoreAttachments: !cfg.AttachmentNetworks,
-		Delegates: netattach.DelegatePolicy{Plugins: netattach.DefaultDelegates.Plugins, HostInterfaces: cfg.AttachmentHostInterfaces}}, ports)
+		Delegates: netattach.AllowingHostInterfaces(cfg.AttachmentHostInterfaces...)}, ports)
 	handler.Log = ctrl.Log.WithName("cni")
 	handler.CNIBinDir, handler.StateDir = cfg.CNIBinDir, cfg.StateDir
 	handler.Status = &podnet.NetworkStatusPublisher{Client: mgr.GetClient()}

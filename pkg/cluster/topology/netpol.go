@@ -299,7 +299,7 @@ func portClauses(ports []PolicyPortIn, pods []PolicyPodIn, f string) []string {
 }
 
 // blockClause matches an ipBlock on field (e.g. ip4.src): its CIDR minus its exceptions,
-// written as the positive prefixes left (cidrMinus). ok is false when the exceptions leave
+// written as the positive prefixes left (prefixesLeft). ok is false when the exceptions leave
 // no address: the ipBlock admits nothing.
 //
 // Never "field == CIDR && field != {excepts}": ovn-controller (23.03) expands a negated set
@@ -308,7 +308,7 @@ func portClauses(ports []PolicyPortIn, pods []PolicyPodIn, f string) []string {
 // of ovn-controller), while positive prefixes cost two flows each (100 exceptions: 830
 // prefixes, 1,734 flows). test/bench TestIPBlockExceptFlows measures both.
 func blockClause(field string, blk IPBlockIn) (string, bool) {
-	left := cidrMinus(blk.CIDR, blk.Except)
+	left := prefixesLeft(blk.CIDR, blk.Except)
 	if len(left) == 0 {
 		return "", false
 	}
@@ -317,19 +317,6 @@ func blockClause(field string, blk IPBlockIn) (string, bool) {
 		vals = append(vals, p.String())
 	}
 	return fmt.Sprintf("%s == %s", field, valueSet(vals)), true
-}
-
-// cidrMinus returns the fewest prefixes, in address order, that hold exactly the addresses of
-// cidr no exception holds: cidr itself when no exception overlaps it, none when one covers it
-// whole. Exceptions of the other family or outside cidr are ignored; overlapping and nested
-// ones are fine.
-//
-// The result is bounded, so is the ACL: an exception inside a /n leaves, at each prefix
-// length from n+1 down to its own, at most the sibling of the prefix that holds it, so k
-// exceptions in a /n of a family of maxbits bits (32 or 128) give at most k*(maxbits-n)
-// prefixes (100 /24s in a /8: at most 100*16 = 1,600; fewer, as they share upper levels).
-func cidrMinus(cidr netip.Prefix, except []netip.Prefix) []netip.Prefix {
-	return prefixesLeft(cidr, except)
 }
 
 // anyOf ORs alternatives, sorted so an unchanged rule renders the same match whatever order

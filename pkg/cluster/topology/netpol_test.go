@@ -365,9 +365,9 @@ func TestCidrMinus(t *testing.T) {
 		{name: "IPv6 except outside, v4 ignored", cidr: "fd00::/64", except: []string{"fd01::/64", "10.0.0.0/8"}, want: []string{"fd00::/64"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := prefixStrings(cidrMinus(netip.MustParsePrefix(tc.cidr), prefixes(tc.except...)))
+			got := prefixStrings(prefixesLeft(netip.MustParsePrefix(tc.cidr), prefixes(tc.except...)))
 			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("cidrMinus(%s, %v)\n got %v\nwant %v", tc.cidr, tc.except, got, tc.want)
+				t.Errorf("prefixesLeft(%s, %v)\n got %v\nwant %v", tc.cidr, tc.except, got, tc.want)
 			}
 		})
 	}
@@ -386,7 +386,7 @@ func TestCidrMinusExhaustive(t *testing.T) {
 			a := netip.AddrFrom4([4]byte{10, 16 + byte(rng.IntN(2)), byte(rng.IntN(32)), byte(rng.IntN(256))})
 			except = append(except, netip.PrefixFrom(a, 16+rng.IntN(17)).Masked())
 		}
-		got := cidrMinus(cidr, except)
+		got := prefixesLeft(cidr, except)
 		if len(got) > max(1, len(except)*(32-cidr.Bits())) {
 			t.Errorf("except %v: %d prefixes", except, len(got))
 		}

@@ -112,6 +112,11 @@ func complement(in []netip.Prefix, v4 bool) []netip.Prefix {
 // prefixesLeft returns the fewest prefixes, in address order, holding the addresses of within
 // that no prefix of taken holds. Prefixes of taken outside within (or of the other family)
 // count for nothing; one holding within whole leaves nothing.
+//
+// The result is bounded, so is an ACL written from it: a prefix of taken inside a /n leaves,
+// at each length from n+1 down to its own, at most the sibling of the prefix that holds it, so
+// k of them in a /n of a family of maxbits bits give at most k*(maxbits-n) prefixes (100 /24s
+// in a /8: at most 1,600; fewer, as they share upper levels).
 func prefixesLeft(within netip.Prefix, taken []netip.Prefix) []netip.Prefix {
 	within = within.Masked()
 	first, last := within.Addr(), lastAddr(within)

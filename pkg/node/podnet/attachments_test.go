@@ -186,4 +186,4 @@ func TestPodAttachmentsIgnored(t *testing.T) {
 }
 
 // testDelegates allows the default delegate types on the node interface eth1.
-var testDelegates = netattach.DelegatePolicy{Plugins: netattach.DefaultDelegates.Plugins, HostInterfaces: []string{"eth1"}}
+var testDelegates = netattach.AllowingHostInterfaces("eth1")
