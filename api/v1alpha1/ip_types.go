@@ -10,6 +10,7 @@ import (
 //
 // +kubebuilder:validation:XValidation:rule="(has(self.v4IP) && size(self.v4IP) > 0) || (has(self.v6IP) && size(self.v6IP) > 0)",message="at least one of v4IP and v6IP is required"
 // +kubebuilder:validation:XValidation:rule="has(self.network) == has(self.interface)",message="network and interface go together: both for an attachment, neither for eth0"
+// +kubebuilder:validation:XValidation:rule="!has(self.masquerade) || !self.masquerade || !has(self.podName) || size(self.podName) == 0",message="masquerade is a node's address, never a pod's"
 type IPSpec struct {
 	// PodName is the pod holding the address; for a node's ovn0 port it is empty and NodeName set.
 	// +kubebuilder:validation:MaxLength=253
@@ -54,6 +55,12 @@ type IPSpec struct {
 	// interface and kovn only allocated its addresses, so it has no OVN port.
 	// +optional
 	Delegated bool `json:"delegated,omitempty"`
+	// Masquerade: a node's masquerade address (podName empty, nodeName set), which the node
+	// gives the connections it forwards into the overlay for others (NodePorts, hostPorts,
+	// traffic routed to it from outside), so that pods' NetworkPolicies judge them instead of
+	// admitting them as the node's own traffic. Empty for the node's own join address.
+	// +optional
+	Masquerade bool `json:"masquerade,omitempty"`
 }
 
 // IPStatus is the observed state of an IP.

@@ -25,14 +25,36 @@ import (
 
 // NodeReconciler gives every node an address on the join subnet for its ovn0 port, publishes
 // it in the node's annotations, where kovn-daemon picks it up, and programs the node's shard:
-// its ovn0 port, its pods' port group and its reroute policies.
+// its ovn0 port, its pods' port group and its reroute policies. Each node also gets a
+// masquerade address (see contract.NodeMasqIPName), recorded in its own IP object only.
 type NodeReconciler struct {
 	client.Client
 	State *State
 	NB    libovsdb.Client
 }
 
-func nodeOwner(name string) string { return "node/" + name }
+func nodeOwner(name string) string     { return "node/" + name }
+func nodeMasqOwner(name string) string { return "node-masq/" + name }
+
+// nodeRecord is one of a node's addresses on the join subnet: its IP object and IPAM owner.
+type nodeRecord struct {
+	object, owner  string
+	masq           bool // spec.masquerade of its IP object
+	fromAnnotation bool // addressed before IP objects recorded nodes: the annotation has it
+}
+
+func joinRecord(node string) nodeRecord {
+	return nodeRecord{object: NodeIPObjectName(node), owner: nodeOwner(node), fromAnnotation: true}
+}
+
+// holds: ip is this record of node.
+func (rec nodeRecord) holds(ip *kovnv1.IP, node string) bool {
+	return ip.Spec.PodName == "" && ip.Spec.NodeName == node && ip.Spec.Interface == "" && ip.Spec.Masquerade == rec.masq
+}
+
+func masqRecord(node string) nodeRecord {
+	return nodeRecord{object: contract.NodeMasqIPName(node), owner: nodeMasqOwner(node), masq: true}
+}
 
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 
@@ -46,10 +68,12 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		if client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, err
 		}
-		r.State.IPAM.Release(nodeOwner(req.Name))
-		ip := kovnv1.IP{ObjectMeta: metav1.ObjectMeta{Name: NodeIPObjectName(req.Name)}}
-		if err := r.Delete(ctx, &ip); client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, err
+		for _, rec := range []nodeRecord{joinRecord(req.Name), masqRecord(req.Name)} {
+			r.State.IPAM.Release(rec.owner)
+			ip := kovnv1.IP{ObjectMeta: metav1.ObjectMeta{Name: rec.object}}
+			if err := r.Delete(ctx, &ip); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, err
+			}
 		}
 		return applyShard(ctx, r.NB, emptyShard(topology.OwnerNode, req.Name))
 	}
@@ -57,18 +81,12 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if !ok {
 		return ctrl.Result{RequeueAfter: time.Second}, nil // join subnet not registered yet
 	}
-	want, err := r.request(ctx, &node, join.Name)
+	alloc, err := r.allocate(ctx, &node, join.Name, joinRecord(node.Name))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	alloc, err := r.State.IPAM.Allocate(want)
-	if err != nil && (len(want.IPs) > 0 || want.MAC != "") {
-		alloc, err = r.State.IPAM.Allocate(ipam.Request{Owner: nodeOwner(node.Name), Subnet: join.Name})
-	}
+	masq, err := r.allocate(ctx, &node, join.Name, masqRecord(node.Name))
 	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.recordIP(ctx, node.Name, join.Name, alloc); err != nil {
 		return ctrl.Result{}, err
 	}
 	cidrs, gws := addressing(join, alloc.IPs)
@@ -81,45 +99,64 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	in := nodeIn(&node)
 	in.JoinIPs, in.JoinMAC = alloc.IPs, alloc.MAC // the IPAM's record, not what the annotation says
+	in.MasqIPs = masq.IPs
 	return applyShard(ctx, r.NB, topology.ForNode(in, &join))
+}
+
+// allocate gives the node the address rec stands for, the one it already has if it can, and
+// records it in rec's IP object.
+func (r *NodeReconciler) allocate(ctx context.Context, node *corev1.Node, join string, rec nodeRecord) (ipam.Allocation, error) {
+	want, err := r.request(ctx, node, join, rec)
+	if err != nil {
+		return ipam.Allocation{}, err
+	}
+	alloc, err := r.State.IPAM.Allocate(want)
+	if err != nil && (len(want.IPs) > 0 || want.MAC != "") {
+		alloc, err = r.State.IPAM.Allocate(ipam.Request{Owner: rec.owner, Subnet: join})
+	}
+	if err != nil {
+		return ipam.Allocation{}, err
+	}
+	return alloc, r.recordIP(ctx, node.Name, join, rec, alloc)
 }
 
 // NodeIPObjectName is the IP object recording a node's join address (its ovn0 port's name).
 func NodeIPObjectName(node string) string { return contract.NodePortName(node) }
 
-// request asks for the join address the node already has: the one its IP object records (the
-// controller's own record), else, for nodes addressed before IP objects recorded nodes, the
-// one in its annotations (its ovn0 is configured with it).
-func (r *NodeReconciler) request(ctx context.Context, node *corev1.Node, join string) (ipam.Request, error) {
-	want := ipam.Request{Owner: nodeOwner(node.Name), Subnet: join}
+// request asks for the address the node already has: the one rec's IP object records (the
+// controller's own record), else, for a join address given before IP objects recorded nodes,
+// the one in its annotations (its ovn0 is configured with it).
+func (r *NodeReconciler) request(ctx context.Context, node *corev1.Node, join string, rec nodeRecord) (ipam.Request, error) {
+	want := ipam.Request{Owner: rec.owner, Subnet: join}
 	var ip kovnv1.IP
-	err := r.Get(ctx, types.NamespacedName{Name: NodeIPObjectName(node.Name)}, &ip)
+	err := r.Get(ctx, types.NamespacedName{Name: rec.object}, &ip)
 	switch {
-	case err == nil && ip.Spec.PodName == "" && ip.Spec.NodeName == node.Name:
+	case err == nil && rec.holds(&ip, node.Name):
 		want.IPs, _ = ip.Spec.Addrs()
 		want.MAC = ip.Spec.MACAddress
 	case err == nil:
-		return want, fmt.Errorf("IP object %s belongs to pod %s/%s, not to node %s", ip.Name, ip.Spec.Namespace, ip.Spec.PodName, node.Name)
-	case apierrors.IsNotFound(err):
+		return want, fmt.Errorf("IP object %s is not node %s's (pod %s/%s, node %q)", ip.Name, node.Name, ip.Spec.Namespace, ip.Spec.PodName, ip.Spec.NodeName)
+	case apierrors.IsNotFound(err) && rec.fromAnnotation:
 		if ips, err := annotation.ParseAddrs(node.Annotations[annotation.JoinIP]); err == nil {
 			want.IPs = ips
 		}
 		want.MAC = node.Annotations[annotation.JoinMAC]
+	case apierrors.IsNotFound(err):
 	default:
 		return want, err
 	}
 	return want, nil
 }
 
-// recordIP writes the node's join address into its IP object, the durable record the IPAM is
+// recordIP writes the node's address into rec's IP object, the durable record the IPAM is
 // restored from.
-func (r *NodeReconciler) recordIP(ctx context.Context, node, join string, alloc ipam.Allocation) error {
-	ip := kovnv1.IP{ObjectMeta: metav1.ObjectMeta{Name: NodeIPObjectName(node)}}
-	spec := kovnv1.IPSpec{Subnet: join, NodeName: node, MACAddress: alloc.MAC}
+func (r *NodeReconciler) recordIP(ctx context.Context, node, join string, rec nodeRecord, alloc ipam.Allocation) error {
+	ip := kovnv1.IP{ObjectMeta: metav1.ObjectMeta{Name: rec.object}}
+	spec := kovnv1.IPSpec{Subnet: join, NodeName: node, MACAddress: alloc.MAC, Masquerade: rec.masq}
 	spec.SetAddrs(alloc.IPs)
 	_, err := ctrl.CreateOrUpdate(ctx, r.Client, &ip, func() error {
-		if ip.Spec.PodName != "" {
-			return fmt.Errorf("IP object %s belongs to pod %s/%s", ip.Name, ip.Spec.Namespace, ip.Spec.PodName)
+		if ip.ResourceVersion != "" && !rec.holds(&ip, node) {
+			return fmt.Errorf("IP object %s is not node %s's (pod %s/%s, node %q)", ip.Name, node, ip.Spec.Namespace, ip.Spec.PodName, ip.Spec.NodeName)
 		}
 		ip.Spec = spec
 		if ip.Labels == nil {

@@ -160,6 +160,8 @@ func Restore(ctx context.Context, c client.Client, st *State) error {
 		a.IPs, _ = ip.Spec.Addrs()
 		owner := podOwner(ip.Spec.Namespace, ip.Spec.PodName)
 		switch {
+		case ip.Spec.PodName == "" && ip.Spec.Masquerade:
+			owner = nodeMasqOwner(ip.Spec.NodeName)
 		case ip.Spec.PodName == "":
 			owner = nodeOwner(ip.Spec.NodeName)
 		case ip.Spec.Interface != "":

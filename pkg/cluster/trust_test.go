@@ -15,6 +15,7 @@ import (
 
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
+	"github.com/kovn/kovn/pkg/contract"
 	"github.com/kovn/kovn/pkg/ovn/model/nb"
 )
 
@@ -260,5 +261,53 @@ func TestNodeJoinAddressFromIPObject(t *testing.T) {
 	}
 	if a, ok := st.IPAM.Lookup(nodeOwner("n1")); !ok || a.IPs[0].String() != ip.Spec.V4IP {
 		t.Fatalf("restored join allocation %+v %v, want %s", a, ok, ip.Spec.V4IP)
+	}
+}
+
+// A node's masquerade address is a second join address of its own, recorded in its own IP
+// object and on its ovn0 port (OVN delivers replies to it there), kept across a restart, and
+// released with the node.
+func TestNodeMasqueradeAddress(t *testing.T) {
+	e := defaultEnv(t) // node n1 reconciled once
+	ctx := context.Background()
+	var join, masq kovnv1.IP
+	if err := e.c.Get(ctx, types.NamespacedName{Name: NodeIPObjectName("n1")}, &join); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.Get(ctx, types.NamespacedName{Name: contract.NodeMasqIPName("n1")}, &masq); err != nil ||
+		masq.Spec.NodeName != "n1" || !masq.Spec.Masquerade || masq.Spec.PodName != "" ||
+		masq.Spec.V4IP == "" || masq.Spec.V4IP == join.Spec.V4IP || masq.Labels[contract.LabelNode] != "n1" {
+		t.Fatalf("masquerade IP object %+v %v (join %s)", masq.Spec, err, join.Spec.V4IP)
+	}
+	if port := e.lsp("node-n1"); port == nil || !strings.Contains(port.Addresses[0], " "+join.Spec.V4IP) ||
+		!strings.Contains(port.Addresses[0], " "+masq.Spec.V4IP) {
+		t.Fatalf("ovn0 port %+v, want both %s and %s", port, join.Spec.V4IP, masq.Spec.V4IP)
+	}
+	st := NewState(DefaultOptions())
+	if err := Restore(ctx, e.c, st); err != nil {
+		t.Fatal(err)
+	}
+	if a, ok := st.IPAM.Lookup(nodeMasqOwner("n1")); !ok || a.IPs[0].String() != masq.Spec.V4IP {
+		t.Fatalf("restored masquerade allocation %+v %v, want %s", a, ok, masq.Spec.V4IP)
+	}
+	if a, ok := st.IPAM.Lookup(nodeOwner("n1")); !ok || a.IPs[0].String() != join.Spec.V4IP {
+		t.Fatalf("restored join allocation %+v %v, want %s", a, ok, join.Spec.V4IP)
+	}
+	e.reconcile(t, e.nodes, "", "n1") // again: the same two addresses
+	var again kovnv1.IP
+	if err := e.c.Get(ctx, types.NamespacedName{Name: contract.NodeMasqIPName("n1")}, &again); err != nil || again.Spec.V4IP != masq.Spec.V4IP {
+		t.Fatalf("masquerade address moved: %+v %v, want %s", again.Spec, err, masq.Spec.V4IP)
+	}
+	var n corev1.Node
+	_ = e.c.Get(ctx, types.NamespacedName{Name: "n1"}, &n)
+	if err := e.c.Delete(ctx, &n); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile(t, e.nodes, "", "n1")
+	if err := e.c.Get(ctx, types.NamespacedName{Name: contract.NodeMasqIPName("n1")}, &again); !apierrors.IsNotFound(err) {
+		t.Errorf("masquerade IP object after the node went: %v", err)
+	}
+	if _, ok := e.st.IPAM.Lookup(nodeMasqOwner("n1")); ok {
+		t.Error("masquerade address still allocated after the node went")
 	}
 }

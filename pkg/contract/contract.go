@@ -27,6 +27,17 @@ func AttachmentPortName(namespace, name, iface string) string {
 // NodePortName is the join-switch port of a node's ovn0.
 func NodePortName(node string) string { return "node-" + node }
 
+// A node's masquerade address: a second join address of its ovn0 port, never configured on
+// ovn0 itself, that the node's packet filter gives connections it forwards into the overlay
+// for someone else (NodePorts, hostPorts, traffic routed to the node from outside). The node's
+// own join address is admitted to the node's own pods (its kubelet's probes); the masquerade
+// address is admitted by nothing but a NetworkPolicy that names it, so forwarded traffic is
+// judged by the pod's policy instead of passing as the node. Its IP object is named
+// NodeMasqIPName(node), has no pod and has spec.masquerade set.
+
+// NodeMasqIPName is the IP object recording a node's masquerade address.
+func NodeMasqIPName(node string) string { return "masq-" + node }
+
 // Labels on Services that decide whether kovn serves a Service at all, as kube-proxy reads them.
 const (
 	// LabelServiceProxyName hands a Service to another service proxy (an ingress controller, a

@@ -314,6 +314,9 @@ type NodeIn struct {
 	NodeIPs []netip.Addr // InternalIP addresses
 	JoinIPs []netip.Addr
 	JoinMAC string
+	// MasqIPs are the node's masquerade addresses (see contract.NodeMasqIPName), also on
+	// its ovn0 port so that OVN delivers replies to them there.
+	MasqIPs []netip.Addr
 	// HoldsHealthPort: OVN bound the centralized subnet's health port (HealthPortName) to this
 	// node's chassis, i.e. BFD finds it the live gateway of highest priority. Set per subnet.
 	HoldsHealthPort bool

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -139,7 +140,7 @@ func ForNode(n NodeIn, join *SubnetIn) Shard {
 		// No port security: ovn0 receives traffic for addresses that are not its own (pods
 		// egressing through the node, replies to SNATed flows).
 		s.SwitchPorts = []SwitchPort{{Switch: join.Switch, Name: contract.NodePortName(n.Name),
-			Addresses: []string{addressesOf(n.JoinMAC, n.JoinIPs)}, ExternalIDs: map[string]string{"node": n.Name}}}
+			Addresses: []string{addressesOf(n.JoinMAC, append(slices.Clone(n.JoinIPs), n.MasqIPs...))}, ExternalIDs: map[string]string{"node": n.Name}}}
 	}
 	for _, nip := range n.NodeIPs {
 		if hop, ok := joinIPOf(n, nip.Is4()); ok {

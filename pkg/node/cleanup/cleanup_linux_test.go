@@ -157,7 +157,7 @@ func TestCleanupNodeRemovesKovnChainsOnly(t *testing.T) {
 			if err := servicenat.ApplyNodePortRules(fam.is4, servicenat.NodePortRules(fam.is4, []servicenat.NodePortService{webCluster, webLocal}, servicenat.NodeSide{})); err != nil {
 				t.Fatal(err)
 			}
-			if err := servicenat.ApplyHostPortRules(fam.is4, servicenat.HostPortRules(fam.is4, []servicenat.HostPortMapping{hpTCP})); err != nil {
+			if err := servicenat.ApplyHostPortRules(fam.is4, servicenat.HostPortRules(fam.is4, []servicenat.HostPortMapping{hpTCP}, nil)); err != nil {
 				t.Fatal(err)
 			}
 			// A chain an older kovn left, jumped to from someone else's chain; foreign rules.

@@ -52,7 +52,28 @@ func (r *HostPortReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 	if apply == nil {
 		apply = ApplyHostPortRules
 	}
-	return ctrl.Result{}, r.chains.sync(func(is4 bool) string { return HostPortRules(is4, maps) }, apply)
+	masq, err := nodeMasqAddrs(ctx, r.Client, r.NodeName)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.chains.sync(func(is4 bool) string { return HostPortRules(is4, maps, masq) }, apply)
+}
+
+// nodeMasqAddrs reads the node's masquerade addresses from the IP object kovn-controller
+// records them in (contract.NodeMasqIPName); none while it has not.
+func nodeMasqAddrs(ctx context.Context, c client.Reader, node string) ([]netip.Addr, error) {
+	var ip kovnv1.IP
+	err := c.Get(ctx, types.NamespacedName{Name: contract.NodeMasqIPName(node)}, &ip)
+	if apierrors.IsNotFound(err) {
+		return nil, nil // its creation brings another pass
+	} else if err != nil {
+		return nil, err
+	}
+	if ip.Spec.PodName != "" || ip.Spec.NodeName != node || !ip.Spec.Masquerade {
+		return nil, nil
+	}
+	addrs, _ := ip.Spec.Addrs()
+	return addrs, nil
 }
 
 // mappings lists the hostPorts of this node's pods with the addresses kovn-controller

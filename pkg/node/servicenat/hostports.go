@@ -14,14 +14,15 @@ import (
 // controller recorded for them (IP objects), never from CNI ADD: a restarted daemon rebuilds
 // them from the API, and a deleted pod's rules go with the pod (see hostport_controller.go).
 //
-// Connections are DNATed to podIP:containerPort and always masqueraded to the node's ovn0
-// (join) address. Without it the pod's reply would not come back through this node in
+// Connections are DNATed to podIP:containerPort and always masqueraded, into the overlay to the
+// node's masquerade address (see masqTarget: the pod's NetworkPolicy judges that address, not
+// the node's). Without it the pod's reply would not come back through this node in
 // several cases, since OVN routes replies by destination: to a pod client (routed pod to pod
 // inside OVN), to another node's address (rerouted to that node's ovn0), and to anyone when
 // the pod's subnet egresses through a centralized gateway on another node. Only an external
 // client of a distributed subnet's pod would be safe; telling it apart needs every node's
 // addresses, which the daemon does not watch (it caches only its own Node). The price is the
-// one NodePort ETP=Cluster pays: the pod sees the node's join address, not the client's.
+// one NodePort ETP=Cluster pays: the pod sees the node's masquerade address, not the client's.
 const (
 	hostPortChain     = "KOVN-HOSTPORTS"     // nat PREROUTING and OUTPUT
 	hostPortMasqChain = "KOVN-HOSTPORT-MASQ" // nat POSTROUTING
@@ -49,10 +50,11 @@ type HostPortMapping struct {
 // the same input always gives the same text (an unchanged node causes no rewrite). Two pods
 // on one hostIP/hostPort/protocol cannot both be scheduled to a node; if it happens anyway
 // (static pods), the first rule wins.
-func HostPortRules(is4 bool, maps []HostPortMapping) string {
+func HostPortRules(is4 bool, maps []HostPortMapping, masqAddrs []netip.Addr) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "*nat\n:%s - [0:0]\n:%s - [0:0]\n", hostPortChain, hostPortMasqChain)
-	fmt.Fprintf(&b, "-A %s -m mark --mark %s -j MASQUERADE\n", hostPortMasqChain, hostPortMark)
+	masq, _ := firstOfFamily(masqAddrs, is4)
+	b.WriteString(markedMasq(hostPortMasqChain, masq))
 	sorted := slices.Clone(maps)
 	slices.SortStableFunc(sorted, func(a, b HostPortMapping) int {
 		return cmp.Or(cmp.Compare(btoi(isWildcard(a.HostIP)), btoi(isWildcard(b.HostIP))), a.HostIP.Compare(b.HostIP),

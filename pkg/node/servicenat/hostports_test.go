@@ -33,7 +33,7 @@ var (
 // in its own family and before wildcards; every translation is marked for masquerade.
 func TestHostPortRules(t *testing.T) {
 	all := []HostPortMapping{hpUDP, hpTCP, hpOnV6, hpOnV4}
-	v4 := HostPortRules(true, all)
+	v4 := HostPortRules(true, all, nil)
 	want4 := `*nat
 :KOVN-HOSTPORTS - [0:0]
 :KOVN-HOSTPORT-MASQ - [0:0]
@@ -49,7 +49,7 @@ COMMIT
 	if v4 != want4 {
 		t.Errorf("IPv4 rules:\n%s\nwant:\n%s", v4, want4)
 	}
-	v6 := HostPortRules(false, all)
+	v6 := HostPortRules(false, all, nil)
 	for _, want := range []string{
 		`-A KOVN-HOSTPORTS -d fc00:f853::2/128 -m addrtype --dst-type LOCAL -p tcp -m tcp --dport 8081 -m comment --comment "ns/six:8080/TCP" -j DNAT --to-destination [fd00:10:16::8]:8080`,
 		`-A KOVN-HOSTPORTS ! -d ::1/128 -m addrtype --dst-type LOCAL -p udp -m udp --dport 8080 -m comment --comment "ns/udp:9001/UDP" -j DNAT --to-destination [fd00:10:16::6]:9001`,
@@ -62,10 +62,10 @@ COMMIT
 		t.Errorf("a hostIP published in the other family:\n%s\n%s", v4, v6)
 	}
 	v4only := HostPortMapping{Key: "ns/v4", Protocol: "TCP", HostPort: 80, ContainerPort: 80, PodIPs: addrList("10.16.0.9")}
-	if v6 := HostPortRules(false, []HostPortMapping{v4only}); strings.Contains(v6, "ns/v4") {
+	if v6 := HostPortRules(false, []HostPortMapping{v4only}, nil); strings.Contains(v6, "ns/v4") {
 		t.Errorf("an IPv4-only pod has IPv6 rules:\n%s", v6)
 	}
-	if again := HostPortRules(true, []HostPortMapping{hpOnV4, hpTCP, hpOnV6, hpUDP}); again != v4 {
+	if again := HostPortRules(true, []HostPortMapping{hpOnV4, hpTCP, hpOnV6, hpUDP}, nil); again != v4 {
 		t.Errorf("the order of the input changes the rules:\n%s", again)
 	}
 }
@@ -141,7 +141,7 @@ func TestHostPortRulesApply(t *testing.T) {
 		for _, is4 := range []bool{true, false} {
 			tool := map[bool]string{true: "iptables", false: "ip6tables"}[is4]
 			for _, maps := range [][]HostPortMapping{{hpTCP, hpUDP, hpOnV4, hpOnV6}, {hpTCP}} {
-				if err := ApplyHostPortRules(is4, HostPortRules(is4, maps)); err != nil {
+				if err := ApplyHostPortRules(is4, HostPortRules(is4, maps, nil)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -170,7 +170,7 @@ func TestPodHostPorts(t *testing.T) {
 	if len(maps) != 3 || maps[0].Protocol != "TCP" || maps[0].HostIP.IsValid() || maps[1].HostIP.IsValid() || maps[2].HostIP != netip.IPv6Unspecified() {
 		t.Fatalf("mappings %+v", maps)
 	}
-	v4, v6 := HostPortRules(true, maps), HostPortRules(false, maps)
+	v4, v6 := HostPortRules(true, maps, nil), HostPortRules(false, maps, nil)
 	if !strings.Contains(v4, "--dport 8081") || strings.Contains(v4, "--dport 8082") ||
 		!strings.Contains(v6, `! -d ::1/128 -m addrtype --dst-type LOCAL -p sctp -m sctp --dport 8082 -m comment --comment "ns/p:82/SCTP" -j DNAT --to-destination [fd00:10:16::5]:82`) {
 		t.Errorf("rules:\n%s\n%s", v4, v6)

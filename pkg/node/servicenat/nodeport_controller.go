@@ -88,7 +88,12 @@ func (r *NodePortReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 	}
 	peers := maps.Clone(addrs)
 	delete(peers, r.NodeName)
-	side := NodeSide{KeepSource: keepSourcePrefixes(subnets.Items, ips.Items, r.NodeName), Join: joinPrefixes(subnets.Items, r.JoinSubnet), PeerAddrs: peers}
+	masq, err := nodeMasqAddrs(ctx, r.Client, r.NodeName)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	side := NodeSide{KeepSource: keepSourcePrefixes(subnets.Items, ips.Items, r.NodeName), Join: joinPrefixes(subnets.Items, r.JoinSubnet),
+		Masq: masq, PeerAddrs: peers}
 	apply, syncOwn := r.Apply, r.SyncOwnPods
 	if apply == nil {
 		apply = ApplyNodePortRules

@@ -43,15 +43,41 @@ func OwnPodsSet(is4 bool) string {
 	return ownPodsSet6
 }
 
-// enterOverlayMasq masquerades every other connection this node forwards into the overlay from
+// enterOverlayMasq translates every other connection this node forwards into the overlay from
 // outside (the control plane reaching a pod or a ClusterIP for webhooks, aggregated APIs and
-// pods/proxy; anything routed to this node for the cluster's ranges) to the node's ovn0
-// address. The pod's reply then returns through this node: unmasqueraded, it would leave
-// through the pod's own node, be masqueraded there as pod egress and never match. Traffic the
-// node itself sends keeps its source, and so does traffic already translated to a pod here
-// (externalTrafficPolicy=Local, hostPort), whose client address the pod must see.
-const enterOverlayMasq = "-A " + nodePortMasqChain + " -o " + bootstrap.Ovn0 +
-	" -m addrtype ! --src-type LOCAL -m conntrack ! --ctstate DNAT -j MASQUERADE"
+// pods/proxy; anything routed to this node for the cluster's ranges) to the node's masquerade
+// address (see masqTarget). The pod's reply then returns through this node: untranslated, it
+// would leave through the pod's own node, be masqueraded there as pod egress and never match.
+// Traffic the node itself sends keeps its source, and so does traffic already translated to a
+// pod here (externalTrafficPolicy=Local, hostPort), whose client address the pod must see.
+func enterOverlayMasq(masq netip.Addr) string {
+	return "-A " + nodePortMasqChain + " -o " + bootstrap.Ovn0 +
+		" -m addrtype ! --src-type LOCAL -m conntrack ! --ctstate DNAT " + masqTarget(masq)
+}
+
+// masqTarget is where a connection forwarded into the overlay for someone else gets its
+// source: the node's masquerade address, a join address OVN delivers to this node's ovn0 but
+// that no ACL admits by itself (contract.NodeMasqIPName). MASQUERADE would give it ovn0's
+// own join address, which reaches this node's pods past every NetworkPolicy (the kubelet's
+// probes need that): a NodePort or a route to the node would then bypass the pod's policy.
+// Without a masquerade address yet (the controller has not recorded one), MASQUERADE.
+func masqTarget(masq netip.Addr) string {
+	if !masq.IsValid() {
+		return "-j MASQUERADE"
+	}
+	return "-j SNAT --to-source " + masq.String()
+}
+
+// markedMasq is the rules for connections kovn's mark asks to masquerade (NodePorts of
+// ETP=Cluster, hostPorts): into the overlay, the node's masquerade address; out of any other
+// interface, the address of that interface.
+func markedMasq(chain string, masq netip.Addr) string {
+	if !masq.IsValid() {
+		return fmt.Sprintf("-A %s -m mark --mark %s -j MASQUERADE\n", chain, nodePortMark)
+	}
+	return fmt.Sprintf("-A %s -m mark --mark %s -o %s %s\n-A %s -m mark --mark %s -j MASQUERADE\n",
+		chain, nodePortMark, bootstrap.Ovn0, masqTarget(masq), chain, nodePortMark)
+}
 
 // Destinations whose replies come back through this node anyway keep the client's address
 // (keepSource): this node's own pods in distributed-gateway subnets, whose egress is this
@@ -74,11 +100,12 @@ func leaveOverlayMasq(join netip.Prefix) string {
 
 // NodeSide is what the node's rules need besides the Services: KeepSource (destinations that
 // keep the client's address, see keepSourcePrefixes), Join, the join subnet's CIDRs (see
-// leaveOverlayMasq), and PeerAddrs, the other nodes' addresses by node name (see
-// NodePortService.Peers).
+// leaveOverlayMasq), Masq, the node's masquerade addresses (see masqTarget), and PeerAddrs,
+// the other nodes' addresses by node name (see NodePortService.Peers).
 type NodeSide struct {
 	KeepSource []netip.Prefix
 	Join       []netip.Prefix
+	Masq       []netip.Addr
 	PeerAddrs  map[string][]netip.Addr
 }
 
@@ -145,7 +172,8 @@ type LocalEndpoint = endpoints.Endpoint
 func NodePortRules(is4 bool, svcs []NodePortService, node NodeSide) string {
 	var b, reject strings.Builder
 	fmt.Fprintf(&b, "*nat\n:%s - [0:0]\n:%s - [0:0]\n", nodePortChain, nodePortMasqChain)
-	fmt.Fprintf(&b, "-A %s -m mark --mark %s -j MASQUERADE\n", nodePortMasqChain, nodePortMark)
+	masq, _ := firstOfFamily(node.Masq, is4)
+	b.WriteString(markedMasq(nodePortMasqChain, masq))
 	keep := append([]netip.Prefix(nil), node.KeepSource...)
 	sort.Slice(keep, func(i, j int) bool { return keep[i].String() < keep[j].String() })
 	for _, p := range keep {
@@ -153,7 +181,7 @@ func NodePortRules(is4 bool, svcs []NodePortService, node NodeSide) string {
 			fmt.Fprintf(&b, "-A %s -o %s -d %s -j RETURN\n", nodePortMasqChain, bootstrap.Ovn0, p)
 		}
 	}
-	fmt.Fprintf(&b, "%s\n", enterOverlayMasq)
+	fmt.Fprintf(&b, "%s\n", enterOverlayMasq(masq))
 	for _, p := range node.Join {
 		if p.Addr().Is4() == is4 {
 			fmt.Fprintf(&b, "%s\n", leaveOverlayMasq(p))

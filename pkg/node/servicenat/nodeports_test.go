@@ -497,3 +497,44 @@ func TestNodeAddressesOnly(t *testing.T) {
 		t.Errorf("a tombstone was changed: %v", tomb)
 	}
 }
+
+// TestForwardedIntoOverlayTakesMasqAddress: connections the node forwards into the overlay for
+// someone else (marked NodePort and hostPort traffic, anything routed in from outside) leave
+// with the node's masquerade address of their family, which no ACL admits by itself; ovn0's
+// own join address (MASQUERADE) would pass every pod's policy on this node as the node. The
+// rules are applied for real, each family with its own address.
+func TestForwardedIntoOverlayTakesMasqAddress(t *testing.T) {
+	masq := addrList("100.64.0.9", "fd00:100:64::9")
+	side := NodeSide{Masq: masq, Join: []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16"), netip.MustParsePrefix("fd00:100:64::/64")}}
+	netnstest.Do(t, func() {
+		for i, is4 := range []bool{true, false} {
+			tool := map[bool]string{true: "iptables", false: "ip6tables"}[is4]
+			if err := SyncOwnPodsSet(is4, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := ApplyNodePortRules(is4, NodePortRules(is4, []NodePortService{webCluster}, side)); err != nil {
+				t.Fatal(err)
+			}
+			if err := ApplyHostPortRules(is4, HostPortRules(is4, []HostPortMapping{hpTCP}, masq)); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(tool, "-t", "nat", "-S").CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s -S: %v %s", tool, err, out)
+			}
+			s, to := string(out), "-j SNAT --to-source "+masq[i].String()
+			for _, want := range []string{
+				"-A KOVN-NODEPORT-MASQ -o ovn0 -m mark --mark 0x4000/0x4000 " + to,
+				"-A KOVN-HOSTPORT-MASQ -o ovn0 -m mark --mark 0x4000/0x4000 " + to,
+				"-A KOVN-NODEPORT-MASQ -o ovn0 -m addrtype ! --src-type LOCAL -m conntrack ! --ctstate DNAT " + to,
+			} {
+				if !strings.Contains(s, want+"\n") {
+					t.Errorf("%s lacks %q:\n%s", tool, want, s)
+				}
+			}
+			if strings.Contains(s, "-o ovn0 -m addrtype ! --src-type LOCAL -m conntrack ! --ctstate DNAT -j MASQUERADE") {
+				t.Errorf("%s: traffic routed in from outside still masqueraded to ovn0's own address:\n%s", tool, s)
+			}
+		}
+	})
+}
