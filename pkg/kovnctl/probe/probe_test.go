@@ -93,3 +93,41 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckAllAtOnce: a client's checks run together. The server answers only once all three
+// checks' first requests are waiting (a barrier): one after another, the first request would
+// time out alone and every check would fail or answer late.
+func TestCheckAllAtOnce(t *testing.T) {
+	const n = 3
+	all := make(chan struct{})
+	var count atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if count.Add(1) == n {
+			close(all)
+		}
+		select {
+		case <-all:
+			fmt.Fprintln(w, "c1/server-n1")
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	var targets []Target
+	for i := range n {
+		targets = append(targets, Target{Check: fmt.Sprint("check ", i), URL: srv.URL + "/", Expect: []string{"c1/server-n1"}})
+	}
+	var out bytes.Buffer
+	if err := CheckAll(context.Background(), &out, "c1/client-n1", targets); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != n {
+		t.Fatalf("%d results, want %d:\n%s", len(lines), n, out.String())
+	}
+	for _, l := range lines {
+		var r Result
+		if err := json.Unmarshal([]byte(l), &r); err != nil || !r.OK || strings.Contains(r.Detail, "failed") {
+			t.Errorf("result %s (%v): want answered at the first request", l, err)
+		}
+	}
+}
