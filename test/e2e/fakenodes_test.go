@@ -20,6 +20,7 @@ import (
 // again, and the fake nodes are still Ready (not tainted unreachable) after the node monitor
 // grace period — their leases are being renewed.
 func TestFakeNodes(t *testing.T) {
+	concurrent(t) // waits on conditions only: no loss counted, nothing timed
 	const fakes, pods = 3, 20
 	cfg := rigConfig(t, 1, 1)
 	cfg.Kovn, cfg.FakeNodes = true, fakes

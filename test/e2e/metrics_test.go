@@ -20,6 +20,7 @@ import (
 // adds one successful CNI ADD and one network-ready observation there and one used address to
 // its subnet; ovn-controller stopped on c1-n2 reads 0 there and 1 again once it is back.
 func TestMetrics(t *testing.T) {
+	concurrent(t) // waits on conditions only: no loss counted, nothing timed
 	cfg := rigConfig(t, 1, 2)
 	cfg.Kovn = true
 	r := upRig(t, cfg)

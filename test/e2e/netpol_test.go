@@ -25,6 +25,7 @@ var probePorts = []int32{8080, 9000}
 // and 9000, both families) compared after each step with the truth table the NetworkPolicy
 // model (netpol_model_test.go) computes from the same policies.
 func TestNetworkPolicy(t *testing.T) {
+	concurrent(t) // waits on conditions only: no loss counted, nothing timed
 	cfg := rigConfig(t, 1, 2)
 	cfg.Kovn = true
 	r := upRig(t, cfg)
