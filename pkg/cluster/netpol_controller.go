@@ -39,7 +39,10 @@ func (r *NetworkPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		if client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, err
 		}
-		return applyShard(ctx, r.NB, emptyShard(topology.OwnerNetworkPolicy, owner))
+		if res, err := applyShard(ctx, r.NB, emptyShard(topology.OwnerNetworkPolicy, owner)); err != nil || !res.IsZero() {
+			return res, err
+		}
+		return r.dropUnusedLogMeter(ctx, req.Namespace)
 	}
 	in, err := r.policyIn(ctx, &np)
 	if err != nil {
@@ -61,6 +64,17 @@ func (r *NetworkPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		r.Recorder.Eventf(&np, corev1.EventTypeWarning, "PolicyNotProgrammed", "OVN ACLs not updated: %v", err)
 	}
 	return res, err
+}
+
+// dropUnusedLogMeter removes namespace ns's ACL log meter once its last NetworkPolicy is gone
+// (the namespace deleted, or its policies): no ACL names it any more, and meters would
+// otherwise pile up in NB with every namespace that ever logged.
+func (r *NetworkPolicyReconciler) dropUnusedLogMeter(ctx context.Context, ns string) (ctrl.Result, error) {
+	var left networkingv1.NetworkPolicyList
+	if err := r.List(ctx, &left, client.InNamespace(ns), client.Limit(1)); err != nil || len(left.Items) > 0 {
+		return ctrl.Result{}, err
+	}
+	return applyShard(ctx, r.NB, emptyShard(topology.OwnerACLLogging, topology.NamespaceLogMeterOwner(ns)))
 }
 
 // policyIn resolves the policy's selectors against the cached pods and namespaces.

@@ -249,6 +249,26 @@ func sharingExternalIPs(ctx context.Context, c client.Reader, o client.Object) [
 	return reqs
 }
 
+// servicesNodesConcern are the Services a node's coming, going or new addresses concern:
+// internalTrafficPolicy=Local ones and those naming external IPs.
+func servicesNodesConcern(svcs []corev1.Service) []reconcile.Request {
+	var reqs []reconcile.Request
+	for _, s := range svcs {
+		if itp := s.Spec.InternalTrafficPolicy; (itp != nil && *itp == corev1.ServiceInternalTrafficPolicyLocal) || len(s.Spec.ExternalIPs) > 0 {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}})
+		}
+	}
+	return reqs
+}
+
+// nodeAddressesChanged passes a Node update only when its addresses changed (not its
+// heartbeats).
+func nodeAddressesChanged(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*corev1.Node)
+	n, ok2 := e.ObjectNew.(*corev1.Node)
+	return ok1 && ok2 && !slices.Equal(o.Status.Addresses, n.Status.Addresses)
+}
+
 // SetupWithManager watches Services and their EndpointSlices (by the service-name label).
 func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	toService := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -258,27 +278,21 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 	})
-	// A node that comes or goes changes the backend lists of internalTrafficPolicy=Local
-	// Services (each chassis has its own); other Services do not care.
-	nodeLocal := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+	// A node that comes or goes, or whose addresses change, changes what some Services get:
+	// their backend lists (internalTrafficPolicy=Local: each chassis has its own) and which
+	// external IPs are honoured (never a node's address); other Services do not care.
+	nodeChanged := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 		var svcs corev1.ServiceList
 		if err := mgr.GetClient().List(ctx, &svcs); err != nil {
 			return nil
 		}
-		var reqs []reconcile.Request
-		for _, s := range svcs.Items {
-			if itp := s.Spec.InternalTrafficPolicy; itp != nil && *itp == corev1.ServiceInternalTrafficPolicyLocal {
-				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}})
-			}
-		}
-		return reqs
+		return servicesNodesConcern(svcs.Items)
 	})
 	return ctrl.NewControllerManagedBy(mgr).Named("service").For(&corev1.Service{}).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return sharingExternalIPs(ctx, mgr.GetClient(), o)
 		})).
 		Watches(&discoveryv1.EndpointSlice{}, toService).
-		Watches(&corev1.Node{}, nodeLocal, builder.WithPredicates(predicate.Funcs{
-			UpdateFunc: func(event.UpdateEvent) bool { return false }})).
+		Watches(&corev1.Node{}, nodeChanged, builder.WithPredicates(predicate.Funcs{UpdateFunc: nodeAddressesChanged})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).Complete(r)
 }

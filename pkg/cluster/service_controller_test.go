@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/kovn/kovn/pkg/cluster/topology"
 	"github.com/kovn/kovn/pkg/ovn/model/nb"
@@ -128,5 +129,31 @@ func TestExternalIPsOnlyFromAdminRanges(t *testing.T) {
 	}
 	if evs := strings.Join(e.events(), "\n"); !strings.Contains(evs, "172.30.0.2 refused: it is outside the allowed ranges") {
 		t.Errorf("events %q", evs)
+	}
+}
+
+// A node's new address may be one a Service names as an external IP: such Services (and the
+// internalTrafficPolicy=Local ones, whose backends are per node) are looked at again when a
+// node's addresses change; heartbeats pass nothing.
+func TestNodeChangesConcernSomeServices(t *testing.T) {
+	local := corev1.ServiceInternalTrafficPolicyLocal
+	svcs := []corev1.Service{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "plain"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "ext"}, Spec: corev1.ServiceSpec{ExternalIPs: []string{"198.51.100.7"}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "local"}, Spec: corev1.ServiceSpec{InternalTrafficPolicy: &local}},
+	}
+	got := servicesNodesConcern(svcs)
+	if len(got) != 2 || got[0].Name != "ext" || got[1].Name != "local" {
+		t.Errorf("Services a node change concerns: %v, want a/ext and a/local", got)
+	}
+	node := func(addr string, beat int64) *corev1.Node {
+		return &corev1.Node{Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: addr}},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, LastHeartbeatTime: metav1.Unix(beat, 0)}}}}
+	}
+	if nodeAddressesChanged(event.UpdateEvent{ObjectOld: node("172.30.1.11", 1), ObjectNew: node("172.30.1.11", 2)}) {
+		t.Error("a heartbeat passed")
+	}
+	if !nodeAddressesChanged(event.UpdateEvent{ObjectOld: node("172.30.1.11", 1), ObjectNew: node("198.51.100.7", 1)}) {
+		t.Error("a new node address did not pass")
 	}
 }

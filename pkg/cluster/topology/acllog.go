@@ -27,11 +27,14 @@ func NamespaceLogMeter(ns string) string {
 	return ACLLogMeter + "_ns_" + s
 }
 
+// NamespaceLogMeterOwner owns namespace ns's meter shard (ForNamespaceLogMeter).
+func NamespaceLogMeterOwner(ns string) string { return "namespace/" + ns }
+
 // ForNamespaceLogMeter is the shard of namespace ns's ACL log meter, ratePPS lines per second
 // per node with a second's burst: the admin's cap (--acl-log-rate), the same for every
 // namespace, not the tenant's to choose.
 func ForNamespaceLogMeter(ns string, ratePPS int) Shard {
-	return Shard{OwnerType: OwnerACLLogging, Owner: "namespace/" + ns,
+	return Shard{OwnerType: OwnerACLLogging, Owner: NamespaceLogMeterOwner(ns),
 		Meters: []Meter{{Name: NamespaceLogMeter(ns), RatePPS: ratePPS, BurstPackets: ratePPS}}}
 }
 
