@@ -70,9 +70,14 @@ func NodePortGroup(node string) string {
 }
 
 // RouterMAC derives a stable, locally administered MAC for a router port from its name, so a
-// restarted controller computes the same address.
+// restarted controller computes the same address. Never 0a:58:...: that is the range pods may
+// ask for (annotation.ParseRequestedMAC), and a pod holding its gateway's MAC would take the
+// gateway's traffic; one name in 256 hashes there and moves to 0a:59.
 func RouterMAC(portName string) string {
 	h := sha256.Sum256([]byte(portName))
+	if h[0] == 0x58 {
+		h[0] = 0x59
+	}
 	return fmt.Sprintf("0a:%02x:%02x:%02x:%02x:%02x", h[0], h[1], h[2], h[3], h[4])
 }
 

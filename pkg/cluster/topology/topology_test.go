@@ -1,6 +1,8 @@
 package topology
 
 import (
+	"crypto/sha256"
+	"fmt"
 	"net/netip"
 	"reflect"
 	"regexp"
@@ -372,5 +374,24 @@ func TestForSubnetUnderlay(t *testing.T) {
 	s.Underlay.VlanID = 0
 	if lp := ForSubnet(s, join, nil).SwitchPorts[0]; lp.Tag != nil {
 		t.Fatalf("VLAN 0 (untagged) got tag %d", *lp.Tag)
+	}
+}
+
+// Router port MACs stay out of the pods' range 0a:58 (a tenant may ask for any MAC there):
+// of 4,096 port names, those hashing to 0a:58 (about 16) move to 0a:59.
+func TestRouterMACNeverInThePodsRange(t *testing.T) {
+	moved := 0
+	for i := range 4096 {
+		name := fmt.Sprintf("rtr-port-%d", i)
+		mac := RouterMAC(name)
+		if strings.HasPrefix(mac, "0a:58:") {
+			t.Fatalf("RouterMAC(%q) = %s, in the pods' range", name, mac)
+		}
+		if h := sha256.Sum256([]byte(name)); h[0] == 0x58 {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no name of 4,096 hashed to 0a:58: the test proves nothing")
 	}
 }
