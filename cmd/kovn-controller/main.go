@@ -148,7 +148,7 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 	if err := cluster.RequireCRDs(setupCtx, direct); err != nil {
 		return err
 	}
-	pkiCfg, err := startPKI(setupCtx, direct)
+	pki, err := startPKI(setupCtx, direct)
 	if err != nil {
 		return err
 	}
@@ -172,7 +172,7 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 		}
 		return nil
 	})
-	if err := addPKI(mgr, direct, pkiCfg); err != nil {
+	if err := addPKI(mgr, pki); err != nil {
 		return err
 	}
 	st := cluster.NewState(opts)

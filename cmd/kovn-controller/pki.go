@@ -21,16 +21,17 @@ const pkiRenewInterval = 10 * time.Minute
 
 // startPKI, with --ovn-pki, completes the OVN PKI and issues this replica's client certificate
 // before anything connects to NB: OVN central's pods wait for their Secret, so on a new
-// install this is what lets the databases start. It retries until ctx ends.
-func startPKI(ctx context.Context, direct client.Client) (ovnpki.Config, error) {
+// install this is what lets the databases start. It retries until ctx ends, and returns the
+// renewer that addPKI then keeps running (nil without --ovn-pki).
+func startPKI(ctx context.Context, direct client.Client) (*ovnpki.Renewer, error) {
 	if !ovnPKI {
-		return ovnpki.Config{}, nil
+		return nil, nil
 	}
 	cfg := ovnpki.Config{Namespace: namespace, CertValidity: ovnCertLife, RotationStep: ovnCAStep}
 	for _, a := range ovn.SplitEndpoints(ovnCentralIPs) {
 		addr, err := netip.ParseAddr(a)
 		if err != nil {
-			return cfg, fmt.Errorf("--ovn-central-addresses: %w", err)
+			return nil, fmt.Errorf("--ovn-central-addresses: %w", err)
 		}
 		cfg.CentralAddresses = append(cfg.CentralAddresses, addr)
 	}
@@ -39,20 +40,20 @@ func startPKI(ctx context.Context, direct client.Client) (ovnpki.Config, error) 
 	for {
 		err := r.Pass(ctx)
 		if err == nil {
-			return cfg, nil
+			return r, nil
 		}
 		ctrl.Log.Error(err, "OVN PKI not ready yet")
 		select {
 		case <-ctx.Done():
-			return cfg, fmt.Errorf("OVN PKI: %w", err)
+			return nil, fmt.Errorf("OVN PKI: %w", err)
 		case <-time.After(2 * time.Second):
 		}
 	}
 }
 
-// addPKI runs the renewal and the chassis CSR signer with --ovn-pki.
-func addPKI(mgr manager.Manager, direct client.Client, cfg ovnpki.Config) error {
-	if !ovnPKI {
+// addPKI runs startPKI's renewer from now on, with the chassis CSR signer, with --ovn-pki.
+func addPKI(mgr manager.Manager, r *ovnpki.Renewer) error {
+	if r == nil {
 		return nil
 	}
 	signer := &ovnpki.Signer{Client: mgr.GetClient(), DaemonUser: "system:serviceaccount:" + namespace + ":" + daemonSAccount}
@@ -60,9 +61,8 @@ func addPKI(mgr manager.Manager, direct client.Client, cfg ovnpki.Config) error 
 		return err
 	}
 	// A pass at least twice per rotation step, so each step is held about as long as asked.
-	interval := min(pkiRenewInterval, max(ovnCAStep/2, 5*time.Second))
-	return mgr.Add(&ovnpki.Renewer{Client: direct, Config: cfg, Signer: signer, Creds: ovnCreds,
-		Interval: interval, Log: ctrl.Log.WithName("ovn-pki")})
+	r.Signer, r.Interval, r.Log = signer, min(pkiRenewInterval, max(ovnCAStep/2, 5*time.Second)), ctrl.Log.WithName("ovn-pki")
+	return mgr.Add(r)
 }
 
 // credentialSource is what NB and SB clients present: the files of --ovn-tls-dir when given
