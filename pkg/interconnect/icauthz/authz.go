@@ -127,10 +127,18 @@ var settle = 2 * time.Second
 // to make.
 func Authorize(db string, id Identity, v View, ops []json.RawMessage) ([]json.RawMessage, error) {
 	t := &txn{db: db, id: id, v: v, azNamed: map[string]string{}, inserted: map[string]bool{}}
-	t.scanInserts(ops)
+	parsed := make([]operation, len(ops))
+	errs := make([]error, len(ops))
+	for i, raw := range ops {
+		errs[i] = json.Unmarshal(raw, &parsed[i])
+	}
+	t.scanInserts(parsed, errs)
 	out := make([]json.RawMessage, len(ops))
 	for i, raw := range ops {
-		o, err := t.op(raw)
+		if errs[i] != nil {
+			return nil, &Refusal{Op: i, Reason: fmt.Sprintf("unreadable operation: %v", errs[i])}
+		}
+		o, err := t.op(raw, parsed[i])
 		if err != nil {
 			return nil, &Refusal{Op: i, Reason: err.Error()}
 		}
@@ -150,10 +158,9 @@ type txn struct {
 // scanInserts notes the rows the transaction inserts, before any operation is checked: OVS's
 // IDL orders a transaction's operations by table, so a Gateway may come before the
 // Availability_Zone it refers to. Each insert is still checked on its own.
-func (t *txn) scanInserts(ops []json.RawMessage) {
-	for _, raw := range ops {
-		var o operation
-		if json.Unmarshal(raw, &o) != nil || o.Op != "insert" || o.UUIDName == "" {
+func (t *txn) scanInserts(ops []operation, errs []error) {
+	for i, o := range ops {
+		if errs[i] != nil || o.Op != "insert" || o.UUIDName == "" {
 			continue
 		}
 		t.inserted[o.UUIDName] = true
@@ -164,11 +171,8 @@ func (t *txn) scanInserts(ops []json.RawMessage) {
 	}
 }
 
-func (t *txn) op(raw json.RawMessage) (json.RawMessage, error) {
-	var o operation
-	if err := json.Unmarshal(raw, &o); err != nil {
-		return nil, fmt.Errorf("unreadable operation: %v", err)
-	}
+// op checks one operation (raw, read as o) and returns it as the server is to see it.
+func (t *txn) op(raw json.RawMessage, o operation) (json.RawMessage, error) {
 	switch o.Op {
 	case "insert", "update", "mutate", "delete":
 	default:
