@@ -157,8 +157,16 @@ func ensureCA(ctx context.Context, c client.Client, cfg Config, name, cn string,
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading Secret %s/%s: %w", cfg.Namespace, name, err)
 	}
-	if _, err := pki.LoadCA(s.Data[KeyCert], s.Data[KeyKey]); err != nil {
-		return nil, nil, fmt.Errorf("the Secret %s/%s does not hold a CA (%s and %s): %w", cfg.Namespace, name, KeyCert, KeyKey, err)
+	load := func() (*pki.CA, error) {
+		ca, err := pki.LoadCA(s.Data[KeyCert], s.Data[KeyKey])
+		if err != nil {
+			return nil, fmt.Errorf("the Secret %s/%s does not hold a CA (%s and %s): %w", cfg.Namespace, name, KeyCert, KeyKey, err)
+		}
+		return ca, nil
+	}
+	ca, err := load()
+	if err != nil {
+		return nil, nil, err
 	}
 	changed, what, err := rotate(&s, cn, cfg, time.Now())
 	if err != nil {
@@ -169,10 +177,9 @@ func ensureCA(ctx context.Context, c client.Client, cfg Config, name, cn string,
 			return nil, nil, fmt.Errorf("rotating the CA of Secret %s/%s (%s): %w", cfg.Namespace, name, what, err)
 		}
 		*rotations = append(*rotations, fmt.Sprintf("Secret %s/%s: %s", cfg.Namespace, name, what))
-	}
-	ca, err := pki.LoadCA(s.Data[KeyCert], s.Data[KeyKey])
-	if err != nil {
-		return nil, nil, fmt.Errorf("the Secret %s/%s does not hold a CA (%s and %s): %w", cfg.Namespace, name, KeyCert, KeyKey, err)
+		if ca, err = load(); err != nil { // the rotation may have put another CA first
+			return nil, nil, err
+		}
 	}
 	return ca, trustBundle(s.Data), nil
 }
