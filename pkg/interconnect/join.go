@@ -132,9 +132,7 @@ func (r *Reconciler) enter(ctx context.Context, run *joinRun) error {
 	if names := r.certifiedNames(ic); names != nil && !slices.Contains(names, ic.Spec.AZName) &&
 		heldByOther(ctx, run.icnb, ic.Spec.AZName, owner) == "" { // a taken name is reported as taken, below
 		// Like a taken name: nothing changes, the AZ stays under the name it has.
-		err := fmt.Errorf("the clusterset certificate (Secret %s) acts for AZ %s, not azName %s: the IC-SB relay would refuse "+
-			"this cluster's writes as %s; issue a certificate whose CN or a DNS name is %s (both names while renaming)",
-			ictls.SecretName(&ic.Spec), strings.Join(names, ", "), ic.Spec.AZName, ic.Spec.AZName, ic.Spec.AZName)
+		err := errAZNotCertified(ic, r.TLS.Describe(), names)
 		setCondition(ic, kovnv1.ConditionReady, false, kovnv1.ReasonAZNameNotCertified, err.Error())
 		return err
 	}
@@ -225,6 +223,15 @@ func (r *Reconciler) certifiedNames(ic *kovnv1.InterConnect) []string {
 		return nil
 	}
 	return r.TLS.Names()
+}
+
+// errAZNotCertified: the clusterset certificate (described by cert) acts for names, not for
+// ic's azName, so the IC-SB relay would refuse the cluster's writes.
+func errAZNotCertified(ic *kovnv1.InterConnect, cert string, names []string) error {
+	az := ic.Spec.AZName
+	return fmt.Errorf("certificate %s from Secret %s acts for AZ %s, not azName %s: the clusterset's IC-SB relay refuses "+
+		"its writes as %s (issue one whose CN or a DNS name is %s; both names while renaming)",
+		cert, ictls.SecretName(&ic.Spec), strings.Join(names, ", "), az, az, az)
 }
 
 // claimFailed sets Ready from an error of claiming the AZ name in IC-NB: AZNameTaken when another

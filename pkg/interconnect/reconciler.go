@@ -425,9 +425,7 @@ func (r *Reconciler) loadCredentials(ctx context.Context, ic *kovnv1.InterConnec
 	}
 	usable, err := r.TLS.Refresh(ctx, &ic.Spec)
 	if names := r.TLS.Names(); err == nil && !slices.Contains(names, ic.Spec.AZName) {
-		err = fmt.Errorf("certificate %s from Secret %s acts for AZ %s, not azName %s: the clusterset's IC-SB relay "+
-			"refuses its writes as %s (issue one whose CN or a DNS name is %s)", r.TLS.Describe(), ictls.SecretName(&ic.Spec),
-			strings.Join(names, ", "), ic.Spec.AZName, ic.Spec.AZName, ic.Spec.AZName)
+		err = errAZNotCertified(ic, r.TLS.Describe(), names)
 	}
 	if err == nil {
 		setCondition(ic, kovnv1.ConditionCredentialsReady, true, kovnv1.ReasonCredentialsLoaded,
