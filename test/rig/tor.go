@@ -27,10 +27,13 @@ var SpeakerExternalIPCIDR = netip.MustParsePrefix("192.0.2.0/24")
 
 // ExternalIPCIDRs are the ranges the rig's clusters honour Service externalIPs from
 // (kovn-controller's and kovn-daemon's --external-ip-cidrs): the speakers' range and the
-// documentation ranges the Service tests use. Anything else, a node's or the control plane's
-// address included, is refused.
+// documentation ranges the Service tests use, and the two addresses of Kubernetes' own spec
+// "should be possible to connect to a service via ExternalIP when the external IP is not
+// assigned to a node" (upstream-e2e's wider set). Anything else, a node's or the control
+// plane's address included, is refused.
 func ExternalIPCIDRs() []netip.Prefix {
-	return []netip.Prefix{SpeakerExternalIPCIDR, netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:ee::/64")}
+	return []netip.Prefix{SpeakerExternalIPCIDR, netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:ee::/64"),
+		netip.MustParsePrefix("203.0.113.250/32"), netip.MustParsePrefix("2001:db8::cb00:71fa/128")}
 }
 
 // ToRIP is the ToR's fabric address; OutsideHostIP the host behind it, on 172.31.0.0/24.
