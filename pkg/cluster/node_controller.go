@@ -38,13 +38,15 @@ func nodeMasqOwner(name string) string { return "node-masq/" + name }
 
 // nodeRecord is one of a node's addresses on the join subnet: its IP object and IPAM owner.
 type nodeRecord struct {
-	object, owner  string
-	masq           bool // spec.masquerade of its IP object
-	fromAnnotation bool // addressed before IP objects recorded nodes: the annotation has it
+	object, owner string
+	// masq: the masquerade address (spec.masquerade of its IP object), which rides on ovn0's
+	// port with ovn0's MAC and takes none of its own; the join address (not masq) may date from
+	// before IP objects recorded nodes, when only the node's annotation had it.
+	masq bool
 }
 
 func joinRecord(node string) nodeRecord {
-	return nodeRecord{object: NodeIPObjectName(node), owner: nodeOwner(node), fromAnnotation: true}
+	return nodeRecord{object: NodeIPObjectName(node), owner: nodeOwner(node)}
 }
 
 // holds: ip is this record of node.
@@ -112,7 +114,7 @@ func (r *NodeReconciler) allocate(ctx context.Context, node *corev1.Node, join s
 	}
 	alloc, err := r.State.IPAM.Allocate(want)
 	if err != nil && (len(want.IPs) > 0 || want.MAC != "") {
-		alloc, err = r.State.IPAM.Allocate(ipam.Request{Owner: rec.owner, Subnet: join})
+		alloc, err = r.State.IPAM.Allocate(ipam.Request{Owner: rec.owner, Subnet: join, NoMAC: rec.masq})
 	}
 	if err != nil {
 		return ipam.Allocation{}, err
@@ -127,16 +129,18 @@ func NodeIPObjectName(node string) string { return contract.NodePortName(node) }
 // controller's own record), else, for a join address given before IP objects recorded nodes,
 // the one in its annotations (its ovn0 is configured with it).
 func (r *NodeReconciler) request(ctx context.Context, node *corev1.Node, join string, rec nodeRecord) (ipam.Request, error) {
-	want := ipam.Request{Owner: rec.owner, Subnet: join}
+	want := ipam.Request{Owner: rec.owner, Subnet: join, NoMAC: rec.masq}
 	var ip kovnv1.IP
 	err := r.Get(ctx, types.NamespacedName{Name: rec.object}, &ip)
 	switch {
 	case err == nil && rec.holds(&ip, node.Name):
 		want.IPs, _ = ip.Spec.Addrs()
-		want.MAC = ip.Spec.MACAddress
+		if !rec.masq {
+			want.MAC = ip.Spec.MACAddress
+		}
 	case err == nil:
 		return want, fmt.Errorf("IP object %s is not node %s's (pod %s/%s, node %q)", ip.Name, node.Name, ip.Spec.Namespace, ip.Spec.PodName, ip.Spec.NodeName)
-	case apierrors.IsNotFound(err) && rec.fromAnnotation:
+	case apierrors.IsNotFound(err) && !rec.masq:
 		if ips, err := annotation.ParseAddrs(node.Annotations[annotation.JoinIP]); err == nil {
 			want.IPs = ips
 		}

@@ -276,7 +276,8 @@ func TestNodeMasqueradeAddress(t *testing.T) {
 	}
 	if err := e.c.Get(ctx, types.NamespacedName{Name: contract.NodeMasqIPName("n1")}, &masq); err != nil ||
 		masq.Spec.NodeName != "n1" || !masq.Spec.Masquerade || masq.Spec.PodName != "" ||
-		masq.Spec.V4IP == "" || masq.Spec.V4IP == join.Spec.V4IP || masq.Labels[contract.LabelNode] != "n1" {
+		masq.Spec.V4IP == "" || masq.Spec.V4IP == join.Spec.V4IP || masq.Labels[contract.LabelNode] != "n1" ||
+		masq.Spec.MACAddress != "" { // it rides on ovn0's port, with ovn0's MAC
 		t.Fatalf("masquerade IP object %+v %v (join %s)", masq.Spec, err, join.Spec.V4IP)
 	}
 	if port := e.lsp("node-n1"); port == nil || !strings.Contains(port.Addresses[0], " "+join.Spec.V4IP) ||

@@ -22,6 +22,10 @@ type Request struct {
 	// MAC is a static unicast MAC; empty means generate one. Any form net.ParseMAC reads is
 	// accepted; allocations carry the lower-case colon form.
 	MAC string
+	// NoMAC takes addresses only, for one that rides on a port with a MAC of its own (a node's
+	// masquerade address on its ovn0 port): the allocation's MAC is empty. An owner that
+	// already holds a MAC keeps it.
+	NoMAC bool
 }
 
 // Allocation is what an owner holds.
@@ -54,6 +58,9 @@ func (m *IPAM) Allocate(req Request) (Allocation, error) {
 	if err != nil {
 		return Allocation{}, wrapOwner(req.Owner, err)
 	}
+	if req.NoMAC && req.MAC != "" {
+		return Allocation{}, errorf(ErrInvalid, "%s: both a MAC and no MAC requested", req.Owner)
+	}
 	if req.MAC != "" {
 		if req.MAC, err = canonicalMAC(req.MAC); err != nil {
 			return Allocation{}, wrapOwner(req.Owner, err)
@@ -79,7 +86,7 @@ func (m *IPAM) Allocate(req Request) (Allocation, error) {
 		return Allocation{}, err
 	}
 	mac := req.MAC
-	if mac == "" {
+	if mac == "" && !req.NoMAC {
 		mac, err = s.generateMAC(picks)
 	} else if other, held := s.macs[mac]; held {
 		err = errorf(ErrConflict, "%s: MAC %s is held by %s in subnet %s", req.Owner, mac, other, req.Subnet)
@@ -95,7 +102,9 @@ func (m *IPAM) Allocate(req Request) (Allocation, error) {
 		}
 		rec.ips = append(rec.ips, pk.addr)
 	}
-	s.macs[mac] = req.Owner
+	if mac != "" {
+		s.macs[mac] = req.Owner
+	}
 	m.owners[req.Owner] = rec
 	return rec.allocation(), nil
 }

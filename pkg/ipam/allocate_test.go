@@ -226,6 +226,36 @@ func TestMAC(t *testing.T) {
 	mustAlloc(t, m, Request{Owner: "ns/e", Subnet: "other", MAC: "02:00:00:00:00:aa"})
 }
 
+// TestNoMAC: an allocation of addresses only (a node's masquerade address, on a port with a MAC
+// of its own) holds no MAC: two of them never conflict, the derived MAC of their address stays
+// free for the next owner, and release and restore need none.
+func TestNoMAC(t *testing.T) {
+	m := newWith(t, "10.0.0.0/24")
+	a := mustAlloc(t, m, Request{Owner: "node-masq/a", Subnet: "sn", NoMAC: true})
+	b := mustAlloc(t, m, Request{Owner: "node-masq/b", Subnet: "sn", NoMAC: true})
+	if a.MAC != "" || b.MAC != "" {
+		t.Fatalf("no MAC requested, got %q and %q", a.MAC, b.MAC)
+	}
+	if again := mustAlloc(t, m, Request{Owner: "node-masq/a", Subnet: "sn", IPs: a.IPs, NoMAC: true}); again.MAC != "" || again.IPs[0] != a.IPs[0] {
+		t.Fatalf("retry: %+v, want %+v", again, a)
+	}
+	_, err := m.Allocate(Request{Owner: "ns/both", Subnet: "sn", MAC: "02:00:00:00:00:aa", NoMAC: true})
+	wantErr(t, err, ErrInvalid, "no MAC")
+	// a's address's derived MAC was not taken: an owner may ask for it.
+	derived := mustAlloc(t, m, Request{Owner: "ns/p", Subnet: "sn"}).MAC
+	mustAlloc(t, m, Request{Owner: "ns/static", Subnet: "sn", MAC: "0a:58:0a:00:00:02"})
+	if derived == "" {
+		t.Fatal("an ordinary allocation got no MAC")
+	}
+	m.Release("node-masq/a")
+	if err := m.Restore("node-masq/a", Allocation{Subnet: "sn", IPs: a.IPs}); err != nil {
+		t.Fatalf("restore without a MAC: %v", err)
+	}
+	if got := mustAlloc(t, m, Request{Owner: "node-masq/a", Subnet: "sn", NoMAC: true}); got.MAC != "" || got.IPs[0] != a.IPs[0] {
+		t.Fatalf("after restore: %+v, want %v and no MAC", got, a.IPs)
+	}
+}
+
 // checkRandomMAC asserts a generated random MAC: valid unicast, locally administered, outside
 // the derived 0a:58 prefix.
 func checkRandomMAC(t *testing.T, mac string) {

@@ -3,6 +3,7 @@ package servicenat
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,7 +61,7 @@ func (r *HostPortReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 }
 
 // nodeMasqAddrs reads the node's masquerade addresses from the IP object kovn-controller
-// records them in (contract.NodeMasqIPName); none while it has not.
+// records them in (none yet: the rules fall back to MASQUERADE).
 func nodeMasqAddrs(ctx context.Context, c client.Reader, node string) ([]netip.Addr, error) {
 	var ip kovnv1.IP
 	err := c.Get(ctx, types.NamespacedName{Name: contract.NodeMasqIPName(node)}, &ip)
@@ -69,11 +70,25 @@ func nodeMasqAddrs(ctx context.Context, c client.Reader, node string) ([]netip.A
 	} else if err != nil {
 		return nil, err
 	}
+	return masqAddrsOf(&ip, node), nil
+}
+
+// masqAddrsIn picks the node's masquerade addresses out of IP objects already listed.
+func masqAddrsIn(ips []kovnv1.IP, node string) []netip.Addr {
+	i := slices.IndexFunc(ips, func(ip kovnv1.IP) bool { return ip.Name == contract.NodeMasqIPName(node) })
+	if i < 0 {
+		return nil
+	}
+	return masqAddrsOf(&ips[i], node)
+}
+
+// masqAddrsOf are ip's addresses if it is node's masquerade record.
+func masqAddrsOf(ip *kovnv1.IP, node string) []netip.Addr {
 	if ip.Spec.PodName != "" || ip.Spec.NodeName != node || !ip.Spec.Masquerade {
-		return nil, nil
+		return nil
 	}
 	addrs, _ := ip.Spec.Addrs()
-	return addrs, nil
+	return addrs
 }
 
 // mappings lists the hostPorts of this node's pods with the addresses kovn-controller

@@ -88,12 +88,8 @@ func (r *NodePortReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 	}
 	peers := maps.Clone(addrs)
 	delete(peers, r.NodeName)
-	masq, err := nodeMasqAddrs(ctx, r.Client, r.NodeName)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
 	side := NodeSide{KeepSource: keepSourcePrefixes(subnets.Items, ips.Items, r.NodeName), Join: joinPrefixes(subnets.Items, r.JoinSubnet),
-		Masq: masq, PeerAddrs: peers}
+		Masq: masqAddrsIn(ips.Items, r.NodeName), PeerAddrs: peers}
 	apply, syncOwn := r.Apply, r.SyncOwnPods
 	if apply == nil {
 		apply = ApplyNodePortRules
