@@ -20,23 +20,29 @@ import (
 	"github.com/kovn/kovn/test/rig"
 )
 
-// TestChartInstall: kovn installed by `helm install` of deploy/ (kovn-rig up --install chart):
-// OVN central, OVS, ovn-controller, kovn-controller and kovn-daemon run as the chart's pods on
-// the rig's kubelets, from the image `make images` built; pods get networking across nodes in
-// both families, and Services work.
-func TestChartInstall(t *testing.T) {
-	cfg := rigConfig(t, 1, 2)
+// chartLab configures TestPodNetwork's dual-stack chart lab for chartSuite as well, so the
+// chart's own checks share its lab (a lab of their own cost CI 41 s to bring up and 30 s of
+// pod checks the suite already makes).
+func chartLab(cfg *rig.Config) {
 	// With kovn-pinger, whose pods on kovn's own network helm uninstall must remove first.
-	cfg.Kovn, cfg.IPFamily, cfg.Install, cfg.Pinger = true, rig.Dual, rig.InstallChart, true
+	cfg.Pinger = true
 	cfg.ChartICDatabases = true // and serves a clusterset's IC databases
 	// CA rotation steps short enough for a test (the kubelets sync pods every 5 s for it).
 	cfg.ChartCARotationStep = 15 * time.Second
-	r := upRig(t, cfg)
-	c := newCluster(t, r, "c1")
+}
 
+// chartComponents are the chart's workloads and their pod counts in a lab of nodes nodes.
+func chartComponents(nodes int) map[string]int {
+	return map[string]int{"kovn-ovn-central": 1, "kovn-ovs": nodes, "kovn-daemon": nodes, "kovn-controller": 2, "kovn-pinger": nodes}
+}
+
+// chartPodsOnly: with --install chart, OVN central, OVS, ovn-controller, kovn-controller and
+// kovn-daemon run as the chart's pods on the rig's kubelets, from the image `make images`
+// built, never as rig processes.
+func chartPodsOnly(t *testing.T, c *cluster, r *rig.Rig) {
 	t.Run("every component is a Ready pod of the chart, none a rig process", func(t *testing.T) {
 		c.t = t
-		checkChartPods(t, c, map[string]int{"kovn-ovn-central": 1, "kovn-ovs": 2, "kovn-daemon": 2, "kovn-controller": 2, "kovn-pinger": 2})
+		checkChartPods(t, c, chartComponents(r.State.Config.Nodes))
 		for _, p := range r.State.AllProcs() {
 			for _, name := range []string{"ovs-vswitchd", "ovsdb-server", "ovn-controller", "ovn-northd", "kovn-daemon", "kovn-controller"} {
 				if p.Name == name {
@@ -45,13 +51,15 @@ func TestChartInstall(t *testing.T) {
 			}
 		}
 	})
+}
 
-	c.createPod(testboxPod("default", "a", onNode("c1-n1")))
-	c.createPod(testboxPod("default", "b", onNode("c1-n2")))
-	a := c.waitRunning("default", "a", 90*time.Second)
-	b := c.waitRunning("default", "b", 90*time.Second)
-	familyChecks(t, c, r.State, false, a, b)
-	familyChecks(t, c, r.State, true, a, b)
+// chartSuite: what only kovn installed by `helm install` of deploy/ has (chartLab): mutual TLS
+// from the chart's PKI and its CA rotation, the clusterset's IC databases, metrics over TLS,
+// kubectl kovn against the chart's pods, attachment networks with the image's delegates; then
+// helm uninstall leaves nothing on the nodes and a second install works. Pods a (c1-n1) and b
+// (c1-n2) run on ovn-default. It runs last on its lab: it uninstalls kovn.
+func chartSuite(t *testing.T, c *cluster, r *rig.Rig, a, b *corev1.Pod) {
+	cfg := r.State.Config
 	t.Run("mutual TLS: OVN central refuses plain and foreign clients; each node's chassis certificate from a CSR opens SB only, for its own chassis", func(t *testing.T) {
 		chartIdentity(t, c, cfg)
 	})
@@ -93,9 +101,7 @@ func TestChartInstall(t *testing.T) {
 	t.Run("helm uninstall: no kovn state left on any node, every node reachable", func(t *testing.T) {
 		c.t = t
 		// Pods on kovn's network go first: once kovn is gone nothing can tear their network down.
-		for _, p := range [][2]string{{"default", "a"}, {"default", "b"}, {"svc", "be1"}, {"svc", "be2"}, {"svc", "client"}} {
-			c.deletePod(p[0], p[1])
-		}
+		deleteKovnPods(t, c)
 		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 		defer cancel()
 		start := time.Now()
@@ -146,7 +152,7 @@ func TestChartInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("helm install again: %.1fs", time.Since(start).Seconds())
-		checkChartPods(t, c, map[string]int{"kovn-ovn-central": 1, "kovn-ovs": 2, "kovn-daemon": 2, "kovn-controller": 2, "kovn-pinger": 2})
+		checkChartPods(t, c, chartComponents(cfg.Nodes))
 		c.createPod(testboxPod("default", "c", onNode("c1-n1")))
 		c.createPod(testboxPod("default", "d", onNode("c1-n2")))
 		pc := c.waitRunning("default", "c", 90*time.Second)
@@ -156,6 +162,49 @@ func TestChartInstall(t *testing.T) {
 			c.ping("default", "d", podIP(t, pc, v6))
 		}
 	})
+}
+
+// deleteKovnPods deletes every pod on kovn's network outside kube-system (the chart's own
+// go with it) and waits until they are gone: a pod is removed from the API only once its
+// kubelet stopped its sandbox, so kovn-cni's DEL has run for each.
+func deleteKovnPods(t *testing.T, c *cluster) {
+	t.Helper()
+	ctx := context.Background()
+	pods, err := c.kc.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := int64(1)
+	var left []string
+	for _, p := range pods.Items {
+		if p.Namespace == "kube-system" || p.Spec.HostNetwork {
+			continue
+		}
+		if len(p.OwnerReferences) > 0 {
+			t.Fatalf("pod %s/%s has a controller (%s %s) that would bring it back: delete that first", p.Namespace, p.Name,
+				p.OwnerReferences[0].Kind, p.OwnerReferences[0].Name)
+		}
+		if err := c.kc.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &one}); err != nil {
+			t.Fatal(err)
+		}
+		left = append(left, p.Namespace+"/"+p.Name)
+	}
+	if err := eventually(90*time.Second, func() error {
+		var still []string
+		for _, n := range left {
+			ns, name, _ := strings.Cut(n, "/")
+			if _, err := c.kc.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+				still = append(still, n)
+			}
+		}
+		if len(still) > 0 {
+			return fmt.Errorf("pods %v still there", still)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("deleted the %d pods on kovn's network", len(left))
 }
 
 // ipsetsIn are the names of the ipsets starting with prefix in the named netns. It runs on a

@@ -19,7 +19,9 @@ import (
 // TestPodNetwork runs kovn in a dual-stack 1-cluster x 3-node rig and checks single-cluster
 // pod networking with real kubelets creating real pods through kovn-cni, over IPv4 and IPv6.
 // It runs on kovn installed from the chart (its pods on the rig's kubelets), as users install
-// it; KOVN_E2E_INSTALL=processes runs it on the rig's supervised processes.
+// it, and ends with the chart's own checks (chartSuite: mutual TLS and CA rotation, kubectl
+// kovn, helm uninstall and install again); KOVN_E2E_INSTALL=processes runs it on the rig's
+// supervised processes, without those.
 func TestPodNetwork(t *testing.T) { podNetworkSuite(t, rig.Dual, rig.InstallChart) }
 
 // TestPodNetworkIPv6Only runs the same suite on an IPv6-only rig: fabric, nodes, control
@@ -35,9 +37,16 @@ func podNetworkSuite(t *testing.T, family, install string) {
 	cfg := rigConfig(t, 1, 3)
 	cfg.Kovn, cfg.IPFamily = true, family
 	preferInstall(&cfg, install)
+	chart := cfg.Chart() && family == rig.Dual
+	if chart {
+		chartLab(&cfg)
+	}
 	r := upRig(t, cfg)
 	c := newCluster(t, r, "c1")
 	plan := c.plan
+	if chart {
+		chartPodsOnly(t, c, r)
+	}
 
 	c.createPod(testboxPod("default", "a", onNode("c1-n1")))
 	c.createPod(testboxPod("default", "b", onNode("c1-n2")))
@@ -140,6 +149,10 @@ spec: {subnet: ovn-default, ips: ["` + plan.ipRange() + `"]}
 	})
 
 	t.Run("centralized gateway and failover", func(t *testing.T) { centralizedGateway(t, c, r.State) })
+
+	if chart {
+		chartSuite(t, c, r, a, b)
+	}
 }
 
 const statefulSetYAML = `apiVersion: v1

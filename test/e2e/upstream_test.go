@@ -88,18 +88,17 @@ var upstreamSets = map[string]upstreamSet{
 
 // upstreamCISpecs are the wider set's specs that need kovn to do what kube-proxy does beyond
 // conformance and that kovn's own suites do not already prove, chosen for CI's budget (about
-// 100 s of wall time on 2 cores): ETP=Local from inside the cluster with its terminating
-// fallback and from another node, health-check node ports with terminating endpoints, the proxy's health and status
-// ports, a Service served from
-// a node's host network to that node (internalTrafficPolicy=Local), a pod's own resolv.conf. The
-// service-proxy-name and headless labels (90 s each here) are proven by TestServices and the
-// conntrack INVALID regression (70 s) by `make upstream-e2e`.
+// 40 s of wall time on 2 cores): ETP=Local from inside the cluster with its terminating
+// fallback and from another node, health-check node ports with terminating endpoints, the
+// proxy's health and status ports, a pod's own resolv.conf. The service-proxy-name and
+// headless labels (90 s each here) and internalTrafficPolicy=Local to host-network endpoints
+// (63 s, ten refusals of 5 s) are proven by TestServices, the conntrack INVALID regression
+// (70 s) by `make upstream-e2e`.
 var upstreamCISpecs = []string{
 	`Services should fallback to local terminating endpoints when there are no ready endpoints with externalTrafficPolicy=Local`,
 	`Services should support externalTrafficPolicy=Local for type=NodePort`,
 	`Services should fail health check node port if there are only terminating endpoints`,
 	`Networking should check kube-proxy urls`,
-	`Services should respect internalTrafficPolicy=Local Pod and Node, to Pod \(hostNetwork: true\)`,
 	`DNS should support configurable pod resolv.conf`,
 }
 
