@@ -50,7 +50,7 @@ type timing struct {
 }
 
 // timeTable lists the tests slowest first with their share of the sum (the run's length only
-// when tests run one after another; make e2e runs some two at a time).
+// when tests run one after another; make e2e runs some three at a time).
 func timeTable(times []timing) string {
 	if len(times) == 0 {
 		return ""

@@ -41,12 +41,13 @@ func rigConfig(t *testing.T, clusters, nodes int) rig.Config {
 	return cfg
 }
 
-// concurrent marks a test that may run beside one other rig (make e2e runs go test with
-// -parallel 2, and go test starts parallel tests only once every serial one has ended): it waits
+// concurrent marks a test that may run beside two other rigs (make e2e runs go test with
+// -parallel 3, and go test starts parallel tests only once every serial one has ended): it waits
 // on conditions with generous timeouts, counts no lost packets, times no failover, measures no
 // bandwidth or latency and has no HA gateway, so sharing the two cores only makes it slower.
-// Tests that do any of those stay serial and so always run alone. Rigs are sized so two of them
-// stay within the host's inotify instances (kubelet and containerd use several per node).
+// Tests that do any of those stay serial and so always run alone. Rigs are sized so three of
+// them stay within the host's 128 inotify instances: a 2-cluster x 2-node chart lab holds 32
+// (5 per kubelet, 3 per apiserver, 1 per containerd), the largest concurrent labs are that size.
 func concurrent(t *testing.T) { t.Parallel() }
 
 // preferInstall sets how kovn runs in cfg's rig unless KOVN_E2E_INSTALL says.

@@ -15,26 +15,30 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // startForwarder exposes each cluster's apiserver, NB and SB (and the IC databases) on host
-// loopback ports and writes host kubeconfigs that use them.
+// loopback ports and writes host kubeconfigs that use them. The rig opens the listeners and
+// the forwarder inherits them, so a port cannot be taken between its choice and its use.
 func (r *Rig) startForwarder(ctx context.Context) error {
 	cfg, st := r.State.Config, r.State
 	var fws []Forward
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			f.Close() // the forwarder holds its own copies
+		}
+	}()
 	add := func(key, ns string, target string) error {
-		p, err := freePort()
+		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return err
 		}
-		fws = append(fws, Forward{Listen: fmt.Sprintf("127.0.0.1:%d", p), NetNS: ns, Target: target})
+		f, err := l.(*net.TCPListener).File()
+		l.Close() // f is a duplicate: the socket stays open and listening
+		if err != nil {
+			return err
+		}
+		files = append(files, f)
+		fws = append(fws, Forward{Listen: l.Addr().String(), NetNS: ns, Target: target, FD: 2 + len(files)})
 		st.Forwards[key] = fws[len(fws)-1].Listen
 		return nil
 	}
@@ -58,15 +62,15 @@ func (r *Rig) startForwarder(ctx context.Context) error {
 	if err := os.WriteFile(spec, b, 0o644); err != nil {
 		return err
 	}
-	pid, err := startDetached(filepath.Join(cfg.Dir, "forward.log"), false, filepath.Join(cfg.KovnBinDir, "kovn-rig"), "forward", spec)
+	_ = os.Remove(forwarderReady(spec))
+	log := filepath.Join(cfg.Dir, "forward.log")
+	pid, err := startDetachedFiles(log, files, filepath.Join(cfg.KovnBinDir, "kovn-rig"), "forward", spec)
 	if err != nil {
 		return err
 	}
-	st.Procs = append(st.Procs, Proc{Name: "forwarder", Pid: pid, Log: filepath.Join(cfg.Dir, "forward.log")})
-	for _, f := range fws {
-		if err := waitDial(ctx, f.Listen); err != nil {
-			return fmt.Errorf("forwarder %s: %w (log: %s)", f.Listen, err, filepath.Join(cfg.Dir, "forward.log"))
-		}
+	st.Procs = append(st.Procs, Proc{Name: "forwarder", Pid: pid, Log: log})
+	if err := waitForwarder(ctx, spec, pid, log); err != nil {
+		return err
 	}
 	for cl := 1; cl <= cfg.Clusters; cl++ {
 		ci := ClusterInfo{Name: ClusterName(cl), Kubeconfig: filepath.Join(cfg.ClusterDir(cl), "kubeconfig"),
@@ -88,21 +92,27 @@ func (r *Rig) startForwarder(ctx context.Context) error {
 	return nil
 }
 
+// waitForwarder waits for the forwarder started with spec (pid) to serve every listener.
+func waitForwarder(ctx context.Context, spec string, pid int, log string) error {
+	for {
+		if _, err := os.Stat(forwarderReady(spec)); err == nil {
+			return nil
+		}
+		if !Alive(pid) {
+			return fmt.Errorf("the forwarder exited during start-up (log: %s)", log)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("forwarder not ready: %w (log: %s)", ctx.Err(), log)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // ovnLocal is cluster cl's NB or SB ("nb", "sb") unix socket: the rig's tools and tests reach
 // the databases as an operator on the central host does, with no certificate.
 func (c Config) ovnLocal(cl int, db string) string {
 	return "unix:" + filepath.Join(c.runDir(), ClusterName(cl), db+".sock")
-}
-
-func waitDial(ctx context.Context, addr string) error {
-	for !dialOK("tcp", addr) {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return nil
 }
 
 // Kube returns a clientset for a cluster (through the host forwarder).

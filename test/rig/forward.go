@@ -21,7 +21,14 @@ type Forward struct {
 	Listen string `json:"listen"` // 127.0.0.1:PORT on the host
 	NetNS  string `json:"netns"`  // rig namespace name
 	Target string `json:"target"` // IP:PORT inside that namespace
+	// FD, when set, is the listening socket on Listen, inherited: the rig opens it before
+	// starting the forwarder, so no other process can take the port in between (a port
+	// chosen free and listened on later was, once, an outgoing connection's by then).
+	FD int `json:"fd,omitempty"`
 }
+
+// forwarderReady is written beside the spec once every listener serves.
+func forwarderReady(specFile string) string { return specFile + ".ready" }
 
 // RunForwarder serves every forward in specFile until killed.
 func RunForwarder(specFile string) error {
@@ -35,7 +42,7 @@ func RunForwarder(specFile string) error {
 	}
 	var wg sync.WaitGroup
 	for _, f := range fws {
-		ln, err := net.Listen("tcp", f.Listen)
+		ln, err := forwardListener(f)
 		if err != nil {
 			return fmt.Errorf("forward %s: %w", f.Listen, err)
 		}
@@ -45,8 +52,21 @@ func RunForwarder(specFile string) error {
 			serveForward(f, ln)
 		}(f, ln)
 	}
+	if err := os.WriteFile(forwarderReady(specFile), nil, 0o644); err != nil {
+		return err
+	}
 	wg.Wait()
 	return nil
+}
+
+// forwardListener is f's inherited listening socket, or a new one on f.Listen.
+func forwardListener(f Forward) (net.Listener, error) {
+	if f.FD == 0 {
+		return net.Listen("tcp", f.Listen)
+	}
+	file := os.NewFile(uintptr(f.FD), f.Listen)
+	defer file.Close() // FileListener holds its own descriptor
+	return net.FileListener(file)
 }
 
 func serveForward(f Forward, ln net.Listener) {

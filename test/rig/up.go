@@ -251,6 +251,15 @@ func (r *Rig) launch(ns string, spec SupervisorSpec) (Proc, error) {
 // own) with output to logPath. `ip netns exec` execs its command, so the pid returned is the
 // supervisor's own.
 func startDetached(logPath string, ownUTS bool, argv ...string) (int, error) {
+	return startProcess(logPath, ownUTS, nil, argv...)
+}
+
+// startDetachedFiles is startDetached passing files on as descriptors 3, 4, ...
+func startDetachedFiles(logPath string, files []*os.File, argv ...string) (int, error) {
+	return startProcess(logPath, false, files, argv...)
+}
+
+func startProcess(logPath string, ownUTS bool, files []*os.File, argv ...string) (int, error) {
 	noInheritedFDs()
 	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -258,7 +267,7 @@ func startDetached(logPath string, ownUTS bool, argv ...string) (int, error) {
 	}
 	defer lf.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = lf, lf, files
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if ownUTS {
 		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWUTS
