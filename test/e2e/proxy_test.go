@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -191,43 +192,56 @@ func hostNetworkLocal(t *testing.T, c *cluster, st *rig.State) {
 	}
 	both := create("hostnet-local", map[string]string{"hostnet": "yes"})
 	only2 := create("hostnet-local-n2", map[string]string{"hostnet-node": "c1-n2"})
-	// from asks 10 times (new connections) and wants every answer from node want.
-	from := func(who, want string, get func(url string) string, vip string) {
+	// from waits until the client's connections to vip are answered (a probe gives up after
+	// 1 s, a request to a VIP not programmed yet would wait 5 s), then asks 10 times (new
+	// connections) and wants every answer from node want.
+	from := func(who, want string, run func(args ...string) string, vip string) {
 		t.Helper()
 		var out string
 		err := eventually(30*time.Second, func() error {
-			out = get("http://" + hostPort(vip, 80) + "/")
-			n := 0
-			for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-				if strings.Fields(l + " -")[0] == want {
-					n++
-				}
-			}
-			if n != 10 {
-				return fmt.Errorf("%d of 10 answers by %s", n, want)
+			if out = run("probe", "-t", "1s", hostPort(vip, 80)); !strings.HasSuffix(strings.TrimSpace(out), " ok") {
+				return fmt.Errorf("not answered")
 			}
 			return nil
 		})
+		if err == nil {
+			err = eventually(10*time.Second, func() error {
+				out = run("get", "-n", "10", "http://"+hostPort(vip, 80)+"/")
+				n := 0
+				for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+					if strings.Fields(l + " -")[0] == want {
+						n++
+					}
+				}
+				if n != 10 {
+					return fmt.Errorf("%d of 10 answers by %s", n, want)
+				}
+				return nil
+			})
+		}
 		if err != nil {
 			t.Errorf("%s -> ITP=Local ClusterIP %s: %v:\n%s", who, vip, err, out)
 		}
 	}
-	node := func(n int) func(string) string {
-		return func(url string) string { return nodeTestbox(t, st, st.Config.NodeNS(1, n), "get", "-n", "10", url) }
+	node := func(n int) func(...string) string {
+		return func(args ...string) string { return nodeTestbox(t, st, st.Config.NodeNS(1, n), args...) }
 	}
-	pod := func(url string) string { out, _ := c.exec("svc", "client", "get", "-n", "10", url); return out }
+	pod := func(args ...string) string { out, _ := c.exec("svc", "client", args...); return out }
 	for _, vip := range both {
 		from("c1-n1", "c1-n1", node(1), vip)
 		from("c1-n2", "c1-n2", node(2), vip)
 		from("svc/client (on c1-n1)", "c1-n1", pod, vip)
 	}
+	probe := []string{"probe", "-t", "2s"}
 	for _, vip := range only2 {
 		from("c1-n2", "c1-n2", node(2), vip) // programmed: so silence below is the policy
-		if out := nodeTestbox(t, st, st.Config.NodeNS(1, 1), "connect", hostPort(vip, 80)); !strings.Contains(out, "timeout") {
-			t.Errorf("c1-n1 -> %s (its only endpoint on c1-n2's host network, ITP=Local): want no answer: %s", vip, out)
-		}
-		if out, _ := c.exec("svc", "client", "connect", hostPort(vip, 80)); !strings.Contains(out, "timeout") {
-			t.Errorf("svc/client (on c1-n1) -> %s (its only endpoint on c1-n2's host network, ITP=Local): want no answer: %s", vip, out)
+		probe = append(probe, hostPort(vip, 80))
+	}
+	// Without a local endpoint: no answer within 2 s, to any ClusterIP, from c1-n1 or its pod.
+	for who, run := range map[string]func(...string) string{"c1-n1": node(1), "svc/client (on c1-n1)": pod} {
+		out := strings.TrimSpace(run(probe...))
+		if lines := strings.Split(out, "\n"); len(lines) != len(only2) || slices.ContainsFunc(lines, func(l string) bool { return !strings.HasSuffix(l, " fail") }) {
+			t.Errorf("%s -> %v (their only endpoint on c1-n2's host network, ITP=Local): want no answer:\n%s", who, only2, out)
 		}
 	}
 	if !t.Failed() {
