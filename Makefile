@@ -17,7 +17,7 @@ install-cni-plugins = CGO_ENABLED=0 GOBIN=$(1) $(GO) install -trimpath -ldflags=
 RIG_DIR ?= $(CURDIR)/_output/rig
 export KOVN_RIG_DIR := $(RIG_DIR)
 
-.PHONY: all deps build helm images upstream-images generate vet unit e2e upstream-e2e test bench demo demo-down rig-up rig-down rig-status clean
+.PHONY: all deps build helm images upstream-images generate vet unit e2e upstream-e2e cnp-conformance test bench demo demo-down rig-up rig-down rig-status clean
 
 all: build
 
@@ -97,6 +97,14 @@ UPSTREAM_SETS ?= conformance,netpol,wider
 upstream-e2e: deps build images upstream-images
 	set -o pipefail; KOVN_UPSTREAM_E2E=$(UPSTREAM_SETS) KOVN_BIN_DIR=$(BIN) $(GO) test -json -count=1 -timeout 170m \
 	  -run 'TestUpstreamSigNetwork$$' ./test/e2e/ | $(SUMMARY)
+
+## cnp-conformance: network-policy-api's ClusterNetworkPolicy conformance suite (v0.3.0) on a
+## 2-node lab (needs root), its report written to docs/conformance/ (`make e2e` runs it too,
+## reporting to a temporary file)
+cnp-conformance: deps build images upstream-images
+	mkdir -p docs/conformance
+	set -o pipefail; KOVN_CNP_REPORT=$(CURDIR)/docs/conformance/cnp-v0.3.0-kovn.yaml KOVN_BIN_DIR=$(BIN) $(GO) test -json -count=1 \
+	  -timeout 60m -run 'TestClusterNetworkPolicyConformance$$' ./test/e2e/ | $(SUMMARY)
 
 ## test: what CI runs — install deps, unit tests, then e2e on the rig
 test: deps build vet unit e2e

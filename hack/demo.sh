@@ -160,6 +160,22 @@ PATH="$BIN:$PATH" kubectl kovn acl-log -n default --since 1m \
 kubectl annotate namespace default ovn.kovn.io/acl-logging- >/dev/null
 kubectl delete networkpolicy demo-2-clients >/dev/null
 
+step "a ClusterNetworkPolicy (the cluster admin's Admin tier, judged before any NetworkPolicy): no pod may reach demo-2's TCP 8080"
+kubectl apply -f - >/dev/null <<CNP
+apiVersion: policy.networking.k8s.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: demo-admin}
+spec:
+  tier: Admin
+  priority: 10
+  subject: {pods: {namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: default}}, podSelector: {matchLabels: {run: demo-2}}}}
+  ingress:
+  - {name: no-8080, action: Deny, from: [{namespaces: {}}], protocols: [{tcp: {destinationPort: {number: 8080}}}]}
+CNP
+await "$IP2:8080 fail" "" 20 kubectl exec demo-1 -- /testbox probe "$IP2:8080" "$IP2:9000" "[$IP2v6]:8080" "[$IP2v6]:9000"
+kubectl get cnp demo-admin -o jsonpath='{range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}'
+kubectl delete cnp demo-admin >/dev/null
+
 step "a pod that forges kovn's result annotations with demo-1's address gets no network"
 kubectl apply -f - >/dev/null <<POD
 apiVersion: v1

@@ -20,6 +20,10 @@ E2E_DIR="$K8S_DIR/e2e"
 E2E_BINS=(e2e.test ginkgo agnhost regression-issue-74839)
 E2E_FILES=(localhost.crt localhost.key) # agnhost porter's TLS pair, as upstream's image holds it
 E2E_SRC="$(cd "$(dirname "$0")" && pwd)/k8s-e2e"
+# The ClusterNetworkPolicy conformance suite of sigs.k8s.io/network-policy-api (hack/cnp-conformance,
+# its own module: it needs newer Kubernetes libraries than kovn's), built beside e2e.test.
+CNP_SRC="$(cd "$(dirname "$0")" && pwd)/cnp-conformance"
+CNP_BIN="$E2E_DIR/cnp-conformance.test"
 
 # command -> Debian package that ships it
 declare -A APT_CMDS=(
@@ -128,14 +132,30 @@ build_e2e() {
   [ -z "$m" ] || { log "FAILED: e2e binaries missing after build: $(echo $m)"; exit 1; }
 }
 
+cnp_stamp() { cat "$CNP_SRC"/go.mod "$CNP_SRC"/go.sum "$CNP_SRC"/*.go | sha256sum | cut -c1-16; }
+cnp_missing() {
+  [ -x "$CNP_BIN" ] && [ "$(cat "$CNP_BIN.stamp" 2>/dev/null)" = "$(cnp_stamp)" ] || echo "cnp-conformance.test"
+}
+
+build_cnp() {
+  [ -z "$(cnp_missing)" ] && { log "ClusterNetworkPolicy conformance suite: cached in $CNP_BIN"; return; }
+  log "building the ClusterNetworkPolicy conformance suite (hack/cnp-conformance) into $CNP_BIN"
+  mkdir -p "$E2E_DIR"
+  (cd "$CNP_SRC" && CGO_ENABLED=0 go test -c -trimpath -ldflags "-s -w" -o "$CNP_BIN" . >&2) \
+    || { log "FAILED: building the ClusterNetworkPolicy conformance suite (go test -c in $CNP_SRC)"; exit 1; }
+  cnp_stamp > "$CNP_BIN.stamp"
+}
+
 if [ "${1:-}" = "--check" ]; then
   rc=0
   p=$(missing_pkgs); [ -z "$p" ] || { log "missing apt packages: $(echo $p) (run hack/install-deps.sh)"; rc=1; }
   m=$(k8s_missing); [ -z "$m" ] || { log "missing kubernetes binaries in $K8S_DIR: $(echo $m) (run hack/install-deps.sh)"; rc=1; }
   m=$(e2e_missing); [ -z "$m" ] || { log "missing kubernetes e2e suite in $E2E_DIR: $(echo $m) (run hack/install-deps.sh)"; rc=1; }
+  m=$(cnp_missing); [ -z "$m" ] || { log "missing $m in $E2E_DIR (run hack/install-deps.sh)"; rc=1; }
   exit $rc
 fi
 install_apt
 build_k8s
 build_e2e
+build_cnp
 log "ok: apt packages present, kubernetes $K8S_VERSION and its e2e suite in $K8S_DIR"

@@ -26,6 +26,7 @@ import (
 
 	aboutv1 "github.com/kovn/kovn/api/about/v1beta1"
 	nadv1 "github.com/kovn/kovn/api/nad/v1"
+	policyv1 "github.com/kovn/kovn/api/policy/v1beta1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/cluster"
@@ -126,7 +127,7 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 		return fmt.Errorf("no OVN northbound address: set --ovn-nb-addr or OVN_NB_DB")
 	}
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kovnv1.AddToScheme, nadv1.AddToScheme, apiextv1.AddToScheme, mcsv1.Install, aboutv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kovnv1.AddToScheme, nadv1.AddToScheme, apiextv1.AddToScheme, mcsv1.Install, aboutv1.AddToScheme, policyv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return err
 		}

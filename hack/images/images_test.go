@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -131,5 +132,32 @@ func TestPackagedLayerReproducible(t *testing.T) {
 	}
 	if a, b := digest(), digest(); a != b {
 		t.Fatalf("two builds: %s and %s", a, b)
+	}
+}
+
+// The conformance suite's porter stand-in leaves out SCTP ports only when the kernel has no
+// SCTP, keeps serving the others, and stays up when nothing else is left to serve.
+func TestPorterWithoutSCTP(t *testing.T) {
+	protocols, err := os.ReadFile("/proc/net/protocols")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hasSCTP := bytes.Contains(protocols, []byte("\nSCTP "))
+	script := strings.NewReplacer(`exec /usr/local/bin/agnhost "$@"`, "exec env", "exec sleep infinity", "{ echo staying-up; exit 0; }").Replace(porterWithoutSCTP)
+	run := func(env ...string) string {
+		cmd := exec.Command("bash", "-c", script, "agnhost", "porter")
+		cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		return string(out)
+	}
+	out := run("SERVE_PORT_80=foo", "SERVE_SCTP_PORT_9003=bar")
+	if !strings.Contains(out, "SERVE_PORT_80=foo") || strings.Contains(out, "SERVE_SCTP_PORT_9003") == !hasSCTP {
+		t.Errorf("kernel SCTP %t; porter's environment:\n%s", hasSCTP, out)
+	}
+	if out := run("SERVE_SCTP_PORT_9003=bar"); !hasSCTP && !strings.Contains(out, "staying-up") {
+		t.Errorf("SCTP ports alone: %s", out)
 	}
 }

@@ -127,19 +127,24 @@ func run(binDir, outDir, ref string) error {
 	return nil
 }
 
-// Image is the one-layer image of fs: linux/amd64, no entrypoint (each workload names its
-// binary), created at the epoch.
-func Image(fs *rootfs) (v1.Image, error) {
-	var layerTar bytes.Buffer
-	if err := fs.writeTar(&layerTar); err != nil {
+// withLayer is img with fs's files as one more layer.
+func withLayer(img v1.Image, fs *rootfs) (v1.Image, error) {
+	var buf bytes.Buffer
+	if err := fs.writeTar(&buf); err != nil {
 		return nil, err
 	}
-	raw := layerTar.Bytes()
+	raw := buf.Bytes()
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil })
 	if err != nil {
 		return nil, err
 	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
+	return mutate.AppendLayers(img, layer)
+}
+
+// Image is the one-layer image of fs: linux/amd64, no entrypoint (each workload names its
+// binary), created at the epoch.
+func Image(fs *rootfs) (v1.Image, error) {
+	img, err := withLayer(empty.Image, fs)
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,28 @@ const (
 	NginxRef           = upstreamRegistry + "nginx:1.14-4"
 	BusyBoxRef         = upstreamRegistry + "busybox:1.36.1-1"
 	RegressionIssueRef = upstreamRegistry + "regression-issue-74839:1.2"
+	// AgnhostCNPRef is the agnhost the ClusterNetworkPolicy conformance suite of
+	// sigs.k8s.io/network-policy-api names (hack/cnp-conformance): the same binary, with
+	// porterWithoutSCTP in front of it.
+	AgnhostCNPRef = upstreamRegistry + "agnhost:2.45"
 )
+
+// porterWithoutSCTP is /agnhost in the AgnhostCNPRef image. Every pod of the conformance
+// suite runs `agnhost porter` with SCTP ports, and upstream's porter exits when it cannot
+// listen on one; on a host whose kernel has no SCTP (this lab's, which may not load modules)
+// no pod of the suite would get ready, and the tests that probe only TCP and UDP could not
+// run either. Here porter leaves out its SCTP ports when the kernel has no SCTP (it says so
+// in the container's log) and keeps serving the rest; every SCTP probe still fails, as it
+// must. Everything else runs agnhost as it is.
+const porterWithoutSCTP = `#!/bin/bash
+if [ "${1:-}" = porter ] && ! grep -q '^SCTP ' /proc/net/protocols; then
+  for v in $(compgen -e); do
+    case $v in SERVE_SCTP_PORT_*) echo "porter: this kernel has no SCTP; not serving SCTP port ${v#SERVE_SCTP_PORT_}" >&2; unset "$v" ;; esac
+  done
+  compgen -e | grep -q '^SERVE_' || exec sleep infinity
+fi
+exec /usr/local/bin/agnhost "$@"
+`
 
 // AgnhostPackages are the tools upstream's agnhost image installs (bind-tools, curl,
 // netcat-openbsd, iproute2, iperf, bash) as Debian names them, and what its Alpine base's busybox
@@ -41,6 +62,7 @@ var agnhostAlternatives = []string{"/usr/bin/awk", "/usr/bin/nc"}
 type upstreamImage struct {
 	ref        string
 	fs         *rootfs
+	over       *rootfs // a layer on top of fs's, for this tag alone
 	entrypoint []string
 	cmd        []string
 }
@@ -58,8 +80,12 @@ func runUpstream(binDir, coreDNS, outDir string) error {
 	}
 	regression := newRootfs()
 	regression.addFile("/regression-issue-74839", filepath.Join(binDir, "regression-issue-74839"), 0o755)
+	cnpLayer := newRootfs()
+	cnpLayer.addText("/agnhost", []byte(porterWithoutSCTP))
+	cnpLayer.modes["/agnhost"] = 0o755
 	images := []upstreamImage{
 		{ref: AgnhostRef, fs: agnhost, entrypoint: []string{"/agnhost"}, cmd: []string{"pause"}}, // as upstream's Dockerfile
+		{ref: AgnhostCNPRef, fs: agnhost, over: cnpLayer, entrypoint: []string{"/agnhost"}, cmd: []string{"pause"}},
 		// The DNS specs run their jessie querier as `sh -c <dig script>`: agnhost's tools serve.
 		{ref: JessieDnsutilsRef, fs: agnhost, cmd: []string{"/bin/sh"}},
 		// The EndpointSlice specs only need a container that runs and listens: agnhost's web server on 80.
@@ -77,7 +103,13 @@ func runUpstream(binDir, coreDNS, outDir string) error {
 			}
 			built[im.fs] = base
 		}
-		img, err := withCommand(base, im.entrypoint, im.cmd)
+		img := base
+		if im.over != nil {
+			if img, err = withLayer(base, im.over); err != nil {
+				return err
+			}
+		}
+		img, err = withCommand(img, im.entrypoint, im.cmd)
 		if err != nil {
 			return err
 		}
@@ -121,7 +153,10 @@ func agnhostRootfs(binDir, coreDNS string) (*rootfs, error) {
 			return nil, fmt.Errorf("%s: %w", a, err)
 		}
 	}
-	for img, host := range map[string]string{"/agnhost": filepath.Join(binDir, "agnhost"), "/coredns": coreDNS,
+	// The binary lives in /usr/local/bin with /agnhost a link to it, so the AgnhostCNPRef
+	// image can put its porterWithoutSCTP at /agnhost without a second copy of the binary.
+	fs.links["/agnhost"] = "usr/local/bin/agnhost"
+	for img, host := range map[string]string{"/usr/local/bin/agnhost": filepath.Join(binDir, "agnhost"), "/coredns": coreDNS,
 		"/localhost.crt": filepath.Join(binDir, "localhost.crt"), "/localhost.key": filepath.Join(binDir, "localhost.key")} {
 		if _, err := os.Stat(host); err != nil {
 			return nil, fmt.Errorf("%s: %w (hack/install-deps.sh and make build write it)", host, err)

@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	policyv1 "github.com/kovn/kovn/api/policy/v1beta1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/cluster/nbsync"
 	"github.com/kovn/kovn/pkg/cluster/topology"
@@ -90,6 +91,8 @@ func (g *OrphanCollector) gone(ctx context.Context, o nbsync.Owner) (bool, error
 		obj = &kovnv1.ForeignAZ{}
 	case topology.OwnerNode:
 		obj = &corev1.Node{}
+	case topology.OwnerClusterNetworkPolicy:
+		obj = &policyv1.ClusterNetworkPolicy{}
 	case topology.OwnerPod, topology.OwnerService, topology.OwnerNetworkPolicy:
 		ns, name, ok := strings.Cut(o.Key, "/")
 		if !ok {

@@ -92,7 +92,7 @@ func (r *NetworkPolicyReconciler) policyIn(ctx context.Context, np *networkingv1
 	if err != nil {
 		return in, err
 	}
-	if in.Pods, err = r.podsIn(ctx, []string{np.Namespace}, sel, true); err != nil {
+	if in.Pods, err = podsIn(ctx, r.Client, []string{np.Namespace}, sel, true); err != nil {
 		return in, err
 	}
 	for _, rule := range np.Spec.Ingress {
@@ -162,7 +162,7 @@ func (r *NetworkPolicyReconciler) ruleIn(ctx context.Context, ns string, peers [
 	}
 	if ri.AllPeers && hasNamedPort(ri.Ports) {
 		// Egress to every destination by a named port: the names resolve on every pod.
-		pods, err := r.podsIn(ctx, nil, labels.Everything(), false)
+		pods, err := podsIn(ctx, r.Client, nil, labels.Everything(), false)
 		if err != nil {
 			return ri, err
 		}
@@ -184,7 +184,7 @@ func (r *NetworkPolicyReconciler) peerIn(ctx context.Context, ns string, peer ne
 		podSel = s
 	}
 	if peer.NamespaceSelector == nil {
-		pods, err := r.podsIn(ctx, []string{ns}, podSel, false)
+		pods, err := podsIn(ctx, r.Client, []string{ns}, podSel, false)
 		return topology.PolicyPeerIn{Selector: topology.PeerSelector(ns, "", podSel.String(), true), Pods: pods}, err
 	}
 	nsSel, err := metav1.LabelSelectorAsSelector(peer.NamespaceSelector)
@@ -203,7 +203,7 @@ func (r *NetworkPolicyReconciler) peerIn(ctx context.Context, ns string, peer ne
 	if len(namespaces) == 0 {
 		return out, nil
 	}
-	out.Pods, err = r.podsIn(ctx, namespaces, podSel, false)
+	out.Pods, err = podsIn(ctx, r.Client, namespaces, podSel, false)
 	return out, err
 }
 

@@ -22,7 +22,7 @@ import (
 
 // podsIn returns the pods of the namespaces (nil: all) that sel matches and that kovn has
 // addressed, with their addresses from their IP objects and their named container ports.
-func (r *NetworkPolicyReconciler) podsIn(ctx context.Context, namespaces []string, sel labels.Selector, withPort bool) ([]topology.PolicyPodIn, error) {
+func podsIn(ctx context.Context, r client.Reader, namespaces []string, sel labels.Selector, withPort bool) ([]topology.PolicyPodIn, error) {
 	var pods []corev1.Pod
 	lists := namespaces
 	if lists == nil {

@@ -24,6 +24,7 @@ import (
 	libovsdb "github.com/ovn-org/libovsdb/client"
 
 	nadv1 "github.com/kovn/kovn/api/nad/v1"
+	policyv1 "github.com/kovn/kovn/api/policy/v1beta1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/contract"
@@ -55,9 +56,13 @@ func newReconcilerEnv(t *testing.T, objs ...client.Object) *reconcilerEnv {
 	if err := nadv1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
+	if err := policyv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
 	objs = append(objs, &kovnv1.Vpc{ObjectMeta: metav1.ObjectMeta{Name: DefaultOptions().DefaultVpc}})
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithIndex(&kovnv1.IP{}, ipPodKey, ipPodIndex).
-		WithStatusSubresource(&kovnv1.Subnet{}, &kovnv1.IPPool{}, &kovnv1.IP{}, &kovnv1.Vpc{}, &kovnv1.Vlan{}, &kovnv1.EgressIP{}).Build()
+		WithStatusSubresource(&kovnv1.Subnet{}, &kovnv1.IPPool{}, &kovnv1.IP{}, &kovnv1.Vpc{}, &kovnv1.Vlan{}, &kovnv1.EgressIP{},
+			&policyv1.ClusterNetworkPolicy{}).Build()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	nb, err := ovn.ConnectNB(ctx, ovn.Config{Endpoints: []string{ovntest.ServeNB(t)}})

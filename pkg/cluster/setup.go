@@ -32,7 +32,8 @@ import (
 // +kubebuilder:rbac:groups=kovn.io,resources=vpcs;subnets,verbs=get;list;watch;create
 
 // CRDs are the CRD manifests of deploy/crds: kovn's own, and those of the APIs it implements
-// (mcs-api's, KEP-2149's ClusterProperty, NPWG's NetworkAttachmentDefinition).
+// (mcs-api's, KEP-2149's ClusterProperty, NPWG's NetworkAttachmentDefinition, network-policy-api's
+// ClusterNetworkPolicy).
 func CRDs() ([]*apiextv1.CustomResourceDefinition, error) {
 	files, err := fs.Glob(crds.FS, "*.yaml")
 	if err != nil {
@@ -264,6 +265,7 @@ func Setup(mgr ctrl.Manager, st *State, nb libovsdb.Client, health *GatewayHealt
 		&StatefulSetReconciler{Client: c, State: st},
 		&ServiceReconciler{Client: c, State: st, NB: nb, Recorder: rec, ExternalIPCIDRs: st.Opts.ExternalIPCIDRs},
 		&NetworkPolicyReconciler{Client: c, State: st, NB: nb, Recorder: rec},
+		&ClusterNetworkPolicyReconciler{Client: c, State: st, NB: nb, Recorder: rec},
 		&FloatingIPReconciler{Client: c, State: st, NB: nb},
 		&EgressIPReconciler{Client: c, State: st, NB: nb, Health: health},
 	}

@@ -91,6 +91,19 @@ type parser struct {
 	toks []token
 	pos  int
 	refs Refs
+	// negated: an odd number of enclosing `!`. Nominal fields and predicates may then not be
+	// used (northd: "Nominal field ip.proto may only be tested for equality (taking enclosing
+	// `!' operators into account)").
+	negated bool
+}
+
+// nominal are the fields northd tests for equality only, and the predicates that expand to
+// such a test (ip4 is eth.type == 0x800, tcp is ip.proto == 6), which it takes only positively.
+var nominal = map[string]bool{
+	"ip.proto": true, "eth.type": true, "inport": true, "outport": true,
+	"ip": true, "ip4": true, "ip6": true, "arp": true, "tcp": true, "udp": true, "sctp": true, "igmp": true,
+	"icmp": true, "icmp4": true, "icmp6": true, "nd": true, "nd_ns": true, "nd_na": true, "nd_rs": true, "nd_ra": true,
+	"mldv1": true, "mldv2": true,
 }
 
 func (p *parser) peek() token { return p.toks[p.pos] }
@@ -125,7 +138,10 @@ func (p *parser) and() error {
 func (p *parser) not() error {
 	if p.peek().is(tOp, "!") {
 		p.next()
-		return p.not()
+		p.negated = !p.negated
+		err := p.not()
+		p.negated = !p.negated
+		return err
 	}
 	return p.primary()
 }
@@ -165,7 +181,13 @@ func (p *parser) primary() error {
 		if f.kind != predicate {
 			return &Error{t.off, fmt.Sprintf("%s is not a predicate: compare it (e.g. %s == ...)", name, name)}
 		}
+		if nominal[name] && p.negated {
+			return &Error{t.off, fmt.Sprintf("%s may only be tested positively (OVN refuses !%s)", name, name)}
+		}
 		return nil
+	}
+	if nominal[name] && sub == "" && (op.text == "!=") != p.negated {
+		return &Error{op.off, fmt.Sprintf("%s may only be tested for equality, taking enclosing ! into account (OVN calls it nominal)", name)}
 	}
 	if f.kind == predicate {
 		return &Error{op.off, fmt.Sprintf("%s is a predicate: use it bare or negated, not with %s", name, op.text)}

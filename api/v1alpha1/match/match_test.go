@@ -19,6 +19,12 @@ func TestCheckAccepts(t *testing.T) {
 		"tcp.flags == 0x2/0x12",
 		"1",
 		"ip6.dst == ::1",
+		// Negation is fine where northd takes it: bit predicates, masked fields, ordinal ones,
+		// and a nominal field tested for equality under an even number of !.
+		"ip4 && !ip4.mcast && !eth.bcast && !ct.new && !ip.is_frag",
+		"ip4 && !(ip.proto != 6)",
+		"ip.proto == {1, 2, 47}",
+		"!(!tcp)",
 	} {
 		if _, err := Check(m); err != nil {
 			t.Errorf("%q: %v", m, err)
@@ -48,6 +54,14 @@ func TestCheckRefuses(t *testing.T) {
 		{"eth.src == 0a:58:0a", "not an Ethernet address"},
 		{`inport == "a`, "unterminated string"},
 		{"ip4.src == {}", "empty set"},
+		// Refused by northd 23.03 (seen in ovn-trace's parse warnings on the lab).
+		{"ip4 && ip.proto != 6", "only be tested for equality"},
+		{"ip4 && !(ip.proto == 6)", "only be tested for equality"},
+		{`outport != "x"`, "only be tested for equality"},
+		{"eth.type != 0x800", "only be tested for equality"},
+		{"ip4 && !(tcp || udp)", "only be tested positively"},
+		{"!ip4", "only be tested positively"},
+		{"ip6 && !nd", "only be tested positively"},
 	} {
 		_, err := Check(tc.match)
 		if err == nil || !strings.Contains(err.Error(), tc.says) {
