@@ -75,26 +75,8 @@ func (r *ClusterNetworkPolicyReconciler) Reconcile(ctx context.Context, _ ctrl.R
 		verdicts[p.Name] = v
 		in.Policies = append(in.Policies, pin)
 	}
-	shards, roomErrs := topology.ForClusterNetworkPolicies(in)
-	var failed []error
-	for _, p := range in.Policies {
-		v := verdicts[p.Name]
-		sh, ok := shards[p.Name]
-		switch {
-		case roomErrs[p.Name] != nil:
-			v.ready, v.reason, v.msg = false, "NoPriorityRoom", roomErrs[p.Name].Error()
-		case !ok:
-			// Neither the spec nor a last good one resolved: its rows stay as they are.
-		default:
-			if res, err := applyShard(ctx, r.NB, sh); err != nil || !res.IsZero() {
-				v.ready, v.reason, v.msg = false, kovnv1.ReasonReconcileFailed, fmt.Sprintf("OVN ACLs not updated: %v", err)
-				failed = append(failed, err)
-				continue
-			}
-			r.programmed[p.Name] = true
-			v.ready, v.reason, v.msg = true, kovnv1.ReasonReconciled, fmt.Sprintf("%d ACLs programmed", len(sh.ACLs))
-		}
-	}
+	shards, compileErrs := topology.ForClusterNetworkPolicies(in)
+	res, failed := r.apply(ctx, in.Policies, shards, compileErrs, verdicts)
 	if err := r.dropGone(ctx, list.Items); err != nil {
 		failed = append(failed, err)
 	}
@@ -103,7 +85,46 @@ func (r *ClusterNetworkPolicyReconciler) Reconcile(ctx context.Context, _ ctrl.R
 			failed = append(failed, err)
 		}
 	}
-	return ctrl.Result{}, errors.Join(failed...)
+	return res, errors.Join(failed...)
+}
+
+// apply writes each policy's shard and records the outcome in its verdict. A policy without
+// a shard keeps its rows: it did not resolve, it is held by one before it, or it does not
+// fit (compileErrs says which).
+func (r *ClusterNetworkPolicyReconciler) apply(ctx context.Context, pols []topology.ClusterPolicyIn, shards map[string]topology.Shard,
+	compileErrs map[string]error, verdicts map[string]*cnpVerdict) (ctrl.Result, []error) {
+	var res ctrl.Result
+	var failed []error
+	for _, p := range pols {
+		v := verdicts[p.Name]
+		sh, ok := shards[p.Name]
+		var held *topology.HeldError
+		switch {
+		case errors.As(compileErrs[p.Name], &held):
+			v.ready, v.reason, v.msg = false, "Held", held.Error()
+		case compileErrs[p.Name] != nil:
+			v.ready, v.reason, v.msg = false, "NotProgrammable", compileErrs[p.Name].Error()
+		case !ok:
+			// Neither the spec nor a last good one resolved: resolvePolicy said so.
+		default:
+			got, err := applyShard(ctx, r.NB, sh)
+			switch {
+			case err != nil:
+				v.ready, v.reason, v.msg = false, kovnv1.ReasonReconcileFailed, fmt.Sprintf("OVN ACLs not updated: %v", err)
+				failed = append(failed, err)
+			case got.RequeueAfter > 0:
+				// A selected pod's switch port is not there yet (nbsync.ErrParentMissing): the
+				// rest of the shard is written.
+				r.programmed[p.Name] = true
+				v.ready, v.reason, v.msg = false, kovnv1.ReasonReconciling, "waiting for the switch port of a selected pod"
+				res.RequeueAfter = max(res.RequeueAfter, got.RequeueAfter)
+			default:
+				r.programmed[p.Name] = true
+				v.ready, v.reason, v.msg = true, kovnv1.ReasonReconciled, fmt.Sprintf("%d ACLs programmed", len(sh.ACLs))
+			}
+		}
+	}
+	return res, failed
 }
 
 // cnpVerdict is what one reconcile found about a policy, for its conditions.
@@ -248,7 +269,7 @@ func (r *ClusterNetworkPolicyReconciler) addEgressPeer(ctx context.Context, ri *
 		if p != p.Masked() {
 			return &cnpInvalid{fmt.Errorf("network %q has address bits set beyond /%d (%s)", c, p.Bits(), p.Masked())}
 		}
-		ri.Peers = append(ri.Peers, p)
+		ri.PeerPrefixes = append(ri.PeerPrefixes, p)
 	}
 	if peer.Nodes == nil {
 		return nil
@@ -264,7 +285,7 @@ func (r *ClusterNetworkPolicyReconciler) addEgressPeer(ctx context.Context, ri *
 	for _, n := range nodes.Items {
 		for _, a := range n.Status.Addresses {
 			if ip, err := netip.ParseAddr(a.Address); err == nil && (a.Type == corev1.NodeInternalIP || a.Type == corev1.NodeExternalIP) {
-				ri.Peers = append(ri.Peers, netip.PrefixFrom(ip, ip.BitLen()))
+				ri.PeerPrefixes = append(ri.PeerPrefixes, netip.PrefixFrom(ip, ip.BitLen()))
 			}
 		}
 	}
@@ -281,11 +302,6 @@ func (r *ClusterNetworkPolicyReconciler) addPodPeer(ctx context.Context, ri *top
 		return err
 	}
 	ri.PeerPods = append(ri.PeerPods, selected...)
-	for _, p := range selected {
-		for _, ip := range p.IPs {
-			ri.Peers = append(ri.Peers, netip.PrefixFrom(ip, ip.BitLen()))
-		}
-	}
 	return nil
 }
 
@@ -308,18 +324,7 @@ func (r *ClusterNetworkPolicyReconciler) selectPods(ctx context.Context, ns *met
 			return nil, &cnpInvalid{fmt.Errorf("pod selector: %v", err)}
 		}
 	}
-	var list corev1.NamespaceList
-	if err := r.List(ctx, &list, client.MatchingLabelsSelector{Selector: nss}); err != nil {
-		return nil, err
-	}
-	if len(list.Items) == 0 {
-		return nil, nil
-	}
-	names := make([]string, 0, len(list.Items))
-	for _, n := range list.Items {
-		names = append(names, n.Name)
-	}
-	return podsIn(ctx, r.Client, names, ps, withPort)
+	return podsInNamespaces(ctx, r.Client, nss, ps, withPort)
 }
 
 func protocolsIn(ps []policyv1.ClusterNetworkPolicyProtocol) []topology.ClusterProtocolIn {

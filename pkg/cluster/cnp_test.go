@@ -145,3 +145,29 @@ func TestClusterNetworkPolicyReconciler(t *testing.T) {
 		t.Errorf("ACLs left after delete: %v", got)
 	}
 }
+
+// A policy whose subject pod has no switch port yet waits for it (a requeue, Ready=False
+// Reconciling), and is programmed once the port is there.
+func TestClusterNetworkPolicyWaitsForPorts(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns1", Labels: map[string]string{"team": "a"}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "a"}, Spec: corev1.PodSpec{NodeName: "n1"}}
+	cnp := &policyv1.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u1"}, Spec: policyv1.ClusterNetworkPolicySpec{
+		Tier: policyv1.BaselineTier, Subject: policyv1.ClusterNetworkPolicySubject{Namespaces: &metav1.LabelSelector{}},
+		Ingress: []policyv1.ClusterNetworkPolicyIngressRule{{Action: policyv1.ClusterNetworkPolicyRuleActionDeny,
+			From: []policyv1.ClusterNetworkPolicyIngressPeer{{Namespaces: &metav1.LabelSelector{}}}}}}}
+	e := defaultEnv(t, ns, pod, cnp)
+	e.reconcile(t, e.pods, "ns1", "a") // its IP object, not yet its port
+	r := &ClusterNetworkPolicyReconciler{Client: e.c, State: e.st, NB: e.nb, Recorder: e.rec}
+	res, err := r.Reconcile(context.Background(), clusterPoliciesKey)
+	if err != nil || res.RequeueAfter == 0 {
+		t.Fatalf("reconcile: %+v, %v; want a requeue", res, err)
+	}
+	if c := cnpCondition(t, e.c, "p", kovnv1.ConditionReady); c == nil || c.Reason != kovnv1.ReasonReconciling {
+		t.Errorf("Ready %+v", c)
+	}
+	e.reconcile(t, e.ports, "ns1", "a")
+	e.reconcile(t, r, "", "clusternetworkpolicies")
+	if c := cnpCondition(t, e.c, "p", kovnv1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("Ready after the port: %+v", c)
+	}
+}

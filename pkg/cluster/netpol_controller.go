@@ -192,18 +192,7 @@ func (r *NetworkPolicyReconciler) peerIn(ctx context.Context, ns string, peer ne
 		return topology.PolicyPeerIn{}, err
 	}
 	out := topology.PolicyPeerIn{Selector: topology.PeerSelector("", nsSel.String(), podSel.String(), false)}
-	var list corev1.NamespaceList
-	if err := r.List(ctx, &list, client.MatchingLabelsSelector{Selector: nsSel}); err != nil {
-		return out, err
-	}
-	namespaces := make([]string, 0, len(list.Items))
-	for _, n := range list.Items {
-		namespaces = append(namespaces, n.Name)
-	}
-	if len(namespaces) == 0 {
-		return out, nil
-	}
-	out.Pods, err = podsIn(ctx, r.Client, namespaces, podSel, false)
+	out.Pods, err = podsInNamespaces(ctx, r.Client, nsSel, podSel, false)
 	return out, err
 }
 

@@ -61,6 +61,22 @@ func podsIn(ctx context.Context, r client.Reader, namespaces []string, sel label
 	return out, nil
 }
 
+// podsInNamespaces returns the addressed pods podSel selects in the namespaces nsSel selects.
+func podsInNamespaces(ctx context.Context, r client.Reader, nsSel, podSel labels.Selector, withPort bool) ([]topology.PolicyPodIn, error) {
+	var list corev1.NamespaceList
+	if err := r.List(ctx, &list, client.MatchingLabelsSelector{Selector: nsSel}); err != nil {
+		return nil, err
+	}
+	if len(list.Items) == 0 {
+		return nil, nil
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, n := range list.Items {
+		names = append(names, n.Name)
+	}
+	return podsIn(ctx, r, names, podSel, withPort)
+}
+
 func namedPorts(p *corev1.Pod) map[string]topology.NamedPortIn {
 	out := map[string]topology.NamedPortIn{}
 	for _, c := range p.Spec.Containers {

@@ -186,6 +186,9 @@ func (p *parser) primary() error {
 		}
 		return nil
 	}
+	if nominal[name] && sub == "" && (op.text != "==" && op.text != "!=") {
+		return &Error{op.off, fmt.Sprintf("%s takes only == (OVN calls it nominal), not %s", name, op.text)}
+	}
 	if nominal[name] && sub == "" && (op.text == "!=") != p.negated {
 		return &Error{op.off, fmt.Sprintf("%s may only be tested for equality, taking enclosing ! into account (OVN calls it nominal)", name)}
 	}

@@ -59,6 +59,7 @@ func TestCheckRefuses(t *testing.T) {
 		{"ip4 && !(ip.proto == 6)", "only be tested for equality"},
 		{`outport != "x"`, "only be tested for equality"},
 		{"eth.type != 0x800", "only be tested for equality"},
+		{"ip4 && ip.proto >= 6", "takes only =="},
 		{"ip4 && !(tcp || udp)", "only be tested positively"},
 		{"!ip4", "only be tested positively"},
 		{"ip6 && !nd", "only be tested positively"},

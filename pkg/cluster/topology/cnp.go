@@ -1,9 +1,11 @@
 package topology
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"maps"
 	"net/netip"
+	"reflect"
 	"slices"
 	"sort"
 )
@@ -40,21 +42,22 @@ type ClusterPolicyIn struct {
 	Subject []PolicyPodIn
 	Ingress []ClusterRuleIn
 	Egress  []ClusterRuleIn
-	// Keep: the policy did not resolve; it gets no shard (its rows stay as they are) but
-	// keeps its place: Width rule indices in its tier.
+	// Keep: the policy did not resolve; it gets no shard (its rows stay as they are), takes
+	// Width rule indices in its tier, and holds every policy after it in its tier as it is
+	// (HeldError): their priorities and Pass cuts depend on it.
 	Keep  bool
 	Width int
 }
 
-// ClusterRuleIn is one rule with its peers resolved to addresses.
+// ClusterRuleIn is one rule with its peers resolved.
 type ClusterRuleIn struct {
 	Action string // Accept | Deny | Pass
-	// Peers are every address the rule's peers name: the peer pods' (host prefixes), the peer
-	// nodes', the networks.
-	Peers []netip.Prefix
-	// PeerPods are the peer pods, which resolve an egress rule's named ports.
-	PeerPods  []PolicyPodIn
-	Protocols []ClusterProtocolIn // empty: all traffic
+	// PeerPods are the pods the rule's pod and namespace peers select (their addresses are
+	// peers; they also resolve an egress rule's named ports).
+	PeerPods []PolicyPodIn
+	// PeerPrefixes are the rest: the peer nodes' addresses and the networks.
+	PeerPrefixes []netip.Prefix
+	Protocols    []ClusterProtocolIn // empty: all traffic
 }
 
 // ClusterProtocolIn is one protocol entry: a protocol with a port range (0..0: every port),
@@ -101,6 +104,7 @@ func ForClusterNetworkPolicies(in ClusterPoliciesIn) (map[string]Shard, map[stri
 	shards, errs := map[string]Shard{}, map[string]error{}
 	passes := map[string][]cnpCell{"ingress": nil, "egress": nil} // Admin Pass cells so far
 	adminSlot, baselineSlot := 0, 0
+	heldBy := map[bool]string{} // tier (Admin?) -> its first policy kept as it is
 	for _, p := range pols {
 		width := max(len(p.Ingress), len(p.Egress))
 		if p.Keep {
@@ -118,15 +122,38 @@ func ForClusterNetworkPolicies(in ClusterPoliciesIn) (map[string]Shard, map[stri
 			continue
 		}
 		if p.Keep {
+			if heldBy[p.Admin] == "" {
+				heldBy[p.Admin] = p.Name
+			}
+			continue
+		}
+		if by := heldBy[p.Admin]; by != "" {
+			errs[p.Name] = &HeldError{By: by}
 			continue
 		}
 		b := &cnpBuilder{p: p, families: families, first: first, sh: Shard{OwnerType: OwnerClusterNetworkPolicy, Owner: p.Name}}
 		b.compile(ingressDir, p.Ingress, passes)
 		b.compile(egressDir, p.Egress, passes)
+		if b.err != nil {
+			errs[p.Name] = b.err
+			continue
+		}
 		shards[p.Name] = b.finish()
 	}
 	return shards, errs
 }
+
+// HeldError is the verdict on a policy judged after one that is kept as it is (Keep): its
+// rows stay as they are too, since the kept policy's priorities and Pass rules shape them.
+type HeldError struct{ By string }
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("kept as programmed: policy %s, judged before it in its tier, does not resolve, and its rule priorities and Pass rules shape this policy's ACLs", e.By)
+}
+
+// maxCellsPerRule bounds how many parts Pass rules may cut one rule into (each part costs an
+// ACL, an address set and maybe a port group per family).
+const maxCellsPerRule = 64
 
 func tierName(admin bool) string {
 	if admin {
@@ -142,6 +169,7 @@ type cnpBuilder struct {
 	subject  []string
 	sh       Shard
 	groups   map[string]bool
+	err      error
 }
 
 func (b *cnpBuilder) compile(d policyDir, rules []ClusterRuleIn, passes map[string][]cnpCell) {
@@ -165,7 +193,7 @@ func (b *cnpBuilder) compile(d policyDir, rules []ClusterRuleIn, passes map[stri
 	// A denied pod must still resolve its neighbours (IPv6 neighbour discovery is IP traffic
 	// a Deny of ::/0 would match).
 	pg := b.group(cnpCell{ports: b.subject})
-	b.acl(d, pg, d.name+"/neighbours", "", prio, fmt.Sprintf("%s == @%s && (arp || nd || nd_rs || nd_ra)", d.port, pg), "allow")
+	b.acl(d, pg, d.name+"/neighbours", "", prio, fmt.Sprintf("%s == @%s && %s", d.port, pg, neighbourDiscovery), "allow")
 	for i, r := range rules {
 		cells := b.ruleCells(d, i, r)
 		if !b.p.Admin {
@@ -183,6 +211,11 @@ func (b *cnpBuilder) compile(d policyDir, rules []ClusterRuleIn, passes map[stri
 			}
 			cells = left
 		}
+		if len(cells) > maxCellsPerRule {
+			b.err = fmt.Errorf("the Pass rules judged before %s rule %d cut it into %d parts; kovn programs at most %d (OVN 23.03 has no pass verb: docs/policy.md)",
+				d.name, i, len(cells), maxCellsPerRule)
+			return
+		}
 		b.emit(d, cells, b.first-i, r.Action)
 	}
 }
@@ -192,7 +225,11 @@ func (b *cnpBuilder) compile(d policyDir, rules []ClusterRuleIn, passes map[stri
 // peer pods' for egress).
 func (b *cnpBuilder) ruleCells(d policyDir, i int, r ClusterRuleIn) []cnpCell {
 	key := fmt.Sprintf("%s/%d", d.name, i)
-	base := cnpCell{key: key, ports: b.subject, peers: normPrefixes(r.Peers)}
+	peers := slices.Clone(r.PeerPrefixes)
+	for _, pod := range r.PeerPods {
+		peers = append(peers, hostPrefixes(pod.IPs)...)
+	}
+	base := cnpCell{key: key, ports: b.subject, peers: normPrefixes(peers)}
 	if len(r.Protocols) == 0 {
 		base.svc = allTraffic()
 		return []cnpCell{base}
@@ -256,21 +293,19 @@ func (b *cnpBuilder) ruleCells(d policyDir, i int, r ClusterRuleIn) []cnpCell {
 // cellMinus is c without the traffic of Pass cell p (the k-th): (S∖Sp)×A×P ∪ (S∩Sp)×(A∖Ap)×P ∪
 // (S∩Sp)×(A∩Ap)×(P∖Pp), the empty parts left out.
 func cellMinus(c, p cnpCell, k int) []cnpCell {
-	var out []cnpCell
-	in := stringsAnd(c.ports, p.ports)
-	if len(in) == 0 {
-		return []cnpCell{c}
+	in, both, svcLeft := stringsAnd(c.ports, p.ports), prefixesAnd(c.peers, p.peers), c.svc.minus(p.svc)
+	if len(in) == 0 || len(both) == 0 || reflect.DeepEqual(svcLeft, c.svc.minus(svcSet{})) {
+		return []cnpCell{c} // nothing in common: the cell stays as it is (and keeps its name)
 	}
+	var out []cnpCell
 	if rest := stringsMinus(c.ports, p.ports); len(rest) > 0 {
 		out = append(out, cnpCell{key: fmt.Sprintf("%s~%da", c.key, k), ports: rest, peers: c.peers, svc: c.svc})
 	}
 	if rest := prefixesMinus(c.peers, p.peers); len(rest) > 0 {
 		out = append(out, cnpCell{key: fmt.Sprintf("%s~%db", c.key, k), ports: in, peers: rest, svc: c.svc})
 	}
-	if both := prefixesAnd(c.peers, p.peers); len(both) > 0 {
-		if rest := c.svc.minus(p.svc); !rest.empty() {
-			out = append(out, cnpCell{key: fmt.Sprintf("%s~%dc", c.key, k), ports: in, peers: both, svc: rest})
-		}
+	if !svcLeft.empty() {
+		out = append(out, cnpCell{key: fmt.Sprintf("%s~%dc", c.key, k), ports: in, peers: both, svc: svcLeft})
 	}
 	return out
 }
@@ -335,19 +370,27 @@ func (b *cnpBuilder) finish() Shard {
 }
 
 // ClusterPolicyPortGroup names the port group of a policy's subject (cell "") or of the part
-// of it one cell keeps after a Pass rule was cut out.
+// of it one cell keeps after a Pass rule was cut out. A name that is an OVN identifier as it
+// is (no '-' or '.') holds no '_', so the hashed forms, which start with "__", never meet it.
 func ClusterPolicyPortGroup(name, cell string) string {
 	if cell == "" {
 		if id, replaced := ovnIdent(name); !replaced && len(id) <= 40 {
 			return "kovn_cnp_" + id
 		}
-		return "kovn_cnp_" + shortHash(name)
+		return "kovn_cnp__" + longHash(name)
 	}
-	return "kovn_cnp_" + shortHash(name+"\x00"+cell) + "_part"
+	return "kovn_cnp__" + longHash(name+"\x00"+cell) + "_part"
 }
 
+// cnpAddressSet names a cell's address set of family f (apart from the sets OVN derives from
+// port groups, <group>_ip4, by its own prefix).
 func cnpAddressSet(name, cell, f string) string {
-	return "kovn_cnp_" + shortHash(name+"\x00"+cell) + "_" + f
+	return "kovn_cnpas__" + longHash(name+"\x00"+cell) + "_" + f
+}
+
+func longHash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return fmt.Sprintf("%x", h[:8])
 }
 
 func hostPrefixes(ips []netip.Addr) []netip.Prefix {

@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"reflect"
@@ -57,10 +58,10 @@ func TestClusterPolicyPriorities(t *testing.T) {
 	subj := []PolicyPodIn{cnpPod("a.ns1", "10.16.0.5")}
 	in := ClusterPoliciesIn{JoinCIDRs: v4Join, Policies: []ClusterPolicyIn{
 		{Name: "later", Admin: true, Priority: 10, Subject: subj, Ingress: []ClusterRuleIn{
-			{Action: "Accept", Peers: cnpPeers("10.16.0.6")}, {Action: "Deny", Peers: cnpPeers("10.16.0.0/16")}}},
-		{Name: "first", Admin: true, Priority: 5, Subject: subj, Egress: []ClusterRuleIn{{Action: "Deny", Peers: cnpPeers("0.0.0.0/0")}}},
+			{Action: "Accept", PeerPrefixes: cnpPeers("10.16.0.6")}, {Action: "Deny", PeerPrefixes: cnpPeers("10.16.0.0/16")}}},
+		{Name: "first", Admin: true, Priority: 5, Subject: subj, Egress: []ClusterRuleIn{{Action: "Deny", PeerPrefixes: cnpPeers("0.0.0.0/0")}}},
 		{Name: "same-prio-b", Admin: true, Priority: 10, Subject: subj, Ingress: []ClusterRuleIn{{Action: "Accept"}}},
-		{Name: "base", Priority: 0, Subject: subj, Ingress: []ClusterRuleIn{{Action: "Deny", Peers: cnpPeers("10.16.0.7")}}},
+		{Name: "base", Priority: 0, Subject: subj, Ingress: []ClusterRuleIn{{Action: "Deny", PeerPrefixes: cnpPeers("10.16.0.7")}}},
 	}}
 	shards, errs := ForClusterNetworkPolicies(in)
 	if len(errs) > 0 {
@@ -107,9 +108,9 @@ func TestClusterPolicyPriorities(t *testing.T) {
 func TestClusterPolicyAdminPass(t *testing.T) {
 	p1, p2, p3 := cnpPod("p1.ns", "10.16.0.1"), cnpPod("p2.ns", "10.16.0.2"), cnpPod("p3.ns", "10.16.0.3")
 	pass := ClusterPolicyIn{Name: "pass", Admin: true, Priority: 1, Subject: []PolicyPodIn{p1, p2},
-		Ingress: []ClusterRuleIn{{Action: "Pass", Peers: cnpPeers("10.17.0.1"), Protocols: []ClusterProtocolIn{{Protocol: "TCP", Start: 80, End: 80}}}}}
+		Ingress: []ClusterRuleIn{{Action: "Pass", PeerPrefixes: cnpPeers("10.17.0.1"), Protocols: []ClusterProtocolIn{{Protocol: "TCP", Start: 80, End: 80}}}}}
 	deny := ClusterPolicyIn{Name: "deny", Admin: true, Priority: 2, Subject: []PolicyPodIn{p1, p3},
-		Ingress: []ClusterRuleIn{{Action: "Deny", Peers: cnpPeers("10.17.0.1", "10.17.0.2")}}}
+		Ingress: []ClusterRuleIn{{Action: "Deny", PeerPrefixes: cnpPeers("10.17.0.1", "10.17.0.2")}}}
 	shards, _ := ForClusterNetworkPolicies(ClusterPoliciesIn{JoinCIDRs: v4Join, Policies: []ClusterPolicyIn{pass, deny}})
 	if n := len(shards["pass"].ACLs); n != 1 { // its neighbour allow only
 		t.Errorf("pass policy has %d ACLs, want the neighbour allow alone: %+v", n, shards["pass"].ACLs)
@@ -157,9 +158,9 @@ func TestClusterPolicyNamedPorts(t *testing.T) {
 	other := cnpPod("c.ns", "10.16.0.3")
 	in := ClusterPoliciesIn{JoinCIDRs: v4Join, Policies: []ClusterPolicyIn{
 		{Name: "in", Admin: true, Subject: []PolicyPodIn{web80, web8080, other},
-			Ingress: []ClusterRuleIn{{Action: "Deny", Peers: cnpPeers("10.17.0.0/16"), Protocols: []ClusterProtocolIn{{NamedPort: "web"}}}}},
+			Ingress: []ClusterRuleIn{{Action: "Deny", PeerPrefixes: cnpPeers("10.17.0.0/16"), Protocols: []ClusterProtocolIn{{NamedPort: "web"}}}}},
 		{Name: "out", Admin: true, Subject: []PolicyPodIn{other},
-			Egress: []ClusterRuleIn{{Action: "Accept", Peers: cnpPeers("10.16.0.1", "10.16.0.2"), PeerPods: []PolicyPodIn{web80, web8080},
+			Egress: []ClusterRuleIn{{Action: "Accept", PeerPrefixes: cnpPeers("10.16.0.1", "10.16.0.2"), PeerPods: []PolicyPodIn{web80, web8080},
 				Protocols: []ClusterProtocolIn{{NamedPort: "web"}, {Protocol: "UDP", Start: 53, End: 53}}}}},
 	}}
 	shards, _ := ForClusterNetworkPolicies(in)
@@ -188,20 +189,21 @@ func TestClusterPolicyNamedPorts(t *testing.T) {
 }
 
 // A tier holds as many rule indices as its band: the policy that does not fit gets an error
-// and no shard; one kept (unresolved) still takes its place.
+// and no shard; one kept (unresolved) still takes its place, so the next one does not fit.
 func TestClusterPolicyNoRoom(t *testing.T) {
 	var in ClusterPoliciesIn
 	width := PriorityBaselineTop - PriorityBaselineBottom + 1
 	for i := 0; i < width; i++ {
 		in.Policies = append(in.Policies, ClusterPolicyIn{Name: fmt.Sprintf("p%04d", i), Priority: 1, Ingress: []ClusterRuleIn{{Action: "Deny"}}})
 	}
-	in.Policies[3] = ClusterPolicyIn{Name: "p0003", Priority: 1, Keep: true, Width: 1}
+	last := fmt.Sprintf("p%04d", width-1)
+	in.Policies[width-1] = ClusterPolicyIn{Name: last, Priority: 1, Keep: true, Width: 1} // takes the band's last index
 	in.Policies = append(in.Policies, ClusterPolicyIn{Name: "z", Priority: 1, Ingress: []ClusterRuleIn{{Action: "Deny"}}})
 	shards, errs := ForClusterNetworkPolicies(in)
 	if len(errs) != 1 || errs["z"] == nil {
 		t.Fatalf("errors %v, want one for z", errs)
 	}
-	if _, ok := shards["p0003"]; ok || len(shards) != width-1 {
+	if _, ok := shards[last]; ok || len(shards) != width-1 {
 		t.Errorf("%d shards (kept policy's: %t)", len(shards), ok)
 	}
 	if p := aclsByKey(shards["p0004"])["ingress/0/ip6"].Priority; p != PriorityBaselineTop-4 {
@@ -236,10 +238,10 @@ func TestClusterPolicyMatchesParse(t *testing.T) {
 	p1, p2 := cnpPod("p1.ns", "10.16.0.1", "fd00::1"), cnpPod("p2.ns", "10.16.0.2", "fd00::2")
 	in := ClusterPoliciesIn{Policies: []ClusterPolicyIn{
 		{Name: "pass", Admin: true, Priority: 1, Subject: []PolicyPodIn{p1},
-			Egress: []ClusterRuleIn{{Action: "Pass", Peers: cnpPeers("10.0.0.0/8"), Protocols: []ClusterProtocolIn{{Protocol: "UDP", Start: 53, End: 53}}}}},
+			Egress: []ClusterRuleIn{{Action: "Pass", PeerPrefixes: cnpPeers("10.0.0.0/8"), Protocols: []ClusterProtocolIn{{Protocol: "UDP", Start: 53, End: 53}}}}},
 		{Name: "deny", Admin: true, Priority: 2, Subject: []PolicyPodIn{p1, p2},
-			Egress:  []ClusterRuleIn{{Action: "Deny", Peers: cnpPeers("0.0.0.0/0", "::/0")}},
-			Ingress: []ClusterRuleIn{{Action: "Accept", Peers: cnpPeers("10.16.0.2"), Protocols: []ClusterProtocolIn{{Protocol: "SCTP", Start: 9000, End: 9005}}}}},
+			Egress:  []ClusterRuleIn{{Action: "Deny", PeerPrefixes: cnpPeers("0.0.0.0/0", "::/0")}},
+			Ingress: []ClusterRuleIn{{Action: "Accept", PeerPrefixes: cnpPeers("10.16.0.2"), Protocols: []ClusterProtocolIn{{Protocol: "SCTP", Start: 9000, End: 9005}}}}},
 	}}
 	shards, _ := ForClusterNetworkPolicies(in)
 	n := 0
@@ -253,5 +255,67 @@ func TestClusterPolicyMatchesParse(t *testing.T) {
 	}
 	if n < 8 {
 		t.Errorf("only %d ACLs", n)
+	}
+}
+
+// A policy kept as it is (it does not resolve) holds every policy after it in its tier as it
+// is too (their priorities and Pass cuts depend on it); the other tier goes on.
+func TestClusterPolicyKeepHoldsTheRest(t *testing.T) {
+	subj := []PolicyPodIn{cnpPod("a.ns", "10.16.0.5")}
+	rule := []ClusterRuleIn{{Action: "Deny", PeerPrefixes: cnpPeers("10.0.0.0/8")}}
+	in := ClusterPoliciesIn{JoinCIDRs: v4Join, Policies: []ClusterPolicyIn{
+		{Name: "before", Admin: true, Priority: 1, Subject: subj, Ingress: rule},
+		{Name: "bad", Admin: true, Priority: 2, Keep: true, Width: 1},
+		{Name: "after", Admin: true, Priority: 3, Subject: subj, Ingress: rule},
+		{Name: "base", Priority: 3, Subject: subj, Ingress: rule},
+	}}
+	shards, errs := ForClusterNetworkPolicies(in)
+	var held *HeldError
+	if !errors.As(errs["after"], &held) || held.By != "bad" {
+		t.Errorf("after: %v, want held by bad", errs["after"])
+	}
+	for _, name := range []string{"before", "base"} {
+		if _, ok := shards[name]; !ok {
+			t.Errorf("%s has no shard (%v)", name, errs[name])
+		}
+	}
+	if _, ok := shards["bad"]; ok {
+		t.Error("the kept policy got a shard")
+	}
+}
+
+// A Pass cell with nothing in common with a rule's cell (other pods, other peers, or other
+// ports) leaves it whole, name included; one rule cut into too many parts is refused.
+func TestClusterPolicyPassCuts(t *testing.T) {
+	c := cnpCell{key: "ingress/0", ports: []string{"a"}, peers: cnpPeers("10.0.0.0/24"), svc: allTraffic()}
+	var tcp80 svcSet
+	tcp80.add("tcp", portRange{80, 80})
+	for name, p := range map[string]cnpCell{
+		"other pods":  {ports: []string{"b"}, peers: cnpPeers("10.0.0.0/24"), svc: allTraffic()},
+		"other peers": {ports: []string{"a"}, peers: cnpPeers("10.1.0.0/24"), svc: allTraffic()},
+	} {
+		if got := cellMinus(c, p, 0); len(got) != 1 || got[0].key != c.key {
+			t.Errorf("%s: %+v", name, got)
+		}
+	}
+	udpOnly := cnpCell{key: "ingress/0", ports: []string{"a"}, peers: cnpPeers("10.0.0.0/24")}
+	udpOnly.svc.add("udp", portRange{53, 53})
+	if got := cellMinus(udpOnly, cnpCell{ports: []string{"a"}, peers: cnpPeers("10.0.0.0/24"), svc: tcp80}, 0); len(got) != 1 || got[0].key != "ingress/0" {
+		t.Errorf("other ports: %+v", got)
+	}
+	// 70 Pass rules, each for one of the Deny's 70 pods and one address of its /24: each cut
+	// leaves the other pods whole and that pod without the address, 71 parts.
+	var pols []ClusterPolicyIn
+	var subj []PolicyPodIn
+	for i := 0; i < 70; i++ {
+		pod := cnpPod(fmt.Sprintf("p%02d", i), fmt.Sprintf("10.16.0.%d", i+10))
+		subj = append(subj, pod)
+		pols = append(pols, ClusterPolicyIn{Name: fmt.Sprintf("pass%02d", i), Admin: true, Priority: 1, Subject: []PolicyPodIn{pod},
+			Ingress: []ClusterRuleIn{{Action: "Pass", PeerPrefixes: cnpPeers(fmt.Sprintf("10.0.0.%d", 2*i+1))}}})
+	}
+	pols = append(pols, ClusterPolicyIn{Name: "deny", Admin: true, Priority: 2, Subject: subj,
+		Ingress: []ClusterRuleIn{{Action: "Deny", PeerPrefixes: cnpPeers("10.0.0.0/24"), Protocols: []ClusterProtocolIn{{Protocol: "TCP", Start: 80, End: 80}}}}})
+	if _, errs := ForClusterNetworkPolicies(ClusterPoliciesIn{JoinCIDRs: v4Join, Policies: pols}); errs["deny"] == nil {
+		t.Error("a rule cut into 71 parts was programmed")
 	}
 }

@@ -175,7 +175,7 @@ func (b *policyBuilder) direction(d policyDir, rules []PolicyRuleIn) {
 	b.acl(d, "deny", "", PriorityPolicyDeny, base, "drop").LogSeverity = b.in.Logging.Deny
 	// ARP and IPv6 neighbour/router discovery are not connections: allow-related would not
 	// let the answers back through the other direction's deny.
-	b.acl(d, "neighbours", "", PriorityPolicyAllow, base+" && (arp || nd || nd_rs || nd_ra)", "allow")
+	b.acl(d, "neighbours", "", PriorityPolicyAllow, base+" && "+neighbourDiscovery, "allow")
 	// No allow of the join CIDRs: a pod's own node reaches it by ownJoinACLs (above every
 	// policy); other nodes' join addresses are sources like any other.
 	for i, r := range rules {
@@ -422,6 +422,10 @@ func ovnIdent(s string) (string, bool) {
 	}
 	return b.String(), replaced
 }
+
+// neighbourDiscovery is ARP and IPv6 neighbour and router discovery: a pod a policy denies
+// must still resolve its gateway and answer its neighbours.
+const neighbourDiscovery = "(arp || nd || nd_rs || nd_ra)"
 
 func shortHash(s string) string {
 	h := sha256.Sum256([]byte(s))
