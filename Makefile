@@ -87,7 +87,7 @@ unit: $(HELM)
 SUMMARY = $(GO) run ./hack/testsummary
 e2e: build images upstream-images
 	hack/install-deps.sh --check
-	set -o pipefail; KOVN_BIN_DIR=$(BIN) $(GO) test -json -count=1 -parallel 3 -timeout 75m \
+	set -o pipefail; KOVN_BIN_DIR=$(BIN) $(GO) test -json -count=1 -parallel 4 -timeout 75m \
 	  -skip 'TestUpstreamSigNetwork$$' ./test/e2e/... | $(SUMMARY)
 
 ## upstream-e2e: Kubernetes' own sig-network e2e on a 2-node lab (needs root): the conformance,

@@ -41,14 +41,76 @@ func rigConfig(t *testing.T, clusters, nodes int) rig.Config {
 	return cfg
 }
 
-// concurrent marks a test that may run beside two other rigs (make e2e runs go test with
-// -parallel 3, and go test starts parallel tests only once every serial one has ended): it waits
-// on conditions with generous timeouts, counts no lost packets, times no failover, measures no
-// bandwidth or latency and has no HA gateway, so sharing the two cores only makes it slower.
-// Tests that do any of those stay serial and so always run alone. Rigs are sized so three of
-// them stay within the host's 128 inotify instances: a 2-cluster x 2-node chart lab holds 32
-// (5 per kubelet, 3 per apiserver, 1 per containerd), the largest concurrent labs are that size.
+// concurrent marks a test that may run beside other labs (make e2e runs go test with
+// -parallel 4, and go test starts parallel tests only once every serial one has ended; labGate
+// decides how many labs run at once): it waits on conditions with generous timeouts, counts no
+// lost packets, times no failover, measures no bandwidth or latency and has no HA gateway, so
+// sharing the two cores only makes it slower. Tests that do any of those stay serial and so
+// always run alone.
 func concurrent(t *testing.T) { t.Parallel() }
+
+// labCapacity is how much lab the host runs at once (labWeight units): three single-cluster
+// 2-node labs, or one multi-cluster lab beside one single-cluster lab. Two multi-cluster labs
+// together saturated CI's 2 cores (a 2x2 chart lab took 442 s to come up beside a 3-cluster
+// one, pods missed their readiness, kubectl exec timed out), and three labs of 32 inotify
+// instances each (a 2x2 chart lab: 5 per kubelet, 3 per apiserver, 1 per containerd) would
+// come near the host's 128.
+const labCapacity = 9
+
+// labWeight is a lab's share of labCapacity: a control plane and each node count one.
+func labWeight(cfg rig.Config) int { return cfg.Clusters * (cfg.Nodes + 1) }
+
+// labGate admits labs while they fit in labCapacity (a lab larger than it runs alone), the
+// heaviest waiting lab first: the multi-cluster labs are the longest, and starting them early
+// keeps the small ones for the end, beside them.
+type labGate struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	used    int
+	waiting map[int]int // weight -> labs waiting
+}
+
+var gate = newLabGate()
+
+func newLabGate() *labGate {
+	g := &labGate{waiting: map[int]int{}}
+	g.cond = sync.NewCond(&g.mu)
+	return g
+}
+
+// acquire waits until a lab of weight w may run.
+func (g *labGate) acquire(w int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.waiting[w]++
+	for !g.admits(w) {
+		g.cond.Wait()
+	}
+	g.waiting[w]--
+	g.used += w
+}
+
+func (g *labGate) fits(w int) bool { return g.used == 0 || g.used+w <= labCapacity }
+
+// admits says whether w fits and no heavier waiting lab fits (that one goes first).
+func (g *labGate) admits(w int) bool {
+	if !g.fits(w) {
+		return false
+	}
+	for v, n := range g.waiting {
+		if n > 0 && v > w && g.fits(v) {
+			return false
+		}
+	}
+	return true
+}
+
+func (g *labGate) release(w int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.used -= w
+	g.cond.Broadcast()
+}
 
 // preferInstall sets how kovn runs in cfg's rig unless KOVN_E2E_INSTALL says.
 func preferInstall(cfg *rig.Config, install string) {
@@ -64,9 +126,13 @@ func preferInstall(cfg *rig.Config, install string) {
 // concurrently still overlap: one's bring-up runs beside the other's body.
 var bringUpMu sync.Mutex
 
-// bringUp is rig.Up within timeout, one rig at a time (bringUpMu); the time it took does not
-// count the wait for another rig's.
-func bringUp(cfg rig.Config, timeout time.Duration) (*rig.Rig, time.Duration, error) {
+// bringUp is rig.Up within timeout once the lab fits (labGate, held until t's cleanups that
+// bringUp's caller registers after it, which take the lab down, have run), one rig at a time
+// (bringUpMu); the time it took does not count the wait for the gate or another rig's bring-up.
+func bringUp(t *testing.T, cfg rig.Config, timeout time.Duration) (*rig.Rig, time.Duration, error) {
+	w := labWeight(cfg)
+	gate.acquire(w)
+	t.Cleanup(func() { gate.release(w) })
 	bringUpMu.Lock()
 	defer bringUpMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -81,7 +147,7 @@ func bringUp(cfg rig.Config, timeout time.Duration) (*rig.Rig, time.Duration, er
 func upRig(t *testing.T, cfg rig.Config) *rig.Rig {
 	t.Helper()
 	// Past the rig's own bound (rig.DefaultReadyTimeout), so the rig names the step that hung.
-	r, took, err := bringUp(cfg, 10*time.Minute)
+	r, took, err := bringUp(t, cfg, 10*time.Minute)
 	t.Cleanup(func() {
 		assertNoForbidden(t, cfg.Dir)
 		crashed := reportVswitchdCrashes(t, cfg)

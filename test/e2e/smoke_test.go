@@ -43,7 +43,7 @@ func TestRigSmoke(t *testing.T) {
 	concurrent(t)
 	cfg := rigConfig(t, 1, 2)
 	before := hostNetSnapshot(t)
-	r, took, err := bringUp(cfg, 5*time.Minute)
+	r, took, err := bringUp(t, cfg, 5*time.Minute)
 	if err != nil {
 		saveLogs(t, cfg.Dir)
 		_ = rig.Down(cfg.Dir, false)
