@@ -207,10 +207,19 @@ func TestMultiClusterServices(t *testing.T) {
 		for _, c := range cs {
 			c.t = t
 		}
-		mixed := func(extra bool) *corev1.Service {
+		// c1 (older): {http 80, num 82}; c2: {http 80, alt 81, num 84}. The import unions the
+		// ports by name and protocol, the oldest export's number winning (num/82); a cluster
+		// serves an import port only where its own export has that port as it is (KEP-1645):
+		// :80 both, :81 c2 alone, :82 c1 alone (c2's num is 84).
+		mixed := func(inC2 bool) *corev1.Service {
 			s := mcsService("mixed", map[string]string{"mcs": "web"})
-			if extra {
-				s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "alt", Protocol: corev1.ProtocolTCP, Port: 81, TargetPort: intstr.FromInt32(8080)})
+			port := func(name string, n int32) corev1.ServicePort {
+				return corev1.ServicePort{Name: name, Protocol: corev1.ProtocolTCP, Port: n, TargetPort: intstr.FromInt32(8080)}
+			}
+			if inC2 {
+				s.Spec.Ports = append(s.Spec.Ports, port("alt", 81), port("num", 84))
+			} else {
+				s.Spec.Ports = append(s.Spec.Ports, port("num", 82))
 			}
 			return s
 		}
@@ -220,7 +229,7 @@ func TestMultiClusterServices(t *testing.T) {
 		c1.waitImport("mcs", "mixed", func(serviceImport) error { return nil })
 		c2.exportService("mcs", "mixed")
 		si := c3.waitImport("mcs", "mixed", func(si serviceImport) error {
-			if got := si.portList(); got != "alt/81,http/80" || len(si.Spec.IPs) == 0 {
+			if got := si.portList(); got != "alt/81,http/80,num/82" || len(si.Spec.IPs) == 0 {
 				return fmt.Errorf("ports %s, ips %v", got, si.Spec.IPs)
 			}
 			return nil
@@ -233,7 +242,8 @@ func TestMultiClusterServices(t *testing.T) {
 		ip := si.Spec.IPs[0]
 		c3.waitBackends("mcs", "client", ip, []string{"be1", "be2"}, 60*time.Second)
 		c3.waitBackendsAt("mcs", "client", hostPort(ip, 81), []string{"be2"}, 60*time.Second)
-		t.Logf("ports {http 80} in c1 and {http 80, alt 81} in c2: import ports %s, :80 answered by be1 and be2, :81 by be2 alone; PortConflict on both exports", si.portList())
+		c3.waitBackendsAt("mcs", "client", hostPort(ip, 82), []string{"be1"}, 60*time.Second)
+		t.Logf("ports {http 80, num 82} in c1 (older) and {http 80, alt 81, num 84} in c2: import ports %s, :80 answered by be1 and be2, :81 by be2 alone, :82 by be1 alone; PortConflict on both exports", si.portList())
 
 		hl := mcsService("kind", map[string]string{"mcs": "web"})
 		c1.createService(hl)
@@ -266,7 +276,7 @@ func TestMultiClusterServices(t *testing.T) {
 		}
 		start := time.Now()
 		c3.waitImport("mcs", "mixed", func(si serviceImport) error {
-			if got := si.portList(); got != "http/80" || !slices.Equal(si.clusters(), []string{"az1"}) {
+			if got := si.portList(); got != "http/80,num/82" || !slices.Equal(si.clusters(), []string{"az1"}) {
 				return fmt.Errorf("ports %s, clusters %v", got, si.clusters())
 			}
 			return nil
@@ -560,6 +570,16 @@ func mcsService(name string, selector map[string]string) *corev1.Service {
 func (c *cluster) exportService(ns, name string) {
 	c.t.Helper()
 	y := fmt.Sprintf("apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceExport\nmetadata: {namespace: %s, name: %s}\n", ns, name)
+	if out, err := c.apply(y); err != nil {
+		c.t.Fatalf("export %s/%s: %v\n%s", ns, name, err, out)
+	}
+}
+
+// exportServiceAnnotated exports ns/name with the annotations given as YAML flow entries
+// ("key: value, ...").
+func (c *cluster) exportServiceAnnotated(ns, name, annotations string) {
+	c.t.Helper()
+	y := fmt.Sprintf("apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceExport\nmetadata: {namespace: %s, name: %s, annotations: {%s}}\n", ns, name, annotations)
 	if out, err := c.apply(y); err != nil {
 		c.t.Fatalf("export %s/%s: %v\n%s", ns, name, err, out)
 	}

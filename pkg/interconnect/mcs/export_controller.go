@@ -99,7 +99,12 @@ func (r *ExportReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 		r.forget(req.NamespacedName)
 		return ctrl.Result{}, withdraw(ctx, store, req.Namespace, req.Name)
 	}
-	setExportCondition(&se, mcsv1.ServiceExportConditionValid, true, mcsv1.ServiceExportReasonValid, "")
+	validMsg := ""
+	locality, lerr := r.locality(ctx, store, &se)
+	if exp.Locality = locality; lerr != nil {
+		validMsg = lerr.Error()
+	}
+	setExportCondition(&se, mcsv1.ServiceExportConditionValid, true, mcsv1.ServiceExportReasonValid, validMsg)
 	var eps discoveryv1.EndpointSliceList
 	if err := r.List(ctx, &eps, client.InNamespace(req.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: req.Name}); err != nil {
 		return ctrl.Result{}, err
@@ -122,6 +127,33 @@ func (r *ExportReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 	setExportCondition(&se, mcsv1.ServiceExportConditionReady, true, mcsv1.ServiceExportReasonExported,
 		"exported to the clusterset as cluster "+store.Cluster)
 	return ctrl.Result{}, nil
+}
+
+// locality is se's AnnotationLocality; a value that is not one keeps the locality this
+// cluster's export has in the store (global if none), and the error, with a Warning event,
+// says so: a typo must not move the traffic.
+func (r *ExportReconciler) locality(ctx context.Context, store *Store, se *mcsv1.ServiceExport) (string, error) {
+	l, err := LocalityOf(se)
+	if err == nil {
+		return l, nil
+	}
+	kept := ""
+	if exports, lerr := store.Exports(ctx, se.Namespace, se.Name); lerr == nil {
+		for _, e := range exports {
+			if e.Cluster == store.Cluster {
+				kept = e.Locality
+			}
+		}
+	}
+	shown := kept
+	if shown == "" {
+		shown = LocalityGlobal
+	}
+	err = fmt.Errorf("%w: the export keeps locality %s", err, shown)
+	if r.Recorder != nil {
+		r.Recorder.Event(se, corev1.EventTypeWarning, "InvalidLocality", err.Error())
+	}
+	return kept, err
 }
 
 func (r *ExportReconciler) invalid(se *mcsv1.ServiceExport, reason mcsv1.ServiceExportConditionReason, msg string) {

@@ -99,16 +99,17 @@ func ImportSpec(im Import, derived *corev1.Service) mcsv1.ServiceImportSpec {
 
 // ImportedSlices are the EndpointSlices of the derived Service: one per exported slice, each
 // from one source cluster, labelled as mcs-api and CoreDNS's multicluster option expect.
-// Only the ports the import carries are kept, by name (a port a cluster lost in a conflict is
-// not routed to it). Endpoints of local, this cluster's own, keep their node, so that
+// Only the ports the import carries and the slice's cluster exposes are kept (im.Serves): a
+// port a cluster lost in a conflict, or exposes with another number, is not routed to it; and
+// the import's locality may leave a port to local alone (local-first, while local has a ready
+// endpoint for it) or to the others (remote-only): a slice keeps its endpoints, without the
+// ports that are not its cluster's here, so a change of readiness rewrites ports, not slices.
+// Endpoints of local, this cluster's own, keep their node, so that
 // internalTrafficPolicy=Local picks the client node's endpoints; another cluster's node names
 // mean nothing here (and may be a local node's name too), so its endpoints carry none.
 func ImportedSlices(im Import, store []Slice, local string) []*discoveryv1.EndpointSlice {
-	names := map[string]bool{}
-	for _, p := range im.Ports {
-		names[p.Name+"/"+p.Protocol] = true
-	}
 	derived := DerivedName(im.Name)
+	taken := localServes(im, store, local)
 	var out []*discoveryv1.EndpointSlice
 	for _, s := range store {
 		if !slices.Contains(im.Clusters, s.Cluster) {
@@ -123,7 +124,7 @@ func ImportedSlices(im Import, store []Slice, local string) []*discoveryv1.Endpo
 			}},
 			AddressType: discoveryv1.AddressType(s.AddressType), Ports: []discoveryv1.EndpointPort{}, Endpoints: []discoveryv1.Endpoint{}}
 		for _, p := range s.Ports {
-			if !names[p.Name+"/"+p.Protocol] {
+			if !servesHere(im, s, p, local, taken) {
 				continue
 			}
 			name, proto, port := p.Name, corev1.Protocol(p.Protocol), int32(p.Port)

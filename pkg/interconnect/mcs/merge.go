@@ -102,7 +102,12 @@ type Import struct {
 	TrafficDistribution   *string
 	IPFamilies            []string
 	Labels, Annotations   map[string]string
+	Locality              string   // the oldest export's (Export.Locality)
 	Clusters              []string // the exporting clusters, sorted
+	// Serves holds, for each exporting cluster, the keys (portKey) of the import's ports its
+	// own export exposes with the same name, protocol and number. KEP-1645: traffic for a
+	// port goes only to clusters whose Service exposes that port.
+	Serves map[string]map[string]bool
 	// Conflicts are the mcs-api Conflict reasons (PortConflict, TypeConflict, ...) and a
 	// message naming the clusters that disagree; empty when every export agrees.
 	Conflicts []mcsv1.ServiceExportConditionReason
@@ -121,7 +126,7 @@ func Merge(exports []Export) Import {
 	im := Import{Namespace: oldest.Namespace, Name: oldest.Name, Type: oldest.Type, SessionAffinity: oldest.SessionAffinity,
 		AffinityTimeout: oldest.AffinityTimeout, InternalTrafficPolicy: oldest.InternalTrafficPolicy,
 		TrafficDistribution: oldest.TrafficDistribution, IPFamilies: oldest.IPFamilies,
-		Labels: oldest.Labels, Annotations: oldest.Annotations}
+		Labels: oldest.Labels, Annotations: oldest.Annotations, Locality: oldest.Locality}
 	var msgs []string
 	conflict := func(reason mcsv1.ServiceExportConditionReason, what string, e Export) {
 		if !slices.Contains(im.Conflicts, reason) {
@@ -130,6 +135,7 @@ func Merge(exports []Export) Import {
 		msgs = append(msgs, fmt.Sprintf("%s of cluster %s differs from cluster %s's (the oldest export, which wins)", what, e.Cluster, oldest.Cluster))
 	}
 	im.Ports = mergePorts(exports)
+	im.Serves = servedPorts(im.Ports, exports)
 	for _, e := range exports {
 		im.Clusters = append(im.Clusters, e.Cluster)
 		if e.Cluster == oldest.Cluster {
@@ -160,6 +166,9 @@ func Merge(exports []Export) Import {
 		}
 		if !maps.Equal(e.Annotations, oldest.Annotations) {
 			conflict(mcsv1.ServiceExportReasonAnnotationsConflict, "exportedAnnotations", e)
+		}
+		if e.Locality != oldest.Locality {
+			conflict(ReasonLocalityConflict, AnnotationLocality, e)
 		}
 	}
 	slices.Sort(im.Clusters)
@@ -194,6 +203,27 @@ func mergePorts(exports []Export) []Port {
 	sortPorts(out)
 	return out
 }
+
+// servedPorts maps each export's cluster to the import ports it exposes as the import has
+// them (name, protocol and number): a cluster that lost a port's name to an older export with
+// another number serves none of that port's traffic.
+func servedPorts(ports []Port, exports []Export) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for _, e := range exports {
+		served := map[string]bool{}
+		for _, p := range ports {
+			if slices.ContainsFunc(e.Ports, func(q Port) bool { return q.Name == p.Name && q.Protocol == p.Protocol && q.Port == p.Port }) {
+				served[portKey(p)] = true
+			}
+		}
+		out[e.Cluster] = served
+	}
+	return out
+}
+
+// portKey is how an endpoint port is matched to an import port: by name and protocol (an
+// endpoint port carries the target port's number, not the Service's).
+func portKey(p Port) string { return p.Name + "/" + p.Protocol }
 
 func equalPtr[T comparable](a, b *T) bool {
 	if a == nil || b == nil {

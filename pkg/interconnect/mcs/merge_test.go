@@ -193,3 +193,30 @@ func TestImportedSlicesAndDerivedService(t *testing.T) {
 		t.Fatal("a headless import's derived Service has a ClusterIP")
 	}
 }
+
+// KEP-1645: traffic for an import's port goes only to clusters whose exported Service exposes
+// that port (name, protocol and number). mcs-api's conformance case: c2 exports port tcp 42
+// first, c1 exports tcp 4242 (target 42): port 42 is c2's alone.
+func TestImportedSlicesOnlyForClustersExposingThePort(t *testing.T) {
+	tcp42 := Port{Name: "tcp", Protocol: "TCP", Port: 42}
+	tcp4242 := Port{Name: "tcp", Protocol: "TCP", Port: 4242}
+	udp53 := Port{Name: "dns", Protocol: "UDP", Port: 53}
+	im := Merge([]Export{export("c2", 2, tcp42), export("c1", 1, tcp4242, udp53)})
+	if !slices.Equal(im.Ports, []Port{udp53, tcp42}) {
+		t.Fatalf("import ports %v", im.Ports)
+	}
+	target := []Port{{Name: "tcp", Protocol: "TCP", Port: 42}, {Name: "dns", Protocol: "UDP", Port: 53}}
+	store := []Slice{
+		{Cluster: "c1", Name: "hello-1", AddressType: "IPv4", Ports: target, Endpoints: []Endpoint{{Addresses: []string{"10.16.0.4"}, Ready: true}}},
+		{Cluster: "c2", Name: "hello-1", AddressType: "IPv4", Ports: target[:1], Endpoints: []Endpoint{{Addresses: []string{"10.17.0.4"}, Ready: true}}},
+	}
+	got := map[string][]string{}
+	for _, es := range ImportedSlices(im, store, "c1") {
+		for _, p := range es.Ports {
+			got[es.Labels[mcsv1.LabelSourceCluster]] = append(got[es.Labels[mcsv1.LabelSourceCluster]], fmt.Sprintf("%s/%d", *p.Name, *p.Port))
+		}
+	}
+	if !slices.Equal(got["c2"], []string{"tcp/42"}) || !slices.Equal(got["c1"], []string{"dns/53"}) {
+		t.Fatalf("ports per cluster %v: want port tcp (42) served by c2 alone, dns by c1 alone", got)
+	}
+}

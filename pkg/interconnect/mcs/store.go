@@ -34,7 +34,14 @@ type Export struct {
 	Labels, Annotations      map[string]string
 	// ExportedAt is the ServiceExport's creation time: in a conflict, the oldest export wins.
 	ExportedAt time.Time
+	// Locality is where importing clusters send the traffic (LocalityLocalFirst,
+	// LocalityRemoteOnly; "" is global, every exporting cluster alike).
+	Locality string
 }
+
+// localityKey holds Export.Locality in a Service_Export row's external_ids (absent: global,
+// so rows of a kovn without locality read the same).
+const localityKey = "locality"
 
 // Port is a Service port (on an export) or an endpoint port (on a slice: the target port).
 type Port struct {
@@ -143,7 +150,10 @@ func (s *Store) writeExport(w Export, cur *clusterset.ServiceExport) ([]ovsdb.Op
 	row := &clusterset.ServiceExport{Cluster: w.Cluster, Namespace: w.Namespace, Name: w.Name, Type: w.Type, Ports: ports,
 		SessionAffinity: w.SessionAffinity, AffinityTimeout: w.AffinityTimeout, InternalTrafficPolicy: w.InternalTrafficPolicy,
 		TrafficDistribution: w.TrafficDistribution, IPFamilies: w.IPFamilies, Labels: w.Labels, Annotations: w.Annotations,
-		ExportedAt: int(w.ExportedAt.UnixMilli())}
+		ExportedAt: int(w.ExportedAt.UnixMilli()), ExternalIDs: map[string]string{}}
+	if w.Locality != "" {
+		row.ExternalIDs[localityKey] = w.Locality
+	}
 	if row.SessionAffinity == "" {
 		row.SessionAffinity = "None"
 	}
@@ -154,7 +164,7 @@ func (s *Store) writeExport(w Export, cur *clusterset.ServiceExport) ([]ovsdb.Op
 	} else {
 		row.UUID = cur.UUID
 		o, err = s.DB.Where(row).Update(row, &row.Type, &row.Ports, &row.SessionAffinity, &row.AffinityTimeout,
-			&row.InternalTrafficPolicy, &row.TrafficDistribution, &row.IPFamilies, &row.Labels, &row.Annotations, &row.ExportedAt)
+			&row.InternalTrafficPolicy, &row.TrafficDistribution, &row.IPFamilies, &row.Labels, &row.Annotations, &row.ExportedAt, &row.ExternalIDs)
 	}
 	return append(ops, o...), err
 }
@@ -222,7 +232,7 @@ func (s *Store) exportOf(ctx context.Context, r *clusterset.ServiceExport) (Expo
 	return Export{Cluster: r.Cluster, Namespace: r.Namespace, Name: r.Name, Type: r.Type, Ports: ports,
 		SessionAffinity: r.SessionAffinity, AffinityTimeout: r.AffinityTimeout, InternalTrafficPolicy: r.InternalTrafficPolicy,
 		TrafficDistribution: r.TrafficDistribution, IPFamilies: r.IPFamilies, Labels: r.Labels, Annotations: r.Annotations,
-		ExportedAt: time.UnixMilli(int64(r.ExportedAt))}, complete
+		ExportedAt: time.UnixMilli(int64(r.ExportedAt)), Locality: r.ExternalIDs[localityKey]}, complete
 }
 
 func (s *Store) ports(ctx context.Context, uuids []string) ([]Port, bool) {

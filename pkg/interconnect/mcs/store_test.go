@@ -64,7 +64,7 @@ func TestSyncExports(t *testing.T) {
 	web := Export{Namespace: "ns", Name: "web", Type: "ClusterSetIP", SessionAffinity: "ClientIP", AffinityTimeout: ptr.To(10),
 		InternalTrafficPolicy: ptr.To("Cluster"), IPFamilies: []string{"IPv4", "IPv6"}, Labels: map[string]string{"app": "web"},
 		Ports:      []Port{{Name: "http", Protocol: "TCP", Port: 80}, {Name: "dns", Protocol: "UDP", Port: 53, AppProtocol: ptr.To("dns")}},
-		ExportedAt: t0.Add(time.Second)}
+		ExportedAt: t0.Add(time.Second), Locality: LocalityLocalFirst}
 	if wrote, err := c1.SyncExports(ctx, []Export{web}, nil); err != nil || !wrote {
 		t.Fatalf("first sync: wrote %v, %v", wrote, err)
 	}
@@ -99,13 +99,13 @@ func TestSyncExports(t *testing.T) {
 		t.Errorf("unchanged sync: wrote %v, %v", wrote, err)
 	}
 	web.Ports = web.Ports[:1]
-	web.Labels = nil
+	web.Labels, web.Locality = nil, ""
 	if wrote, err := c1.SyncExports(ctx, []Export{web}, nil); err != nil || !wrote {
 		t.Fatalf("changed sync: wrote %v, %v", wrote, err)
 	}
 	eventually(t, "the change in place", func() error {
 		got, _ := c2.Exports(ctx, "ns", "web")
-		if len(got) != 2 || len(got[1].Ports) != 1 || len(got[1].Labels) > 0 {
+		if len(got) != 2 || len(got[1].Ports) != 1 || len(got[1].Labels) > 0 || got[1].Locality != "" {
 			return errorf("exports %+v", got)
 		}
 		var rows []clusterset.ServiceExport

@@ -18,6 +18,9 @@ import (
 //	answered by web-7c9d-abcde 812, web-7c9d-fghij 688
 //	failed seq 41-43: <the first error>
 //
+// With -v, then a line per request in the order sent: "at <unix ms it was sent> <host>", or
+// "at <ms> failed", so a test can tell when the answers moved to another host (the pod shares
+// the host's clock).
 // A request is a failure if it errors or is not answered 200 within the timeout. Requests run
 // on their own goroutines, so a slow answer does not delay the next request.
 func getStream(args []string) error {
@@ -26,6 +29,7 @@ func getStream(args []string) error {
 	interval := fs.Duration("i", 20*time.Millisecond, "interval between requests")
 	timeout := fs.Duration("t", 2*time.Second, "how long one request may take")
 	stopFile := fs.String("stop-file", "", "stop sending once this file exists")
+	verbose := fs.Bool("v", false, "print each request's send time and who answered it")
 	_ = fs.Parse(args)
 	if fs.NArg() != 1 {
 		return fmt.Errorf("getstream: want one URL")
@@ -33,6 +37,7 @@ func getStream(args []string) error {
 	cl := &http.Client{Timeout: *timeout, Transport: &http.Transport{DisableKeepAlives: true}}
 	type result struct {
 		seq  int
+		at   time.Time
 		host string
 		err  error
 	}
@@ -47,27 +52,29 @@ func getStream(args []string) error {
 			}
 		}
 		sent = seq
-		go func(seq int) {
+		go func(seq int, at time.Time) {
 			resp, err := cl.Get(fs.Arg(0))
 			if err != nil {
-				results <- result{seq: seq, err: err}
+				results <- result{seq: seq, at: at, err: err}
 				return
 			}
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
-				results <- result{seq: seq, err: fmt.Errorf("status %d", resp.StatusCode)}
+				results <- result{seq: seq, at: at, err: fmt.Errorf("status %d", resp.StatusCode)}
 				return
 			}
 			host, _, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
-			results <- result{seq: seq, host: host}
-		}(seq)
+			results <- result{seq: seq, at: at, host: host}
+		}(seq, time.Now())
 		<-tick.C
 	}
 	byHost := map[string]int{}
 	failed := map[int]error{}
+	all := make([]result, sent)
 	for i := 0; i < sent; i++ {
 		r := <-results
+		all[r.seq-1] = r
 		if r.err != nil {
 			failed[r.seq] = r.err
 		} else {
@@ -93,6 +100,16 @@ func getStream(args []string) error {
 		}
 		fmt.Printf("failed seq %d-%d: %v\n", seqs[i], seqs[j], failed[seqs[i]])
 		i = j + 1
+	}
+	for _, r := range all {
+		if !*verbose {
+			break
+		}
+		who := r.host
+		if r.err != nil {
+			who = "failed"
+		}
+		fmt.Printf("at %d %s\n", r.at.UnixMilli(), who)
 	}
 	return nil
 }

@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// mcsLocality: Service near exported from c1 and c2 with mcs.kovn.io/locality=local-first. A
+// client in c1 (be1) gets c1's endpoint only, 20 of 20; c3, which exports nothing, spreads over
+// both. c1's endpoint leaves (its label removed, as a scale to 0 does to the slice): a
+// request stream from be1 shows when c2 started answering; back: c1 alone again. A value that
+// is no locality keeps the last one, with an event.
+func mcsLocality(t *testing.T, c1, c2, c3 *cluster) {
+	for _, c := range []*cluster{c1, c2, c3} {
+		c.t = t
+	}
+	for i, c := range []*cluster{c1, c2} {
+		c.labelPod("mcs", fmt.Sprintf("be%d", i+1), "near", "yes")
+		c.createService(mcsService("near", map[string]string{"near": "yes"}))
+		c.exportServiceAnnotated("mcs", "near", "mcs.kovn.io/locality: local-first")
+	}
+	var ip string
+	for _, c := range []*cluster{c1, c3} {
+		si := c.waitImport("mcs", "near", func(si serviceImport) error {
+			if len(si.Spec.IPs) == 0 || !slices.Equal(si.clusters(), []string{"az1", "az2"}) {
+				return fmt.Errorf("ips %v, clusters %v", si.Spec.IPs, si.clusters())
+			}
+			return nil
+		})
+		ip = si.Spec.IPs[0]
+	}
+	c3.waitBackends("mcs", "client", ip, []string{"be1", "be2"}, 60*time.Second)
+	// c1's import has its own ClusterSetIP: the same Service, another cluster's address.
+	si := c1.waitImport("mcs", "near", func(serviceImport) error { return nil })
+	ip1 := si.Spec.IPs[0]
+	c1.waitBackends("mcs", "be1", ip1, []string{"be1"}, 60*time.Second)
+	allFromBe1 := func(when string) {
+		out := c1.mustExec("mcs", "be1", "get", "-n", "20", "http://"+hostPort(ip1, 80)+"/")
+		if n := strings.Count(out, "\nbe1 ") + boolInt(strings.HasPrefix(out, "be1 ")); n != 20 {
+			t.Fatalf("%s: %d of 20 requests answered by be1, want 20:\n%s", when, n, out)
+		}
+	}
+	allFromBe1("local-first")
+
+	stop := fmt.Sprintf("/tmp/near-stop-%d", time.Now().UnixNano())
+	stream := make(chan string, 1)
+	go func() {
+		out, _ := c1.exec("mcs", "be1", "getstream", "-i", "50ms", "-t", "1s", "-v", "-stop-file", stop, "http://"+hostPort(ip1, 80)+"/")
+		stream <- out
+	}()
+	c1.waitBackends("mcs", "be1", ip1, []string{"be1"}, 10*time.Second) // the stream runs meanwhile
+	gone := time.Now()
+	c1.kubectlOK("label", "pod", "-n", "mcs", "be1", "near-")
+	c1.waitBackends("mcs", "be1", ip1, []string{"be2"}, 30*time.Second)
+	back := time.Now()
+	c1.labelPod("mcs", "be1", "near", "yes")
+	c1.waitBackends("mcs", "be1", ip1, []string{"be1"}, 30*time.Second)
+	if _, err := c1.exec("mcs", "be1", "touch", stop); err != nil {
+		t.Fatal(err)
+	}
+	out := <-stream
+	toC2, toC1, failed := streamSwitch(out, gone, back)
+	if toC2 < 0 || toC1 < 0 {
+		t.Fatalf("the stream never saw be2 after c1's endpoint left (%v) or be1 alone after it came back (%v):\n%s", toC2, toC1, out)
+	}
+	t.Logf("local-first: c1's client answered by be1 alone (20 of 20), c3's by be1 and be2; c1's endpoint gone: be2 answered %d ms later; back: be1 alone %d ms later; %d of the stream's requests failed (%s)",
+		toC2, toC1, failed, strings.SplitN(out, "\n", 2)[0])
+	allFromBe1("local-first, c1's endpoint back")
+
+	// A typo in c2's export: an event, c2's export keeps local-first (no LocalityConflict).
+	c2.exportServiceAnnotated("mcs", "near", "mcs.kovn.io/locality: nearest")
+	msg := c2.waitEvent("mcs", "near", "InvalidLocality", 30*time.Second)
+	if !strings.Contains(msg, "keeps locality local-first") {
+		t.Errorf("InvalidLocality event %q: want it to say the export keeps local-first", msg)
+	}
+	if got := c2.waitExportConditions("mcs", "near", "Valid=True Ready=True Conflict=False"); got != "" {
+		t.Errorf("c2's export after a bad locality: conditions %s", got)
+	}
+	allFromBe1("c2's locality annotation invalid")
+	t.Logf("c2's locality \"nearest\": %s", msg)
+
+	for _, c := range []*cluster{c1, c2} {
+		c.unexportService("mcs", "near")
+		c.kubectlOK("delete", "service", "-n", "mcs", "near")
+	}
+	c1.kubectlOK("label", "pod", "-n", "mcs", "be1", "near-")
+	c2.kubectlOK("label", "pod", "-n", "mcs", "be2", "near-")
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// streamSwitch reads getstream -v's lines ("at <unix ms> <host>"): how long after gone the
+// first answer of be2 came, and how long after back the last one (-1 if never); and how many
+// requests failed.
+func streamSwitch(out string, gone, back time.Time) (toC2, toC1 int64, failed int) {
+	toC2, toC1 = -1, -1
+	lastBe2 := int64(-1)
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) != 3 || f[0] != "at" {
+			continue
+		}
+		ms, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case f[2] == "failed":
+			failed++
+		case f[2] == "be2" && ms >= gone.UnixMilli() && toC2 < 0:
+			toC2 = ms - gone.UnixMilli()
+		case f[2] == "be2" && ms >= back.UnixMilli():
+			lastBe2 = ms
+		}
+	}
+	if toC2 >= 0 {
+		toC1 = max(0, lastBe2-back.UnixMilli())
+	}
+	return toC2, toC1, failed
+}
