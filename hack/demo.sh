@@ -289,9 +289,9 @@ grep -E "transmitted|longest" "$DIR/rotation-stream.txt"
 echo "c1's kovn-controller's clusterset certificate (CredentialsReady):"
 kubectl get interconnect default -o jsonpath='{.status.conditions[?(@.type=="CredentialsReady")].message}{"\n"}'
 
-step "Multi-Cluster Services: x-2 in c2 exported; c1 imports it (ServiceImport, ClusterSetIP) and names it in clusterset.local"
-eval "$("$RIG" env c2 --dir "$DIR")"
-kubectl label pod x-2 mcs=hello --overwrite >/dev/null
+# export_hello: Service hello (pods labelled mcs=hello) and its ServiceExport, with the
+# export's annotations given as YAML flow entries ($1, may be empty)
+export_hello() {
 kubectl apply -f - >/dev/null <<SVC
 apiVersion: v1
 kind: Service
@@ -303,8 +303,14 @@ spec:
 ---
 apiVersion: multicluster.x-k8s.io/v1beta1
 kind: ServiceExport
-metadata: {name: hello}
+metadata: {name: hello, annotations: {${1:-}}}
 SVC
+}
+
+step "Multi-Cluster Services: x-2 in c2 exported; c1 imports it (ServiceImport, ClusterSetIP) and names it in clusterset.local"
+eval "$("$RIG" env c2 --dir "$DIR")"
+kubectl label pod x-2 mcs=hello --overwrite >/dev/null
+export_hello
 eval "$("$RIG" env c1 --dir "$DIR")"
 for i in $(seq 1 40); do
   [ -n "$(kubectl get serviceimport hello -o jsonpath='{.spec.ips[0]}' 2>/dev/null)" ] && break
@@ -316,6 +322,60 @@ echo "x-1 in c1 -> hello.default.svc.clusterset.local ($CSIP): one OVN load bala
 kubectl exec x-1 -- /testbox dns hello.default.svc.clusterset.local. A
 kubectl exec x-1 -- /testbox get "http://$CSIP/" || { sleep 2; kubectl exec x-1 -- /testbox get "http://$CSIP/"; }
 kubectl get endpointslices -l multicluster.kubernetes.io/service-name=hello -o wide
+
+step "locality: hello exported from c1 too (x-1), both exports local-first: x-1 in c1 gets c1's endpoint only; c1's gone -> c2's"
+eval "$("$RIG" env c2 --dir "$DIR")"
+kubectl annotate serviceexport hello mcs.kovn.io/locality=local-first --overwrite >/dev/null
+eval "$("$RIG" env c1 --dir "$DIR")"
+kubectl label pod x-1 mcs=hello --overwrite >/dev/null
+export_hello "mcs.kovn.io/locality: local-first"
+answered_by() { kubectl exec x-1 -- /testbox get -n 10 "http://$CSIP/" 2>/dev/null | awk '{print $1}' | sort | uniq -c | tr '\n' ' '; }
+for i in $(seq 1 40); do
+  [ "$(answered_by)" = "     10 x-1 " ] && break
+  sleep 0.5
+done
+echo "x-1 -> $CSIP, 10 requests answered by: $(answered_by)"
+kubectl label pod x-1 mcs- >/dev/null
+for i in $(seq 1 40); do
+  [ "$(answered_by)" = "     10 x-2 " ] && break
+  sleep 0.25
+done
+echo "x-1's label removed (c1 has no endpoint): answered by: $(answered_by)"
+kubectl delete serviceexport hello >/dev/null
+kubectl delete service hello >/dev/null
+eval "$("$RIG" env c2 --dir "$DIR")"
+kubectl annotate serviceexport hello mcs.kovn.io/locality- >/dev/null
+
+step "NetworkPolicy peers in another cluster: x-1 in c1 admits only c2's pods labelled trusted=yes (c2 publishes namespace default)"
+eval "$("$RIG" env c2 --dir "$DIR")"
+kubectl label namespace default kovn.io/clusterset-peers=publish --overwrite >/dev/null
+kubectl label pod x-2 trusted=yes --overwrite >/dev/null
+testbox_pod x-3 c2-n1
+kubectl wait --for=condition=Ready pod/x-3 --timeout=120s >/dev/null
+X3=$(kubectl get pod x-3 -o jsonpath='{.status.podIPs[0].ip}')
+eval "$("$RIG" env c1 --dir "$DIR")"
+kubectl label pod x-1 demo=x-1 --overwrite >/dev/null
+X1=$(kubectl get pod x-1 -o jsonpath='{.status.podIPs[0].ip}')
+kubectl apply -f - >/dev/null <<NP
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: x-1-from-az2-trusted}
+spec:
+  podSelector: {matchLabels: {demo: x-1}}
+  ingress:
+  - from:
+    - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: default, cluster.clusterset.k8s.io: az2}}
+      podSelector: {matchLabels: {trusted: "yes"}}
+NP
+echo "c1's peer address set for that selector follows c2's published pods (x-2: $X2, $X2v6):"
+await "$X2" "" 40 ovn-nbctl --db="$OVN_NB_DB" --bare --columns=addresses find Address_Set 'external_ids:"kovn.io/peer-selector"="namespaces=cluster.clusterset.k8s.io=az2,kubernetes.io/metadata.name=default;pods=trusted=yes"'
+eval "$("$RIG" env c2 --dir "$DIR")"
+echo "x-2 (trusted) -> x-1 ($X1:8080):"
+kubectl exec x-2 -- /testbox get "http://$X1:8080/"
+echo "x-3 ($X3, not trusted) -> x-1: refused by c1's ACL (times out)"
+kubectl exec x-3 -- /testbox probe -t 2s "$X1:8080" || true
+eval "$("$RIG" env c1 --dir "$DIR")"
+kubectl delete networkpolicy x-1-from-az2-trusted >/dev/null
 
 step "a foreign OVN AZ: an OpenStack-like OVN deployment kovn does not run peers with c1's default VPC; only agreed prefixes cross"
 eval "$("$RIG" env c1 --dir "$DIR")"
@@ -455,6 +515,21 @@ echo "m1 -> m2 on net1 (the kovn Subnet blue, static 10.215.0.12) and on net2 (m
 kubectl -n attach exec m1 -- /testbox ping -c 3 10.215.0.12 || kubectl -n attach exec m1 -- /testbox ping -c 3 10.215.0.12
 kubectl -n attach exec m1 -- /testbox tcp "$M2NET2:9000" "hello over macvlan"
 kubectl -n attach exec m1 -- /testbox ip | grep -E '^(eth0|net1|net2)|inet' || true
+echo "a MultiNetworkPolicy for blue: m2 admits nothing on net1 (an ingress policy with no rule); eth0 stays open"
+kubectl apply -f - >/dev/null <<MNP
+apiVersion: k8s.cni.cncf.io/v1beta1
+kind: MultiNetworkPolicy
+metadata:
+  name: m2-closed-on-blue
+  namespace: attach
+  annotations: {k8s.v1.cni.cncf.io/policy-for: blue}
+spec:
+  podSelector: {}
+  policyTypes: [Ingress]
+MNP
+M2ETH0=$(kubectl -n attach get pod m2 -o jsonpath='{.status.podIPs[0].ip}')
+await "10.215.0.12:9000 fail" "" 40 kubectl -n attach exec m1 -- /testbox probe -t 500ms 10.215.0.12:9000 "$M2ETH0:9000"
+kubectl -n attach delete multi-networkpolicies.k8s.cni.cncf.io m2-closed-on-blue >/dev/null
 kubectl -n attach delete pod m1 m2 >/dev/null
 
 step "underlay: a ProviderNetwork moves each node's eth1, address and routes, into br-phys; a Subnet on VLAN 100 puts pods on the physical network"

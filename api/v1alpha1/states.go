@@ -39,6 +39,12 @@ const (
 	// ReasonUnknownAZ: an AZ is on kovn's transit switches without a join record.
 	ReasonUnknownAZ = "UnknownAZ"
 
+	// ConditionClustersetPeersCurrent is False while the clusterset store is unreachable:
+	// NetworkPolicy and ClusterNetworkPolicy peers in other clusters stay as last read.
+	ConditionClustersetPeersCurrent = "ClustersetPeersCurrent"
+	ReasonStoreUnreachable          = "StoreUnreachable"
+	ReasonFollowingStore            = "FollowingStore"
+
 	// ConditionCredentialsReady is False while the Secret TLSSecretName cannot be read or does
 	// not hold a usable certificate, key and CA; the message names the Secret and what is
 	// wrong. The last good credentials stay in use meanwhile.

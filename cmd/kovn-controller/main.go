@@ -25,6 +25,7 @@ import (
 	mcsv1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	aboutv1 "github.com/kovn/kovn/api/about/v1beta1"
+	mnpv1 "github.com/kovn/kovn/api/mnp/v1beta1"
 	nadv1 "github.com/kovn/kovn/api/nad/v1"
 	policyv1 "github.com/kovn/kovn/api/policy/v1beta1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
@@ -127,7 +128,7 @@ func run(opts cluster.Options, nbAddr string, leaderElect bool, leNamespace, met
 		return fmt.Errorf("no OVN northbound address: set --ovn-nb-addr or OVN_NB_DB")
 	}
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kovnv1.AddToScheme, nadv1.AddToScheme, apiextv1.AddToScheme, mcsv1.Install, aboutv1.AddToScheme, policyv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kovnv1.AddToScheme, nadv1.AddToScheme, apiextv1.AddToScheme, mcsv1.Install, aboutv1.AddToScheme, policyv1.AddToScheme, mnpv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return err
 		}
@@ -238,23 +239,25 @@ func setupControllers(mgr manager.Manager, st *cluster.State, nb libovsdb.Client
 			return nil
 		})
 	}
-	if err := cluster.Setup(mgr, st, nb, health); err != nil {
-		return err
-	}
 	// Read with the uncached reader: kovn-controller may get that one Secret, not list Secrets.
 	icTLS := &ictls.Loader{Reader: mgr.GetAPIReader(), Namespace: namespace, Creds: &ovn.Credentials{}}
+	set := mcs.NewClusterset(icTLS)
+	// Policies select the other clusters' published pods through the clusterset store.
+	if err := cluster.Setup(mgr, st, nb, health, set.Peers()); err != nil {
+		return err
+	}
 	// One record of repairs to this AZ's rows in the clusterset's databases, for Degraded.
 	tampering := &tamper.Log{}
 	icr := &interconnect.Reconciler{Client: mgr.GetClient(), State: st, NB: nb, Health: health,
-		Recorder: mgr.GetEventRecorderFor("kovn-interconnect"), TLS: icTLS, Tamper: tampering}
+		Recorder: mgr.GetEventRecorderFor("kovn-interconnect"), TLS: icTLS, Tamper: tampering, Peers: set.Peers()}
 	if err := icr.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	tampering.OnNote = icr.Wake
+	set.Peers().OnCurrentChange(icr.Wake) // ClustersetPeersCurrent follows the store
 	if err := icr.RegisterMetrics(metrics.Registry); err != nil {
 		return err
 	}
-	set := mcs.NewClusterset(icTLS)
 	set.Tamper = tampering
 	if err := mcs.Setup(mgr, set); err != nil {
 		return err

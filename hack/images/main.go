@@ -100,8 +100,8 @@ func run(binDir, outDir, ref string) error {
 	}
 	// Users for tools that look themselves up (tcpdump drops privileges to a named user: kubectl
 	// kovn tcpdump runs it with -Z root).
-	fs.addText("/etc/passwd", []byte("root:x:0:0:root:/root:/bin/sh\n"))
-	fs.addText("/etc/group", []byte("root:x:0:\n"))
+	fs.addText("/etc/passwd", []byte("root:x:0:0:root:/root:/bin/sh\n"), 0o644)
+	fs.addText("/etc/group", []byte("root:x:0:\n"), 0o644)
 	for _, d := range []string{"/tmp", "/var/run/openvswitch", "/var/run/ovn", "/var/log/openvswitch", "/var/log/ovn", "/etc/openvswitch", "/etc/ovn"} {
 		fs.dirs[d] = true
 	}

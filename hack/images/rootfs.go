@@ -32,9 +32,9 @@ func newRootfs() *rootfs {
 		texts: map[string][]byte{}}
 }
 
-// addText puts content the builder writes at an image path (/etc/passwd).
-func (r *rootfs) addText(imagePath string, content []byte) {
-	r.texts[imagePath], r.modes[imagePath] = content, 0o644
+// addText puts content the builder writes at an image path (/etc/passwd, a script).
+func (r *rootfs) addText(imagePath string, content []byte, mode os.FileMode) {
+	r.texts[imagePath], r.modes[imagePath] = content, mode
 }
 
 // skipped are package paths an image has no use for.

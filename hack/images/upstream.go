@@ -81,8 +81,7 @@ func runUpstream(binDir, coreDNS, outDir string) error {
 	regression := newRootfs()
 	regression.addFile("/regression-issue-74839", filepath.Join(binDir, "regression-issue-74839"), 0o755)
 	cnpLayer := newRootfs()
-	cnpLayer.addText("/agnhost", []byte(porterWithoutSCTP))
-	cnpLayer.modes["/agnhost"] = 0o755
+	cnpLayer.addText("/agnhost", []byte(porterWithoutSCTP), 0o755)
 	images := []upstreamImage{
 		{ref: AgnhostRef, fs: agnhost, entrypoint: []string{"/agnhost"}, cmd: []string{"pause"}}, // as upstream's Dockerfile
 		{ref: AgnhostCNPRef, fs: agnhost, over: cnpLayer, entrypoint: []string{"/agnhost"}, cmd: []string{"pause"}},
@@ -169,8 +168,8 @@ func agnhostRootfs(binDir, coreDNS string) (*rootfs, error) {
 		return nil, err
 	}
 	// The user and group upstream's Dockerfile adds (the specs of supplemental groups read them).
-	fs.addText("/etc/passwd", []byte("root:x:0:0:root:/root:/bin/sh\nuser-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n"))
-	fs.addText("/etc/group", []byte("root:x:0:\nuser-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n"))
+	fs.addText("/etc/passwd", []byte("root:x:0:0:root:/root:/bin/sh\nuser-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n"), 0o644)
+	fs.addText("/etc/group", []byte("root:x:0:\nuser-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n"), 0o644)
 	return fs, nil
 }
 
@@ -182,8 +181,8 @@ func busyboxRootfs() (*rootfs, error) {
 		return nil, err
 	}
 	fs.dirs["/tmp"] = true
-	fs.addText("/etc/passwd", []byte("root:x:0:0:root:/root:/bin/sh\n"))
-	fs.addText("/etc/group", []byte("root:x:0:\n"))
+	fs.addText("/etc/passwd", []byte("root:x:0:0:root:/root:/bin/sh\n"), 0o644)
+	fs.addText("/etc/group", []byte("root:x:0:\n"), 0o644)
 	return fs, nil
 }
 

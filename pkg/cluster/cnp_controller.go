@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +25,7 @@ import (
 
 	policyv1 "github.com/kovn/kovn/api/policy/v1beta1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
+	"github.com/kovn/kovn/pkg/annotation"
 	"github.com/kovn/kovn/pkg/cluster/topology"
 )
 
@@ -44,6 +47,12 @@ type ClusterNetworkPolicyReconciler struct {
 	lastGood map[types.UID]policyv1.ClusterNetworkPolicySpec
 	// programmed are the policies whose shards this controller wrote.
 	programmed map[string]bool
+	// Peers are the other clusters' published pods (nil: no clusterset).
+	Peers ClustersetPeers
+	// selected are the pods each selection resolved to in the running reconcile; trust what
+	// remote addresses it admits (read once per reconcile, when needed).
+	selected map[string][]topology.PolicyPodIn
+	trust    *remoteTrust
 }
 
 // clusterPoliciesKey is the one request every event maps to: bursts of pod events coalesce.
@@ -57,9 +66,14 @@ var clusterPoliciesKey = reconcile.Request{NamespacedName: types.NamespacedName{
 func (r *ClusterNetworkPolicyReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.selected, r.trust = map[string][]topology.PolicyPodIn{}, nil
 	var list policyv1.ClusterNetworkPolicyList
 	if err := r.List(ctx, &list); err != nil {
 		return ctrl.Result{}, err
+	}
+	if r.Peers != nil && !r.Peers.Ready() && slices.ContainsFunc(list.Items, cnpClustersetWide) {
+		// Until the clusterset store was read once, leave every policy as programmed.
+		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
 	}
 	in := topology.ClusterPoliciesIn{}
 	if join := r.State.Join(); join != nil {
@@ -297,6 +311,11 @@ func (r *ClusterNetworkPolicyReconciler) addPodPeer(ctx context.Context, ri *top
 	if ns == nil && pods == nil {
 		return nil
 	}
+	if ri.Action != string(policyv1.ClusterNetworkPolicyRuleActionAccept) && (clustersetWide(ns) || pods != nil && clustersetWide(&pods.NamespaceSelector)) {
+		// Each cluster publishes its own pods: one could leave a Deny by not publishing.
+		return &cnpInvalid{fmt.Errorf("a %s rule cannot select pods of other clusters by labels (%s): a cluster could leave it by not publishing them; name their networks instead",
+			ri.Action, annotation.ClusterLabel)}
+	}
 	selected, err := r.selectPods(ctx, ns, pods, false)
 	if err != nil {
 		return err
@@ -324,7 +343,54 @@ func (r *ClusterNetworkPolicyReconciler) selectPods(ctx context.Context, ns *met
 			return nil, &cnpInvalid{fmt.Errorf("pod selector: %v", err)}
 		}
 	}
-	return podsInNamespaces(ctx, r.Client, nss, ps, withPort)
+	// Policies and rules often select the same pods (every namespace, a tenant's): each
+	// selection is listed once per reconcile.
+	key := fmt.Sprintf("%s|%s|%t", nss, ps, withPort)
+	if got, ok := r.selected[key]; ok {
+		return got, nil
+	}
+	var got []topology.PolicyPodIn
+	if clustersetWide(nsSel) {
+		if r.trust == nil {
+			t, err := remoteTrustFor(ctx, r.Client, r.State)
+			if err != nil {
+				return nil, err
+			}
+			r.trust = &t
+		}
+		got, err = podsInClusterset(ctx, r.Client, r.Peers, *r.trust, nss, ps, withPort)
+	} else {
+		got, err = podsInNamespaces(ctx, r.Client, nss, ps, withPort)
+	}
+	if err == nil {
+		r.selected[key] = got
+	}
+	return got, err
+}
+
+// cnpClustersetWide says whether a policy has a clusterset-wide namespace selector anywhere.
+func cnpClustersetWide(p policyv1.ClusterNetworkPolicy) bool {
+	wide := func(ns *metav1.LabelSelector, pods *policyv1.NamespacedPod) bool {
+		return clustersetWide(ns) || pods != nil && clustersetWide(&pods.NamespaceSelector)
+	}
+	if wide(p.Spec.Subject.Namespaces, p.Spec.Subject.Pods) {
+		return true
+	}
+	for _, r := range p.Spec.Ingress {
+		for _, peer := range r.From {
+			if wide(peer.Namespaces, peer.Pods) {
+				return true
+			}
+		}
+	}
+	for _, r := range p.Spec.Egress {
+		for _, peer := range r.To {
+			if wide(peer.Namespaces, peer.Pods) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func protocolsIn(ps []policyv1.ClusterNetworkPolicyProtocol) []topology.ClusterProtocolIn {
@@ -364,7 +430,13 @@ func (r *ClusterNetworkPolicyReconciler) SetupWithManager(mgr ctrl.Manager) erro
 	all := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{clusterPoliciesKey}
 	})
-	return ctrl.NewControllerManagedBy(mgr).Named("clusternetworkpolicy").
+	b := ctrl.NewControllerManagedBy(mgr).Named("clusternetworkpolicy").
 		Watches(&policyv1.ClusterNetworkPolicy{}, all).Watches(&corev1.Pod{}, all).Watches(&kovnv1.IP{}, all).
-		Watches(&corev1.Namespace{}, all).Watches(&corev1.Node{}, all).Complete(r)
+		Watches(&corev1.Namespace{}, all).Watches(&corev1.Node{}, all)
+	if r.Peers != nil {
+		b = b.WatchesRawSource(peersSource(r.Peers, func(context.Context) []reconcile.Request {
+			return []reconcile.Request{clusterPoliciesKey}
+		}))
+	}
+	return b.Complete(r)
 }

@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	mnpv1 "github.com/kovn/kovn/api/mnp/v1beta1"
 	policyv1 "github.com/kovn/kovn/api/policy/v1beta1"
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/cluster/nbsync"
@@ -93,7 +94,7 @@ func (g *OrphanCollector) gone(ctx context.Context, o nbsync.Owner) (bool, error
 		obj = &corev1.Node{}
 	case topology.OwnerClusterNetworkPolicy:
 		obj = &policyv1.ClusterNetworkPolicy{}
-	case topology.OwnerPod, topology.OwnerService, topology.OwnerNetworkPolicy:
+	case topology.OwnerPod, topology.OwnerService, topology.OwnerNetworkPolicy, topology.OwnerMultiNetworkPolicy:
 		ns, name, ok := strings.Cut(o.Key, "/")
 		if !ok {
 			return true, nil
@@ -104,6 +105,8 @@ func (g *OrphanCollector) gone(ctx context.Context, o nbsync.Owner) (bool, error
 			obj = &corev1.Service{}
 		case topology.OwnerNetworkPolicy:
 			obj = &networkingv1.NetworkPolicy{}
+		case topology.OwnerMultiNetworkPolicy:
+			obj = &mnpv1.MultiNetworkPolicy{}
 		}
 	default:
 		return false, nil

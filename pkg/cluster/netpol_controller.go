@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"sync"
+	"time"
 
 	libovsdb "github.com/ovn-org/libovsdb/client"
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +28,12 @@ type NetworkPolicyReconciler struct {
 	State    *State
 	NB       libovsdb.Client
 	Recorder record.EventRecorder
+	// Peers are the other clusters' published pods (nil: no clusterset).
+	Peers ClustersetPeers
+
+	mu sync.Mutex
+	// lastGood is each policy's last spec whose clusterset peers resolved (heldSpec).
+	lastGood map[string]goodSpec
 }
 
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch
@@ -42,9 +50,17 @@ func (r *NetworkPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		if res, err := applyShard(ctx, r.NB, emptyShard(topology.OwnerNetworkPolicy, owner)); err != nil || !res.IsZero() {
 			return res, err
 		}
+		r.mu.Lock()
+		delete(r.lastGood, owner)
+		r.mu.Unlock()
 		return r.dropUnusedLogMeter(ctx, req.Namespace)
 	}
-	in, err := r.policyIn(ctx, &np)
+	if r.Peers != nil && !r.Peers.Ready() && len(clustersetSelectors(&np)) > 0 {
+		// Until the clusterset store was read once, the policy stays as programmed: a new
+		// leader must not drop its remote (and, by the cluster label, local) peers meanwhile.
+		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+	}
+	in, err := r.policyIn(ctx, r.heldSpec(&np))
 	if err != nil {
 		if r.Recorder != nil {
 			r.Recorder.Eventf(&np, corev1.EventTypeWarning, "PolicyNotProgrammed", "%v", err)
@@ -127,24 +143,7 @@ func policyTypes(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
 
 func (r *NetworkPolicyReconciler) ruleIn(ctx context.Context, ns string, peers []networkingv1.NetworkPolicyPeer,
 	ports []networkingv1.NetworkPolicyPort) (topology.PolicyRuleIn, error) {
-	ri := topology.PolicyRuleIn{AllPeers: len(peers) == 0}
-	for _, p := range ports {
-		pi := topology.PolicyPortIn{Protocol: "TCP"}
-		if p.Protocol != nil {
-			pi.Protocol = string(*p.Protocol)
-		}
-		if p.Port != nil {
-			if p.Port.Type == 0 {
-				pi.Port = p.Port.IntVal
-			} else {
-				pi.Name = p.Port.StrVal
-			}
-		}
-		if p.EndPort != nil {
-			pi.EndPort = *p.EndPort
-		}
-		ri.Ports = append(ri.Ports, pi)
-	}
+	ri := topology.PolicyRuleIn{AllPeers: len(peers) == 0, Ports: policyPortsIn(ports)}
 	for _, peer := range peers {
 		if peer.IPBlock != nil {
 			b, err := ipBlockIn(peer.IPBlock)
@@ -171,6 +170,29 @@ func (r *NetworkPolicyReconciler) ruleIn(ctx context.Context, ns string, peers [
 	return ri, nil
 }
 
+// policyPortsIn is a rule's ports as the compiler takes them (protocol TCP when unset).
+func policyPortsIn(ports []networkingv1.NetworkPolicyPort) []topology.PolicyPortIn {
+	var out []topology.PolicyPortIn
+	for _, p := range ports {
+		pi := topology.PolicyPortIn{Protocol: "TCP"}
+		if p.Protocol != nil {
+			pi.Protocol = string(*p.Protocol)
+		}
+		if p.Port != nil {
+			if p.Port.Type == 0 {
+				pi.Port = p.Port.IntVal
+			} else {
+				pi.Name = p.Port.StrVal
+			}
+		}
+		if p.EndPort != nil {
+			pi.EndPort = *p.EndPort
+		}
+		out = append(out, pi)
+	}
+	return out
+}
+
 // peerIn resolves a pod/namespace selector peer: podSelector alone selects in the policy's
 // namespace, namespaceSelector picks namespaces, both together both. Its Selector text is
 // canonical, so policies with equal peers share their address sets.
@@ -191,7 +213,17 @@ func (r *NetworkPolicyReconciler) peerIn(ctx context.Context, ns string, peer ne
 	if err != nil {
 		return topology.PolicyPeerIn{}, err
 	}
+	// A clusterset-wide selector's text names the cluster label, so its shared address set
+	// is never a local selector's.
 	out := topology.PolicyPeerIn{Selector: topology.PeerSelector("", nsSel.String(), podSel.String(), false)}
+	if clustersetWide(peer.NamespaceSelector) {
+		trust, err := remoteTrustFor(ctx, r.Client, r.State)
+		if err != nil {
+			return out, err
+		}
+		out.Pods, err = podsInClusterset(ctx, r.Client, r.Peers, trust, nsSel, podSel, false)
+		return out, err
+	}
 	out.Pods, err = podsInNamespaces(ctx, r.Client, nsSel, podSel, false)
 	return out, err
 }

@@ -3,10 +3,14 @@ package cluster
 import (
 	"context"
 	"net/netip"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -132,6 +136,106 @@ func (r *NetworkPolicyReconciler) policiesFor(ctx context.Context, ns string) []
 	return out
 }
 
+// clustersetPolicies are the policies with a clusterset-wide peer: the only ones another
+// cluster's published pods can change.
+func (r *NetworkPolicyReconciler) clustersetPolicies(ctx context.Context) []reconcile.Request {
+	var list networkingv1.NetworkPolicyList
+	if err := r.List(ctx, &list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing network policies")
+		return nil
+	}
+	var out []reconcile.Request
+	for _, np := range list.Items {
+		if len(clustersetSelectors(&np)) > 0 {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: np.Namespace, Name: np.Name}})
+		}
+	}
+	return out
+}
+
+// clustersetSelectors are the policy's clusterset-wide namespace selectors.
+func clustersetSelectors(np *networkingv1.NetworkPolicy) []*metav1.LabelSelector {
+	var out []*metav1.LabelSelector
+	for _, r := range np.Spec.Ingress {
+		for _, p := range r.From {
+			if clustersetWide(p.NamespaceSelector) {
+				out = append(out, p.NamespaceSelector)
+			}
+		}
+	}
+	for _, r := range np.Spec.Egress {
+		for _, p := range r.To {
+			if clustersetWide(p.NamespaceSelector) {
+				out = append(out, p.NamespaceSelector)
+			}
+		}
+	}
+	return out
+}
+
+// heldSpec is the policy as it is to be programmed. Its clusterset-wide selectors may name what
+// is not there (an unknown cluster, a namespace not published): when its spec changed to that
+// from one that resolved, the last good spec stays programmed (its peers still follow the
+// pods); otherwise (a new policy, or the other cluster withdrew what the unchanged spec names)
+// the peer selects nothing there. Either way the policy gets a Warning event saying what.
+func (r *NetworkPolicyReconciler) heldSpec(np *networkingv1.NetworkPolicy) *networkingv1.NetworkPolicy {
+	var warnings []string
+	for _, sel := range clustersetSelectors(np) {
+		warnings = append(warnings, clustersetPeerWarnings(sel, r.Peers)...)
+	}
+	key := np.Namespace + "/" + np.Name
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lastGood == nil {
+		r.lastGood = map[string]goodSpec{}
+	}
+	good, had := r.lastGood[key]
+	if len(warnings) == 0 {
+		r.lastGood[key] = goodSpec{uid: np.UID, spec: *np.Spec.DeepCopy()}
+		return np
+	}
+	slices.Sort(warnings)
+	warnings = slices.Compact(warnings)
+	msg := strings.Join(warnings, "; ")
+	// Held only for what the edit brought: warnings the last good spec has too come from the
+	// other cluster (a namespace withdrawn, a cluster gone), and an edit made meanwhile (say,
+	// one that tightens the policy) must take effect.
+	if had && good.uid == np.UID && !equality.Semantic.DeepEqual(good.spec, np.Spec) && r.newWarnings(good.spec, warnings) {
+		r.event(np, "%s; the policy's last good spec stays programmed", msg)
+		held := np.DeepCopy()
+		held.Spec = *good.spec.DeepCopy()
+		return held
+	}
+	r.event(np, "%s; the peer selects nothing there", msg)
+	return np
+}
+
+// newWarnings says whether warnings holds one the spec good would not give now.
+func (r *NetworkPolicyReconciler) newWarnings(good networkingv1.NetworkPolicySpec, warnings []string) bool {
+	var had []string
+	for _, sel := range clustersetSelectors(&networkingv1.NetworkPolicy{Spec: good}) {
+		had = append(had, clustersetPeerWarnings(sel, r.Peers)...)
+	}
+	for _, w := range warnings {
+		if !slices.Contains(had, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// goodSpec is a policy's last spec whose clusterset peers all resolved.
+type goodSpec struct {
+	uid  types.UID
+	spec networkingv1.NetworkPolicySpec
+}
+
+func (r *NetworkPolicyReconciler) event(np *networkingv1.NetworkPolicy, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(np, corev1.EventTypeWarning, "ClustersetPeerUnresolved", format, args...)
+	}
+}
+
 func usesNamespaceSelector(np *networkingv1.NetworkPolicy) bool {
 	for _, r := range np.Spec.Ingress {
 		for _, p := range r.From {
@@ -165,7 +269,12 @@ func (r *NetworkPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	byNamespace := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		return r.policiesFor(ctx, o.GetName())
 	})
-	return ctrl.NewControllerManagedBy(mgr).Named("networkpolicy").For(&networkingv1.NetworkPolicy{}).
-		Watches(&corev1.Pod{}, byPod).Watches(&kovnv1.IP{}, byIP).Watches(&corev1.Namespace{}, byNamespace).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).Complete(r)
+	b := ctrl.NewControllerManagedBy(mgr).Named("networkpolicy").For(&networkingv1.NetworkPolicy{}).
+		Watches(&corev1.Pod{}, byPod).Watches(&kovnv1.IP{}, byIP).Watches(&corev1.Namespace{}, byNamespace)
+	if r.Peers != nil {
+		b = b.WatchesRawSource(peersSource(r.Peers, func(ctx context.Context) []reconcile.Request {
+			return r.clustersetPolicies(ctx)
+		}))
+	}
+	return b.WithOptions(controller.Options{MaxConcurrentReconciles: 4}).Complete(r)
 }

@@ -67,6 +67,9 @@ type Reconciler struct {
 	// Tamper records repairs of this AZ's rows (guardRecord, the MCS export writer) for
 	// Degraded; nil records nothing.
 	Tamper *tamper.Log
+	// Peers, if set, says whether the other clusters' published policy peers follow the
+	// clusterset store (ClustersetPeersCurrent).
+	Peers interface{ Current() (bool, time.Time) }
 	// declared guards this AZ's declarations in IC_NB_Global (declareGuarded), icsbRows its
 	// rows in IC-SB (guardICSB).
 	declared declGuard
@@ -121,6 +124,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (res ctrl.Re
 	before := ic.DeepCopy()
 	defer func() {
 		ic.Status.ObservedGeneration = ic.Generation
+		r.notePeers(&ic)
 		r.exportMetrics(&ic)
 		if perr := r.Status().Patch(statusCtx, &ic, client.MergeFrom(before)); perr != nil && err == nil {
 			err = perr
@@ -449,6 +453,20 @@ func (r *Reconciler) credentials() ovn.CredentialSource {
 		return nil
 	}
 	return r.TLS
+}
+
+// notePeers sets ClustersetPeersCurrent: False while policies select the other clusters'
+// pods from the last rows read because the clusterset store is away.
+func (r *Reconciler) notePeers(ic *kovnv1.InterConnect) {
+	if r.Peers == nil {
+		return
+	}
+	if current, since := r.Peers.Current(); !current {
+		setCondition(ic, kovnv1.ConditionClustersetPeersCurrent, false, kovnv1.ReasonStoreUnreachable,
+			fmt.Sprintf("the clusterset store is unreachable since %s: policies keep the other clusters' pods as last read", since.UTC().Format(time.RFC3339)))
+		return
+	}
+	setCondition(ic, kovnv1.ConditionClustersetPeersCurrent, true, kovnv1.ReasonFollowingStore, "")
 }
 
 func setCondition(ic *kovnv1.InterConnect, t string, ok bool, reason, msg string) {

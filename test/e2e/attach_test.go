@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os/exec"
@@ -38,6 +39,7 @@ func TestAttachmentNetworks(t *testing.T) {
 	l := &attachLab{cfg: cfg, c: newCluster(t, upRig(t, cfg), "c1")}
 	l.setUp(t)
 	t.Run("eth0 + net1 (kovn Subnet, static IP and MAC) + net2 (macvlan on eth1, kovn IPAM): ping and TCP on each, network-status", l.threeInterfaces)
+	t.Run("a MultiNetworkPolicy on net1: b admits a there, not c; eth0 untouched; a macvlan network refused", l.multiPolicy)
 	t.Run("a definition of another namespace is refused with an event naming it, until that namespace is shared", l.otherNamespace)
 	t.Run("a definition that is not JSON: an event, and the pod gets no interface at all", l.badDefinition)
 	t.Run("pods deleted: every address back in its pool, no link or port left on the nodes", l.deleted)
@@ -274,18 +276,21 @@ func (l *attachLab) deleted(t *testing.T) {
 	t.Logf("all attachment addresses free again, nodes' links as before the pods")
 }
 
-// waitPodGone waits until the pod no longer exists.
-func (c *cluster) waitPodGone(ns, name string) {
+// waitPodGone waits until the pod no longer exists and returns when it saw that.
+func (c *cluster) waitPodGone(ns, name string) time.Time {
 	c.t.Helper()
-	if err := eventually(60*time.Second, func() error {
+	var at time.Time
+	if err := pollEvery(50*time.Millisecond, 60*time.Second, func() error {
 		_, err := c.kc.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
+			at = time.Now()
 			return nil
 		}
 		return fmt.Errorf("pod %s/%s still there (%v)", ns, name, err)
 	}); err != nil {
 		c.t.Fatal(err)
 	}
+	return at
 }
 
 // status reads a pod's network-status annotation.
@@ -386,4 +391,81 @@ func statusSummary(st []netattach.NetworkStatus) string {
 		parts = append(parts, fmt.Sprintf("%s=%s %v %s", s.Interface, s.Name, s.IPs, s.MAC))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// multiPolicy: a MultiNetworkPolicy for attach/blue selecting b admits a on net1 and refuses c
+// (also on blue), both families, while c still reaches b's eth0; one naming the macvlan
+// network is refused with an event. The policy and c are gone afterwards.
+func (l *attachLab) multiPolicy(t *testing.T) {
+	c := l.c
+	c.t = t
+	for _, p := range []string{"a", "b"} {
+		if out, err := c.kubectl("label", "pod", "-n", attachNS, p, "pod="+p, "--overwrite"); err != nil {
+			t.Fatalf("label %s: %v %s", p, err, out)
+		}
+	}
+	c.createPod(testboxPod(attachNS, "c", onNode(rig.NodeName(1, 1)), withAnnotations(netattach.NetworksAnnotation, "blue")))
+	cPod := c.waitReady(attachNS, "c", 90*time.Second)
+	bs := l.status(t, "b")
+	b, _ := c.kc.CoreV1().Pods(attachNS).Get(context.Background(), "b", metav1.GetOptions{})
+	var net1, eth0 []string
+	for _, ip := range bs[1].IPs {
+		net1 = append(net1, netip.AddrPortFrom(netip.MustParseAddr(ip), 9000).String())
+	}
+	for _, ip := range b.Status.PodIPs {
+		eth0 = append(eth0, netip.AddrPortFrom(netip.MustParseAddr(ip.IP), 9000).String())
+	}
+	probe := func(from string, targets []string, want bool) error {
+		out, _ := c.exec(attachNS, from, append([]string{"probe", "-t", "500ms"}, targets...)...)
+		for _, tg := range targets {
+			if got := strings.Contains(out, tg+" ok"); got != want {
+				return fmt.Errorf("%s -> %s: reached %t, want %t\n%s", from, tg, got, want, out)
+			}
+		}
+		return nil
+	}
+	if err := eventually(20*time.Second, func() error { return probe("c", net1, true) }); err != nil {
+		t.Fatalf("before any policy: %v", err)
+	}
+	c.applyYAML(`apiVersion: k8s.cni.cncf.io/v1beta1
+kind: MultiNetworkPolicy
+metadata:
+  name: b-from-a
+  namespace: attach
+  annotations: {k8s.v1.cni.cncf.io/policy-for: blue}
+spec:
+  podSelector: {matchLabels: {pod: b}}
+  ingress:
+  - from:
+    - podSelector: {matchLabels: {pod: a}}
+`)
+	start := time.Now()
+	if err := eventually(20*time.Second, func() error {
+		return errors.Join(probe("c", net1, false), probe("a", net1, true), probe("c", eth0, true))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("MultiNetworkPolicy b-from-a on blue: c (net1 %v, eth0 %v) refused on b's net1 %v, a admitted, c still reaches b's eth0 %v; %.1fs after the create",
+		l.status(t, "c")[1].IPs, podIPStrings(cPod.Status.PodIPs), bs[1].IPs, podIPStrings(b.Status.PodIPs), time.Since(start).Seconds())
+	c.applyYAML(`apiVersion: k8s.cni.cncf.io/v1beta1
+kind: MultiNetworkPolicy
+metadata:
+  name: on-macvlan
+  namespace: attach
+  annotations: {k8s.v1.cni.cncf.io/policy-for: mv}
+spec:
+  podSelector: {}
+`)
+	msg := c.waitEventWith(attachNS, "on-macvlan", "PolicyNotProgrammed", "not as an OVN port", 30*time.Second)
+	t.Logf("on-macvlan: %s", msg)
+	for _, name := range []string{"b-from-a", "on-macvlan"} {
+		if out, err := c.kubectl("delete", "multi-networkpolicies.k8s.cni.cncf.io", "-n", attachNS, name); err != nil {
+			t.Fatalf("delete %s: %v %s", name, err, out)
+		}
+	}
+	if err := eventually(20*time.Second, func() error { return probe("c", net1, true) }); err != nil {
+		t.Errorf("policy deleted: %v", err)
+	}
+	c.deletePod(attachNS, "c")
+	c.waitPodGone(attachNS, "c")
 }

@@ -290,6 +290,15 @@ func TestMultiClusterServices(t *testing.T) {
 		t.Logf("c2's Service mixed deleted: c3's import back to c1's ports and cluster %.1fs later; c2's export Valid=False (NoService), c1's conflict cleared", time.Since(start).Seconds())
 	})
 
+	t.Run("locality local-first: c1's client gets c1's endpoint alone, c2's once c1 has none, c1's again once back", func(t *testing.T) {
+		mcsLocality(t, c1, c2, c3)
+	})
+
+	var peerIPs []string // c2's published x/a, in c1's policy peer sets
+	t.Run("NetworkPolicy peers in other clusters: a 3x3 probe matrix over c1 and c2", func(t *testing.T) {
+		peerIPs = clustersetPolicy(t, cfg, c1, c2)
+	})
+
 	t.Run("c1's kovn-controller killed: the import keeps answering, nothing rewritten, the new leader exports", func(t *testing.T) {
 		for _, c := range cs {
 			c.t = t
@@ -327,6 +336,17 @@ func TestMultiClusterServices(t *testing.T) {
 		if si, found, err := c3.getImport("mcs", "web"); err != nil || !found || len(si.Spec.IPs) == 0 {
 			t.Fatalf("c3's import while the store is down: found %t, %+v, %v", found, si, err)
 		}
+		if peerIPs != nil {
+			// Once c1 knows the store is away, a policy reconciled meanwhile keeps the last
+			// known remote pods.
+			c1.waitPeersCurrent("False")
+			if out, err := c1.kubectl("annotate", "networkpolicy", "-n", "y", "from-az2-xa", "e2e.kovn.io/poke=while-the-store-is-away", "--overwrite"); err != nil {
+				t.Fatalf("annotate: %v %s", err, out)
+			}
+			c1.stayInPeerSets(peerIPs, 3*time.Second)
+		} else {
+			t.Log("the clusterset policy subtest did not run: c1's policy peers not checked while IC-SB is down")
+		}
 		if err := startICSB(); err != nil {
 			t.Fatal(err)
 		}
@@ -334,6 +354,9 @@ func TestMultiClusterServices(t *testing.T) {
 		c3.waitBackendsOn(ips, []string{"be2"}, 60*time.Second)
 		t.Logf("IC-SB stopped: c3's import stayed and answered; be1 deleted meanwhile left c3's ClusterSetIPs %.1fs after IC-SB started again", time.Since(start).Seconds())
 		waitControllerSeries(t, cfg, r, 1, `kovn_ovsdb_connected{db="ic-sb"} 1`)
+		if peerIPs != nil {
+			c1.waitPeersCurrent("True")
+		}
 		recreateBe1(c1, c3, ips)
 	})
 

@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"maps"
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/kovn/kovn/pkg/annotation"
 )
 
 // The expected truth table of a NetworkPolicy probe matrix comes from this small model of the
@@ -15,24 +18,33 @@ import (
 // a table by hand that could drift from its policies.
 
 type probePod struct {
-	ns, name string
-	labels   map[string]string
-	nsLabels map[string]string
-	ip       netip.Addr // the family under test
-	ips      []corev1.PodIP
-	ports    map[string]int32
+	// cluster is the pod's cluster id in a clusterset ("" in one cluster); on runs its probes
+	// (nil: the cluster waitMatrix is called on); published: its namespace is published to
+	// the other clusters' policies.
+	cluster   string
+	on        *cluster
+	published bool
+	ns, name  string
+	labels    map[string]string
+	nsLabels  map[string]string
+	ip        netip.Addr // the family under test
+	ips       []corev1.PodIP
+	ports     map[string]int32
 }
 
-// allowed says whether src may open a TCP connection to dst:port under policies. A pod's
-// connection to its own address never leaves it, so no policy applies to it.
-func allowed(policies []networkingv1.NetworkPolicy, src, dst probePod, port int32) bool {
-	if src.ns == dst.ns && src.name == dst.name {
+// allowedIn says whether src may open a TCP connection to dst:port under each cluster's
+// policies (by cluster id; "" in one cluster), which apply to that cluster's own pods. A pod's
+// connection to its own address never leaves it, so no policy applies to it; a peer is in the policy's cluster unless its namespace selector names the
+// cluster label, which sees every cluster's published namespaces with that label set.
+func allowedIn(byCluster map[string][]networkingv1.NetworkPolicy, src, dst probePod, port int32) bool {
+	if src.cluster == dst.cluster && src.ns == dst.ns && src.name == dst.name {
 		return true
 	}
-	return direction(policies, dst, src, port, false) && direction(policies, src, dst, port, true)
+	return direction(byCluster[dst.cluster], dst, src, port, false) && direction(byCluster[src.cluster], src, dst, port, true)
 }
 
 // direction: is the traffic allowed at subject's end (ingress into it, or egress out of it)?
+// policies are the subject's cluster's.
 func direction(policies []networkingv1.NetworkPolicy, subject, peer probePod, port int32, egress bool) bool {
 	isolated := false
 	for i := range policies {
@@ -44,13 +56,13 @@ func direction(policies []networkingv1.NetworkPolicy, subject, peer probePod, po
 		isolated = true
 		if egress {
 			for _, r := range np.Spec.Egress {
-				if ruleAllows(np.Namespace, r.To, r.Ports, peer, peer, port) {
+				if ruleAllows(np.Namespace, subject.cluster, r.To, r.Ports, peer, peer, port) {
 					return true
 				}
 			}
 		} else {
 			for _, r := range np.Spec.Ingress {
-				if ruleAllows(np.Namespace, r.From, r.Ports, peer, subject, port) {
+				if ruleAllows(np.Namespace, subject.cluster, r.From, r.Ports, peer, subject, port) {
 					return true
 				}
 			}
@@ -70,8 +82,8 @@ func modelTypes(np *networkingv1.NetworkPolicy) (in, out bool) {
 }
 
 // ruleAllows: peer matches one of peers (or peers is empty) and the port matches, named
-// ports resolving on dst.
-func ruleAllows(ns string, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort, peer, dst probePod, port int32) bool {
+// ports resolving on dst. ns and cluster are the policy's.
+func ruleAllows(ns, cluster string, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort, peer, dst probePod, port int32) bool {
 	okPort := len(ports) == 0
 	for _, p := range ports {
 		switch {
@@ -98,11 +110,34 @@ func ruleAllows(ns string, peers []networkingv1.NetworkPolicyPeer, ports []netwo
 			}
 			continue
 		}
-		nsOK := peer.ns == ns
-		if p.NamespaceSelector != nil {
-			nsOK = matches(p.NamespaceSelector, peer.nsLabels)
+		nsOK := peer.ns == ns && peer.cluster == cluster
+		switch {
+		case clustersetWide(p.NamespaceSelector):
+			// Another cluster's pods only if their namespace is published. (They carry no
+			// named ports: the model does not cover a named port on a remote peer.)
+			visible := peer.cluster == cluster || peer.published
+			l := maps.Clone(peer.nsLabels)
+			l[annotation.ClusterLabel] = peer.cluster
+			nsOK = visible && peer.cluster != "" && matches(p.NamespaceSelector, l)
+		case p.NamespaceSelector != nil:
+			nsOK = peer.cluster == cluster && matches(p.NamespaceSelector, peer.nsLabels)
 		}
 		if nsOK && (p.PodSelector == nil || matches(p.PodSelector, peer.labels)) {
+			return true
+		}
+	}
+	return false
+}
+
+func clustersetWide(sel *metav1.LabelSelector) bool {
+	if sel == nil {
+		return false
+	}
+	if _, ok := sel.MatchLabels[annotation.ClusterLabel]; ok {
+		return true
+	}
+	for _, e := range sel.MatchExpressions {
+		if e.Key == annotation.ClusterLabel {
 			return true
 		}
 	}

@@ -63,6 +63,29 @@ func tenantAttacks(t *testing.T, c *cluster, st *rig.State) {
 		c.t = t
 		delegateOnNodeNICRefused(c)
 	})
+	t.Run("cluster policy is the admin's: the tenant writes no ClusterNetworkPolicy", func(t *testing.T) {
+		c.t = t
+		clusterPolicyRefused(c)
+	})
+}
+
+// clusterPolicyRefused: an Admin-tier ClusterNetworkPolicy would let the tenant accept or deny
+// any namespace's traffic above every NetworkPolicy; its `edit` role holds no verb on them.
+func clusterPolicyRefused(c *cluster) {
+	c.t.Helper()
+	for _, verb := range []string{"create", "update", "patch", "delete"} {
+		out, _ := c.kubectl("auth", "can-i", verb, "clusternetworkpolicies.policy.networking.k8s.io", "--as="+tenantSA)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if got := lines[len(lines)-1]; got != "no" {
+			c.t.Errorf("kubectl auth can-i %s clusternetworkpolicies as the tenant: %q, want no", verb, got)
+		}
+	}
+	cnp := `{"apiVersion": "policy.networking.k8s.io/v1beta1", "kind": "ClusterNetworkPolicy", "metadata": {"name": "tenant-admin"},
+  "spec": {"tier": "Admin", "priority": 0, "subject": {"namespaces": {}},
+    "ingress": [{"action": "Accept", "from": [{"namespaces": {}}]}]}}`
+	if out, err := c.applyAs(cnp, tenantSA); err == nil || !strings.Contains(out, "forbidden") {
+		c.t.Errorf("the tenant creating a ClusterNetworkPolicy: %v %s, want forbidden", err, out)
+	}
 }
 
 // delegateOnNodeNICRefused: the tenant, allowed by the admin to write NetworkAttachmentDefinitions

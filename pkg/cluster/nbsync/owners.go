@@ -69,7 +69,8 @@ func scanIDs[T any](ctx context.Context, c client.Client, f func(map[string]stri
 func topologyType(t string) bool {
 	switch t {
 	case topology.OwnerVpc, topology.OwnerSubnet, topology.OwnerNode, topology.OwnerPod, topology.OwnerService,
-		topology.OwnerNetworkPolicy, topology.OwnerFloatingIP, topology.OwnerForeignAZ, topology.OwnerClusterNetworkPolicy:
+		topology.OwnerNetworkPolicy, topology.OwnerFloatingIP, topology.OwnerForeignAZ, topology.OwnerClusterNetworkPolicy,
+		topology.OwnerMultiNetworkPolicy:
 		return true
 	}
 	return false

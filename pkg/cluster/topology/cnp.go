@@ -234,60 +234,68 @@ func (b *cnpBuilder) ruleCells(d policyDir, i int, r ClusterRuleIn) []cnpCell {
 		base.svc = allTraffic()
 		return []cnpCell{base}
 	}
-	var out []cnpCell
 	named := map[string]*cnpCell{} // proto/number -> cell
 	for _, pr := range r.Protocols {
-		proto := protocolOf(pr.Protocol)
-		if pr.NamedPort == "" {
-			rg := portRange{pr.Start, pr.End}
-			if pr.Start == 0 {
-				rg = portRange{0, 65535}
-			} else if pr.End < pr.Start {
-				rg.hi = pr.Start
-			}
-			base.svc.add(proto, rg)
+		if pr.NamedPort != "" {
+			b.addNamedPort(named, d, key, pr.NamedPort, r.PeerPods, base.peers)
 			continue
 		}
-		pods := b.p.Subject
-		if d.egress {
-			pods = r.PeerPods
+		rg := portRange{pr.Start, pr.End}
+		if pr.Start == 0 {
+			rg = portRange{0, 65535}
+		} else if pr.End < pr.Start {
+			rg.hi = pr.Start
 		}
-		for _, pod := range pods {
-			np, ok := pod.NamedPorts[pr.NamedPort]
-			if !ok {
-				continue
-			}
-			nk := fmt.Sprintf("%s/%d", protocolOf(np.Protocol), np.Port)
-			c := named[nk]
-			if c == nil {
-				c = &cnpCell{key: key + "/" + nk}
-				c.svc.add(protocolOf(np.Protocol), portRange{np.Port, np.Port})
-				if !d.egress {
-					c.peers = base.peers
-				} else {
-					c.ports = b.subject
-				}
-				named[nk] = c
-			}
-			if d.egress {
-				c.peers = normPrefixes(append(c.peers, hostPrefixes(pod.IPs)...))
-			} else if pod.Port != "" {
-				c.ports = append(c.ports, pod.Port)
-			}
-		}
+		base.svc.add(protocolOf(pr.Protocol), rg)
 	}
+	var out []cnpCell
 	if !base.svc.empty() {
 		out = append(out, base)
 	}
 	for _, k := range slices.Sorted(maps.Keys(named)) {
 		c := named[k]
-		if !d.egress {
+		if d.egress {
+			c.peers = normPrefixes(c.peers)
+		} else {
 			sort.Strings(c.ports)
 			c.ports = slices.Compact(c.ports)
 		}
 		out = append(out, *c)
 	}
 	return out
+}
+
+// addNamedPort adds to named (by protocol/number) a cell per port number the destination pods
+// give name: for ingress the subject pods naming it with the rule's peers, for egress the
+// subject with the peer pods naming it.
+func (b *cnpBuilder) addNamedPort(named map[string]*cnpCell, d policyDir, key, name string, peerPods []PolicyPodIn, peers []netip.Prefix) {
+	pods := b.p.Subject
+	if d.egress {
+		pods = peerPods
+	}
+	for _, pod := range pods {
+		np, ok := pod.NamedPorts[name]
+		if !ok {
+			continue
+		}
+		nk := fmt.Sprintf("%s/%d", protocolOf(np.Protocol), np.Port)
+		c := named[nk]
+		if c == nil {
+			c = &cnpCell{key: key + "/" + nk}
+			c.svc.add(protocolOf(np.Protocol), portRange{np.Port, np.Port})
+			if d.egress {
+				c.ports = b.subject
+			} else {
+				c.peers = peers
+			}
+			named[nk] = c
+		}
+		if d.egress {
+			c.peers = append(c.peers, hostPrefixes(pod.IPs)...)
+		} else if pod.Port != "" {
+			c.ports = append(c.ports, pod.Port)
+		}
+	}
 }
 
 // cellMinus is c without the traffic of Pass cell p (the k-th): (S∖Sp)×A×P ∪ (S∩Sp)×(A∖Ap)×P ∪

@@ -13,6 +13,9 @@ import (
 // OwnerNetworkPolicy owns a NetworkPolicy's port group, ACLs and address sets.
 const OwnerNetworkPolicy = "NetworkPolicy"
 
+// OwnerMultiNetworkPolicy owns a MultiNetworkPolicy's port group and ACLs (on attachment ports).
+const OwnerMultiNetworkPolicy = "MultiNetworkPolicy"
+
 // Priority bands of NetworkPolicy ACLs. OVN 23.03 has no ACL tiers, so the bands are
 // priorities: every policy denies its pods at PriorityPolicyDeny and allows above it, so an
 // allow of any policy selecting a pod beats the deny of every other one (policies are a union).
@@ -52,6 +55,9 @@ type NetworkPolicyIn struct {
 	// Logging is the namespace's ACL logging: its deny ACLs log at Deny, its rules' allow ACLs
 	// at Allow (the neighbour allowances never log: they are no policy's verdict).
 	Logging ACLLogging
+	// Multi: a MultiNetworkPolicy. Pods' ports are attachment ports, peers' addresses their
+	// addresses on the policy's networks; its port group and ownership are its own.
+	Multi bool
 }
 
 // PolicyPodIn is a pod a policy selects or a peer pod of a rule.
@@ -136,8 +142,12 @@ var (
 // Egress ACLs are applied after load balancing, so allowing pod B allows B's ClusterIP too.
 func ForNetworkPolicy(in NetworkPolicyIn) Shard {
 	owner := in.Namespace + "/" + in.Name
-	b := &policyBuilder{in: in, owner: owner, pg: PolicyPortGroup(in.Namespace, in.Name), families: clusterFamilies(in.JoinCIDRs),
-		sh: Shard{OwnerType: OwnerNetworkPolicy, Owner: owner}}
+	ownerType, pg := OwnerNetworkPolicy, PolicyPortGroup(in.Namespace, in.Name)
+	if in.Multi {
+		ownerType, pg = OwnerMultiNetworkPolicy, "kovn_mnp_"+strings.TrimPrefix(pg, "kovn_np_")
+	}
+	b := &policyBuilder{in: in, owner: owner, pg: pg, families: clusterFamilies(in.JoinCIDRs),
+		sh: Shard{OwnerType: ownerType, Owner: owner}}
 	group := PortGroup{Name: b.pg, Owned: true}
 	for _, p := range in.Pods {
 		if p.Port != "" {

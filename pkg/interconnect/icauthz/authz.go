@@ -12,8 +12,8 @@
 //     to it) and never changed or deleted directly (ovn-ic only inserts them);
 //   - Datapath_Binding is the transit switches', shared by every AZ;
 //   - IC_SB_Global, Connection and SSL are the server's: written on its host only;
-//   - OVN_ClusterSet: a Cluster row by its availability_zone, Service_Export and
-//     Endpoint_Slice by their cluster (whose Cluster row must be the AZ's); their child rows
+//   - OVN_ClusterSet: a Cluster row by its availability_zone, Service_Export,
+//     Endpoint_Slice, Policy_Namespace and Policy_Pod by their cluster (whose Cluster row must be the AZ's); their child rows
 //     are inserted with them and never changed directly.
 //
 // A change of a row the relay knows to be another AZ's is refused with OVSDB's "permission
@@ -102,8 +102,12 @@ var tables = map[string]map[string]table{
 		"Cluster":        {"availability_zone", byAZName},
 		"Service_Export": {"cluster", byCluster},
 		"Endpoint_Slice": {"cluster", byCluster},
-		"Service_Port":   {"", insertOnly},
-		"Endpoint":       {"", insertOnly},
+		// A cluster's pods and namespaces for other clusters' policies: publishing a pod
+		// under another cluster's name would put its address into their allowed peers.
+		"Policy_Namespace": {"cluster", byCluster},
+		"Policy_Pod":       {"cluster", byCluster},
+		"Service_Port":     {"", insertOnly},
+		"Endpoint":         {"", insertOnly},
 	},
 }
 

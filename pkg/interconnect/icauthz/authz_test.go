@@ -24,7 +24,8 @@ func (fakeView) AZUUID(name string) (string, bool) {
 }
 func (fakeView) Owner(db, table, uuid string) (string, bool) {
 	o, ok := map[string]string{"Route/r1": "u1", "Gateway/g1": "u1", "Availability_Zone/u1": "az1", "Availability_Zone/u2": "az2",
-		"Cluster/k1": "az1", "Service_Export/e1": "c1", "Service_Export/e2": "c2"}[table+"/"+uuid]
+		"Cluster/k1": "az1", "Service_Export/e1": "c1", "Service_Export/e2": "c2",
+		"Policy_Pod/p1": "c1", "Policy_Namespace/n1": "c1"}[table+"/"+uuid]
 	return o, ok
 }
 func (fakeView) ClusterAZ(cluster string) (string, bool) {
@@ -54,12 +55,16 @@ func TestAuthorize(t *testing.T) {
 		{name: "another database", db: "OVN_Northbound", id: az2, op: `{"op":"insert","table":"Logical_Switch","row":{}}`, refused: "not written through"},
 		{name: "another cluster's export deleted", db: ClusterSetDB, id: az2, op: `{"op":"delete","table":"Service_Export","where":[["_uuid","==",["uuid","e1"]]]}`, refused: `is AZ "az1"'s`},
 		{name: "an export inserted for another cluster", db: ClusterSetDB, id: az2, op: `{"op":"insert","table":"Service_Export","row":{"cluster":"c1","name":"x"}}`, refused: `cluster "c1" (AZ "az1")`},
+		{name: "a pod published under another cluster", db: ClusterSetDB, id: az2, op: `{"op":"insert","table":"Policy_Pod","row":{"cluster":"c1","namespace":"x","name":"a","addresses":"10.16.0.9"}}`, refused: `Policy_Pod of cluster "c1" (AZ "az1")`},
+		{name: "another cluster's pod given an address", db: ClusterSetDB, id: az2, op: `{"op":"update","table":"Policy_Pod","where":[["_uuid","==",["uuid","p1"]]],"row":{"addresses":"10.17.0.9"}}`, refused: `is AZ "az1"'s`},
+		{name: "another cluster's namespace relabelled", db: ClusterSetDB, id: az2, op: `{"op":"update","table":"Policy_Namespace","where":[["_uuid","==",["uuid","n1"]]],"row":{"labels":["map",[]]}}`, refused: `is AZ "az1"'s`},
 		{name: "another AZ's Cluster row taken", db: ClusterSetDB, id: az2, op: `{"op":"update","table":"Cluster","where":[["_uuid","==",["uuid","k1"]]],"row":{"availability_zone":"az2"}}`, refused: `is AZ "az1"'s`},
 
 		{name: "own route inserted", db: ICSBDB, id: az2, op: `{"op":"insert","table":"Route","row":{"availability_zone":["uuid","u2"]}}`},
 		{name: "own AZ and its route in one transaction", db: ICSBDB, id: Identity{Names: []string{"az3"}}, op: `{"op":"insert","table":"Availability_Zone","uuid-name":"z","row":{"name":"az3"}}`},
 		{name: "a delete by prefix is bound to the AZ", db: ICSBDB, id: az2, op: `{"op":"delete","table":"Route","where":[["ip_prefix","==","10.1.0.0/16"]]}`, where: `["availability_zone","==",["uuid","u2"]]`},
 		{name: "an unseen row is bound to the AZ", db: ICSBDB, id: az2, op: `{"op":"update","table":"Gateway","where":[["_uuid","==",["uuid","g9"]]],"row":{"hostname":"n"}}`, where: `["availability_zone","==",["uuid","u2"]]`},
+		{name: "own pod published", db: ClusterSetDB, id: az2, op: `{"op":"insert","table":"Policy_Pod","row":{"cluster":"c2","namespace":"x","name":"a"}}`},
 		{name: "own export updated", db: ClusterSetDB, id: az2, op: `{"op":"update","table":"Service_Export","where":[["_uuid","==",["uuid","e2"]]],"row":{"name":"y"}}`, where: `["cluster","==","c2"]`},
 		{name: "a renaming AZ's old row", db: ICSBDB, id: Identity{Names: []string{"az1r", "az1"}}, op: `{"op":"update","table":"Availability_Zone","where":[["_uuid","==",["uuid","u1"]]],"row":{"name":"az1r"}}`, where: `["name","==","az1"]`},
 		{name: "a renamed AZ's rows are bound to the name that has a row", db: ICSBDB, id: Identity{Names: []string{"az9", "az2"}}, op: `{"op":"mutate","table":"Port_Binding","where":[["logical_port","==","p"]],"mutations":[]}`, where: `["availability_zone","==",["uuid","u2"]]`},

@@ -34,7 +34,8 @@ func ConnectView(ctx context.Context, endpoint string) (*DBView, error) {
 		sbc.Close()
 		return nil, err
 	}
-	csc, err := ovn.Connect(ctx, csModel, cfg, &clusterset.Cluster{}, &clusterset.ServiceExport{}, &clusterset.EndpointSlice{})
+	csc, err := ovn.Connect(ctx, csModel, cfg, &clusterset.Cluster{}, &clusterset.ServiceExport{}, &clusterset.EndpointSlice{},
+		&clusterset.PolicyNamespace{}, &clusterset.PolicyPod{})
 	if err != nil {
 		sbc.Close()
 		return nil, fmt.Errorf("monitoring %s: %w", ClusterSetDB, err)
@@ -89,6 +90,10 @@ func (v *DBView) Owner(db, table, uuid string) (string, bool) {
 	case *clusterset.ServiceExport:
 		return r.Cluster, true
 	case *clusterset.EndpointSlice:
+		return r.Cluster, true
+	case *clusterset.PolicyNamespace:
+		return r.Cluster, true
+	case *clusterset.PolicyPod:
 		return r.Cluster, true
 	}
 	return "", false

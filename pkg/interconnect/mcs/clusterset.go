@@ -42,6 +42,14 @@ type Clusterset struct {
 	queues  []workqueue.TypedRateLimitingInterface[reconcile.Request]
 	connect func(ctx context.Context, eps []string) (libovsdb.Client, error)
 	tls     *ictls.Loader
+	// peers is the view of the other clusters' published pods (Peers), once asked for.
+	peers *PeerView
+	// live knows whether the store answers (libovsdb's Connected stays true while it
+	// reconnects); stopLive ends its probing with the connection.
+	live     *ovn.Liveness
+	stopLive context.CancelFunc
+	// publishQueues are fed the namespaces whose rows of this cluster changed in the store.
+	publishQueues []workqueue.TypedRateLimitingInterface[reconcile.Request]
 }
 
 // NewClusterset returns a Clusterset that connects with ovn.ConnectClusterSet, presenting
@@ -96,6 +104,9 @@ func (c *Clusterset) Writer() (store *Store, release func()) {
 // set makes the connection match: endpoints eps as cluster id (none: not a member). It
 // returns whether the store changed (a new connection or cluster id).
 func (c *Clusterset) set(ctx context.Context, id string, eps []string) (bool, error) {
+	// After the unlock (the view takes its own lock, then c.mu): the store may hold anything.
+	defer c.publishAll()
+	defer c.peersChanged("")
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.member, c.decided = id != "", true
@@ -114,30 +125,106 @@ func (c *Clusterset) set(ctx context.Context, id string, eps []string) (bool, er
 	if err != nil {
 		return true, err
 	}
+	c.watch(db)
+	c.db, c.eps, c.store = db, slices.Clone(eps), &Store{DB: db, Cluster: id}
+	liveCtx, stop := context.WithCancel(context.Background())
+	c.live, c.stopLive = ovn.WatchLiveness(liveCtx, db, 0), stop
+	c.live.OnChange(func(up bool) {
+		c.peersChanged("")
+		if up {
+			c.publishAll() // what changed while the store was away
+		}
+	})
+	return true, nil
+}
+
+// answers says whether the store answers now. Asked outside c.mu: libovsdb's Connected waits
+// while a reconnection attempt holds its lock.
+func (c *Clusterset) answers() bool {
+	c.mu.Lock()
+	live := c.live
+	c.mu.Unlock()
+	return live.Answers()
+}
+
+// watch has every change of db's cache re-queue what it concerns (changed).
+func (c *Clusterset) watch(db libovsdb.Client) {
 	db.Cache().AddEventHandler(&cache.EventHandlerFuncs{
 		AddFunc:    func(_ string, m model.Model) { c.changed(m) },
 		UpdateFunc: func(_ string, old, m model.Model) { c.changed(old); c.changed(m) },
 		DeleteFunc: func(_ string, m model.Model) { c.changed(m) },
 	})
-	c.db, c.eps, c.store = db, slices.Clone(eps), &Store{DB: db, Cluster: id}
-	return true, nil
 }
 
 func (c *Clusterset) closeLocked() {
+	if c.stopLive != nil {
+		c.stopLive()
+	}
 	if c.db != nil {
 		c.db.Close()
 	}
-	c.db, c.eps, c.store = nil, nil, nil
+	c.db, c.eps, c.store, c.live, c.stopLive = nil, nil, nil, nil, nil
 }
 
-// changed re-queues the Service a store row belongs to (child rows change with their parent).
+// changed re-queues the Service a store row belongs to (child rows change with their parent),
+// or, for a published pod or namespace, tells the peer view (another cluster's) or the
+// publisher (this cluster's, to put back what someone else changed).
 func (c *Clusterset) changed(m model.Model) {
 	switch r := m.(type) {
 	case *clusterset.ServiceExport:
 		c.Enqueue(r.Namespace, r.Name)
 	case *clusterset.EndpointSlice:
 		c.Enqueue(r.Namespace, r.Service)
+	case *clusterset.PolicyNamespace:
+		c.policyRowChanged(r.Cluster, r.Name)
+	case *clusterset.PolicyPod:
+		c.policyRowChanged(r.Cluster, r.Namespace)
+	case *clusterset.Cluster:
+		c.peersChanged("") // a cluster came or went: its peers with it
 	}
+}
+
+func (c *Clusterset) policyRowChanged(cluster, namespace string) {
+	c.mu.Lock()
+	own := c.store != nil && c.store.Cluster == cluster
+	qs := slices.Clone(c.publishQueues)
+	c.mu.Unlock()
+	if !own {
+		c.peersChanged(namespace)
+		return
+	}
+	for _, q := range qs {
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: namespace}})
+	}
+}
+
+func (c *Clusterset) peersChanged(namespace string) {
+	c.mu.Lock()
+	v := c.peers
+	c.mu.Unlock()
+	if v != nil {
+		v.changed(namespace)
+	}
+}
+
+// publishAll asks the publisher to re-sync every namespace.
+func (c *Clusterset) publishAll() {
+	c.mu.Lock()
+	qs := slices.Clone(c.publishQueues)
+	c.mu.Unlock()
+	for _, q := range qs {
+		q.Add(reconcile.Request{})
+	}
+}
+
+// PublishSource feeds the publisher the namespaces whose rows of this cluster changed.
+func (c *Clusterset) PublishSource() source.Source {
+	return source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.publishQueues = append(c.publishQueues, q)
+		return nil
+	})
 }
 
 // Enqueue re-queues namespace/name in every reconciler fed by the clusterset.

@@ -150,7 +150,7 @@ func (r *MembershipReconciler) forget(ctx context.Context, ic *kovnv1.InterConne
 	return store.ForgetCluster(ctx, store.Cluster)
 }
 
-// requeueAll re-queues every local export and import: after a (re)connection the store may
+// requeueAll re-queues every local export and import and the published namespaces: after a (re)connection the store may
 // hold anything.
 func (r *MembershipReconciler) requeueAll(ctx context.Context) error {
 	var exports mcsv1.ServiceExportList
@@ -167,5 +167,6 @@ func (r *MembershipReconciler) requeueAll(ctx context.Context) error {
 	for _, i := range imports.Items {
 		r.Set.Enqueue(i.Namespace, i.Name)
 	}
+	r.Set.publishAll()
 	return nil
 }

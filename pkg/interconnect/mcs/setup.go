@@ -34,7 +34,8 @@ func CRDs() ([]*apiextv1.CustomResourceDefinition, error) {
 	return out, nil
 }
 
-// Setup registers the membership, export and import reconcilers with mgr; set is shared.
+// Setup registers the membership, export, policy-peer publishing and import reconcilers
+// with mgr; set is shared.
 func Setup(mgr ctrl.Manager, set *Clusterset) error {
 	c := mgr.GetClient()
 	byName := func(ns, name string) []reconcile.Request {
@@ -63,6 +64,9 @@ func Setup(mgr ctrl.Manager, set *Clusterset) error {
 		WatchesRawSource(set.Source()).
 		Complete(&ExportReconciler{Client: c, Set: set, Recorder: mgr.GetEventRecorderFor("kovn-mcs"), Tamper: set.Tamper})
 	if err != nil {
+		return err
+	}
+	if err := (&PublishReconciler{Client: c, Set: set}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	// An import follows the store, what it derived (repaired when changed by hand) and

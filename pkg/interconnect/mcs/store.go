@@ -263,13 +263,16 @@ func (s *Store) transact(ctx context.Context, ops []ovsdb.Operation) ([]ovsdb.Op
 	return ovn.Transact(ctx, s.DB, ops)
 }
 
-// ForgetCluster deletes every row of cluster (it left the set): exports, slices and its
+// ForgetCluster deletes every row of cluster (it left the set): exports, slices, published
+// pods and namespaces and its
 // Cluster row, in one transaction. Child rows go with them.
 func (s *Store) ForgetCluster(ctx context.Context, cluster string) error {
 	var ops []ovsdb.Operation
 	for _, pred := range []any{
 		func(e *clusterset.ServiceExport) bool { return e.Cluster == cluster },
 		func(e *clusterset.EndpointSlice) bool { return e.Cluster == cluster },
+		func(e *clusterset.PolicyPod) bool { return e.Cluster == cluster },
+		func(e *clusterset.PolicyNamespace) bool { return e.Cluster == cluster },
 		func(e *clusterset.Cluster) bool { return e.Name == cluster },
 	} {
 		o, err := s.DB.WhereCache(pred).Delete()

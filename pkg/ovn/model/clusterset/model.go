@@ -13,17 +13,19 @@ import (
 // FullDatabaseModel returns the DatabaseModel object to be used in libovsdb
 func FullDatabaseModel() (model.ClientDBModel, error) {
 	return model.NewClientDBModel("OVN_ClusterSet", map[string]model.Model{
-		"Cluster":        &Cluster{},
-		"Endpoint":       &Endpoint{},
-		"Endpoint_Slice": &EndpointSlice{},
-		"Service_Export": &ServiceExport{},
-		"Service_Port":   &ServicePort{},
+		"Cluster":          &Cluster{},
+		"Endpoint":         &Endpoint{},
+		"Endpoint_Slice":   &EndpointSlice{},
+		"Policy_Namespace": &PolicyNamespace{},
+		"Policy_Pod":       &PolicyPod{},
+		"Service_Export":   &ServiceExport{},
+		"Service_Port":     &ServicePort{},
 	})
 }
 
 var schema = `{
   "name": "OVN_ClusterSet",
-  "version": "1.0.0",
+  "version": "1.1.0",
   "tables": {
     "Cluster": {
       "columns": {
@@ -162,6 +164,101 @@ var schema = `{
           }
         },
         "service": {
+          "type": "string"
+        }
+      },
+      "indexes": [
+        [
+          "cluster",
+          "namespace",
+          "name"
+        ]
+      ],
+      "isRoot": true
+    },
+    "Policy_Namespace": {
+      "columns": {
+        "cluster": {
+          "type": "string"
+        },
+        "external_ids": {
+          "type": {
+            "key": {
+              "type": "string"
+            },
+            "value": {
+              "type": "string"
+            },
+            "min": 0,
+            "max": "unlimited"
+          }
+        },
+        "labels": {
+          "type": {
+            "key": {
+              "type": "string"
+            },
+            "value": {
+              "type": "string"
+            },
+            "min": 0,
+            "max": "unlimited"
+          }
+        },
+        "name": {
+          "type": "string"
+        }
+      },
+      "indexes": [
+        [
+          "cluster",
+          "name"
+        ]
+      ],
+      "isRoot": true
+    },
+    "Policy_Pod": {
+      "columns": {
+        "addresses": {
+          "type": {
+            "key": {
+              "type": "string"
+            },
+            "min": 0,
+            "max": "unlimited"
+          }
+        },
+        "cluster": {
+          "type": "string"
+        },
+        "external_ids": {
+          "type": {
+            "key": {
+              "type": "string"
+            },
+            "value": {
+              "type": "string"
+            },
+            "min": 0,
+            "max": "unlimited"
+          }
+        },
+        "labels": {
+          "type": {
+            "key": {
+              "type": "string"
+            },
+            "value": {
+              "type": "string"
+            },
+            "min": 0,
+            "max": "unlimited"
+          }
+        },
+        "name": {
+          "type": "string"
+        },
+        "namespace": {
           "type": "string"
         }
       },
