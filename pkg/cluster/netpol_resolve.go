@@ -122,31 +122,27 @@ func hasNamedPort(ports []topology.PolicyPortIn) bool {
 // a peer: those of its namespace, and those with a namespace selector anywhere. A pod event
 // never re-queues the policies of other namespaces that cannot match it.
 func (r *NetworkPolicyReconciler) policiesFor(ctx context.Context, ns string) []reconcile.Request {
-	var list networkingv1.NetworkPolicyList
-	if err := r.List(ctx, &list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing network policies")
-		return nil
-	}
-	var out []reconcile.Request
-	for _, np := range list.Items {
-		if np.Namespace == ns || usesNamespaceSelector(&np) {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: np.Namespace, Name: np.Name}})
-		}
-	}
-	return out
+	return r.policiesWhere(ctx, func(np *networkingv1.NetworkPolicy) bool {
+		return np.Namespace == ns || usesNamespaceSelector(np)
+	})
 }
 
 // clustersetPolicies are the policies with a clusterset-wide peer: the only ones another
 // cluster's published pods can change.
 func (r *NetworkPolicyReconciler) clustersetPolicies(ctx context.Context) []reconcile.Request {
+	return r.policiesWhere(ctx, func(np *networkingv1.NetworkPolicy) bool { return len(clustersetSelectors(np)) > 0 })
+}
+
+// policiesWhere are the requests of the policies for which match is true.
+func (r *NetworkPolicyReconciler) policiesWhere(ctx context.Context, match func(*networkingv1.NetworkPolicy) bool) []reconcile.Request {
 	var list networkingv1.NetworkPolicyList
 	if err := r.List(ctx, &list); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing network policies")
 		return nil
 	}
 	var out []reconcile.Request
-	for _, np := range list.Items {
-		if len(clustersetSelectors(&np)) > 0 {
+	for i := range list.Items {
+		if np := &list.Items[i]; match(np) {
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: np.Namespace, Name: np.Name}})
 		}
 	}

@@ -23,24 +23,28 @@ func mcsLocality(t *testing.T, c1, c2, c3 *cluster) {
 		c.createService(mcsService("near", map[string]string{"near": "yes"}))
 		c.exportServiceAnnotated("mcs", "near", "mcs.kovn.io/locality: local-first")
 	}
-	var ip string
-	for _, c := range []*cluster{c1, c3} {
+	waitBoth := func(c *cluster) string {
 		si := c.waitImport("mcs", "near", func(si serviceImport) error {
 			if len(si.Spec.IPs) == 0 || !slices.Equal(si.clusters(), []string{"az1", "az2"}) {
 				return fmt.Errorf("ips %v, clusters %v", si.Spec.IPs, si.clusters())
 			}
 			return nil
 		})
-		ip = si.Spec.IPs[0]
+		return si.Spec.IPs[0]
 	}
-	c3.waitBackends("mcs", "client", ip, []string{"be1", "be2"}, 60*time.Second)
-	// c1's import has its own ClusterSetIP: the same Service, another cluster's address.
-	si := c1.waitImport("mcs", "near", func(serviceImport) error { return nil })
-	ip1 := si.Spec.IPs[0]
+	// Each cluster's import has its own ClusterSetIP: the same Service, another address.
+	ip1, ip3 := waitBoth(c1), waitBoth(c3)
+	c3.waitBackends("mcs", "client", ip3, []string{"be1", "be2"}, 60*time.Second)
 	c1.waitBackends("mcs", "be1", ip1, []string{"be1"}, 60*time.Second)
 	allFromBe1 := func(when string) {
 		out := c1.mustExec("mcs", "be1", "get", "-n", "20", "http://"+hostPort(ip1, 80)+"/")
-		if n := strings.Count(out, "\nbe1 ") + boolInt(strings.HasPrefix(out, "be1 ")); n != 20 {
+		n := 0
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "be1 ") {
+				n++
+			}
+		}
+		if n != 20 {
 			t.Fatalf("%s: %d of 20 requests answered by be1, want 20:\n%s", when, n, out)
 		}
 	}
@@ -67,6 +71,12 @@ func mcsLocality(t *testing.T, c1, c2, c3 *cluster) {
 	if toC2 < 0 || toC1 < 0 {
 		t.Fatalf("the stream never saw be2 after c1's endpoint left (%v) or be1 alone after it came back (%v):\n%s", toC2, toC1, out)
 	}
+	// The bound is 2 s each way; a failed request means the load balancer had no
+	// backend (or a gone one) while the port moved between clusters.
+	if toC2 > 2000 || toC1 > 2000 || failed != 0 {
+		t.Errorf("c1's endpoint gone -> be2 after %d ms, back -> be1 alone after %d ms (want both within 2,000), %d requests failed (want 0):\n%s",
+			toC2, toC1, failed, out)
+	}
 	t.Logf("local-first: c1's client answered by be1 alone (20 of 20), c3's by be1 and be2; c1's endpoint gone: be2 answered %d ms later; back: be1 alone %d ms later; %d of the stream's requests failed (%s)",
 		toC2, toC1, failed, strings.SplitN(out, "\n", 2)[0])
 	allFromBe1("local-first, c1's endpoint back")
@@ -89,13 +99,6 @@ func mcsLocality(t *testing.T, c1, c2, c3 *cluster) {
 	}
 	c1.kubectlOK("label", "pod", "-n", "mcs", "be1", "near-")
 	c2.kubectlOK("label", "pod", "-n", "mcs", "be2", "near-")
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // streamSwitch reads getstream -v's lines ("at <unix ms> <host>"): how long after gone the

@@ -146,7 +146,10 @@ func (r *ImportReconciler) ensureDerived(ctx context.Context, im Import, si *mcs
 	return next, r.Update(ctx, next)
 }
 
-// syncSlices makes the derived Service's MCS slices exactly want.
+// syncSlices makes the derived Service's MCS slices exactly want. Writes that give a port to
+// a slice go first, those that take one away after them, deletions last: when the import's
+// locality moves a port from one cluster's slices to another's, the load balancer has a
+// backend for it at every step.
 func (r *ImportReconciler) syncSlices(ctx context.Context, im Import, si *mcsv1.ServiceImport, want []*discoveryv1.EndpointSlice) error {
 	var have discoveryv1.EndpointSliceList
 	if err := r.List(ctx, &have, client.InNamespace(im.Namespace),
@@ -157,6 +160,7 @@ func (r *ImportReconciler) syncSlices(ctx context.Context, im Import, si *mcsv1.
 	for i := range have.Items {
 		cur[have.Items[i].Name] = &have.Items[i]
 	}
+	var grow, shrink []*discoveryv1.EndpointSlice
 	for _, w := range want {
 		if err := controllerutil.SetControllerReference(si, w, r.Scheme()); err != nil {
 			return err
@@ -165,15 +169,26 @@ func (r *ImportReconciler) syncSlices(ctx context.Context, im Import, si *mcsv1.
 		delete(cur, w.Name)
 		switch {
 		case !ok:
-			if err := r.Create(ctx, w); err != nil {
-				return err
-			}
+			grow = append(grow, w)
 		case !maps.Equal(c.Labels, w.Labels) || !apiequality.Semantic.DeepEqual(c.Ports, w.Ports) ||
 			!apiequality.Semantic.DeepEqual(c.Endpoints, w.Endpoints) || c.AddressType != w.AddressType:
 			w.ResourceVersion = c.ResourceVersion
-			if err := r.Update(ctx, w); err != nil {
-				return err
+			if gainsPort(c, w) {
+				grow = append(grow, w)
+			} else {
+				shrink = append(shrink, w)
 			}
+		}
+	}
+	for _, w := range append(grow, shrink...) {
+		var err error
+		if w.ResourceVersion == "" { // not there yet
+			err = r.Create(ctx, w)
+		} else {
+			err = r.Update(ctx, w)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	for _, stale := range cur {
@@ -182,6 +197,16 @@ func (r *ImportReconciler) syncSlices(ctx context.Context, im Import, si *mcsv1.
 		}
 	}
 	return nil
+}
+
+// gainsPort says whether slice w has a port cur has not.
+func gainsPort(cur, w *discoveryv1.EndpointSlice) bool {
+	for _, p := range w.Ports {
+		if !slices.ContainsFunc(cur.Ports, func(q discoveryv1.EndpointPort) bool { return apiequality.Semantic.DeepEqual(p, q) }) {
+			return true
+		}
+	}
+	return false
 }
 
 // finish writes the import's spec (with the ClusterSetIPs) and status.

@@ -38,16 +38,15 @@ func LocalityOf(se *mcsv1.ServiceExport) (string, error) {
 }
 
 // localServes is, per address type, the import ports (portKey) that local's own endpoints
-// take under im.Locality, leaving them to no other cluster: with local-first, the ports of
-// local's slices that have a ready endpoint; with remote-only, none (local serves nothing,
-// see servesHere). Nil when every cluster serves alike.
+// take under local-first, leaving them to no other cluster: the ports local serves in a slice
+// with a ready endpoint. Nil for every other locality (remote-only is servesHere's alone).
 func localServes(im Import, store []Slice, local string) map[string]map[string]bool {
 	if im.Locality != LocalityLocalFirst {
 		return nil
 	}
 	out := map[string]map[string]bool{}
 	for _, s := range store {
-		if s.Cluster != local || !slicesReady(s) {
+		if s.Cluster != local || !sliceReady(s) {
 			continue
 		}
 		if out[s.AddressType] == nil {
@@ -62,7 +61,8 @@ func localServes(im Import, store []Slice, local string) map[string]map[string]b
 	return out
 }
 
-func slicesReady(s Slice) bool {
+// sliceReady says whether s has a ready endpoint.
+func sliceReady(s Slice) bool {
 	for _, e := range s.Endpoints {
 		if e.Ready {
 			return true

@@ -14,7 +14,6 @@ func portsBySource(im Import, store []Slice, local string) map[string][]string {
 	got := map[string][]string{}
 	for _, es := range ImportedSlices(im, store, local) {
 		src := es.Labels[mcsv1.LabelSourceCluster]
-		got[src] = append(got[src], []string{}...)
 		for _, p := range es.Ports {
 			got[src] = append(got[src], fmt.Sprintf("%s/%d", *p.Name, *p.Port))
 		}
