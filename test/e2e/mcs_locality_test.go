@@ -101,32 +101,54 @@ func mcsLocality(t *testing.T, c1, c2, c3 *cluster) {
 	c2.kubectlOK("label", "pod", "-n", "mcs", "be2", "near-")
 }
 
-// streamSwitch reads getstream -v's lines ("at <unix ms> <host>"): how long after gone the
-// first answer of be2 came, and how long after back the last one (-1 if never); and how many
-// requests failed.
+// streamSwitch reads getstream -v's lines: how long after gone the first answer of be2 came,
+// and how long after back the last one (-1 if never); and how many requests failed.
 func streamSwitch(out string, gone, back time.Time) (toC2, toC1 int64, failed int) {
 	toC2, toC1 = -1, -1
 	lastBe2 := int64(-1)
-	for _, l := range strings.Split(out, "\n") {
-		f := strings.Fields(l)
-		if len(f) != 3 || f[0] != "at" {
-			continue
-		}
-		ms, err := strconv.ParseInt(f[1], 10, 64)
-		if err != nil {
-			continue
-		}
+	for _, r := range streamRequests(out) {
 		switch {
-		case f[2] == "failed":
+		case r.failed != "":
 			failed++
-		case f[2] == "be2" && ms >= gone.UnixMilli() && toC2 < 0:
-			toC2 = ms - gone.UnixMilli()
-		case f[2] == "be2" && ms >= back.UnixMilli():
-			lastBe2 = ms
+		case r.host == "be2" && r.at >= gone.UnixMilli() && toC2 < 0:
+			toC2 = r.at - gone.UnixMilli()
+		case r.host == "be2" && r.at >= back.UnixMilli():
+			lastBe2 = r.at
 		}
 	}
 	if toC2 >= 0 {
 		toC1 = max(0, lastBe2-back.UnixMilli())
 	}
 	return toC2, toC1, failed
+}
+
+// streamRequest is one request of getstream -v: sent at (unix ms), answered by host or
+// failed (refused, timeout, error).
+type streamRequest struct {
+	at           int64
+	host, failed string
+}
+
+// streamRequests parses getstream -v's lines "at <ms> <host>" and "at <ms> failed <how>".
+func streamRequests(out string) []streamRequest {
+	var rs []streamRequest
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 3 || f[0] != "at" {
+			continue
+		}
+		ms, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		r := streamRequest{at: ms, host: f[2]}
+		if f[2] == "failed" {
+			r.host, r.failed = "", "error"
+			if len(f) > 3 {
+				r.failed = f[3]
+			}
+		}
+		rs = append(rs, r)
+	}
+	return rs
 }
