@@ -323,6 +323,16 @@ kubectl exec x-1 -- /testbox dns hello.default.svc.clusterset.local. A
 kubectl exec x-1 -- /testbox get "http://$CSIP/" || { sleep 2; kubectl exec x-1 -- /testbox get "http://$CSIP/"; }
 kubectl get endpointslices -l multicluster.kubernetes.io/service-name=hello -o wide
 
+step "a cluster cut off: both of c2's gateways lose the fabric; c1's gateways' BFD probes see it, and hello's ClusterSetIP refuses c1's client at once instead of hanging"
+eval "$("$RIG" env c1 --dir "$DIR")"
+echo "c1-n1 probes the other clusters' gateways (BFD on tunnels of its own, UDP 6082): $(kubectl get node c1-n1 -o jsonpath='{.metadata.annotations.ovn\.kovn\.io/ic_peer_gateways}')"
+for n in 1 2; do ip -n "$KOVN_FABRIC_NS" link set "c2n$n" down; done
+await "c1-n1: az2.*c1-n2: az2" "" 40 kubectl get nodes c1-n1 c1-n2 -o jsonpath='{range .items[*]}{.metadata.name}: {.metadata.annotations.ovn\.kovn\.io/ic_peers_down}{" "}{end}'
+kubectl exec x-1 -- /testbox get "http://$CSIP/" || echo "(refused: c2's endpoints are out of c1's load balancers)"
+for n in 1 2; do ip -n "$KOVN_FABRIC_NS" link set "c2n$n" up; done
+echo "links back:"
+await "x-2" "" 60 kubectl exec x-1 -- /testbox get "http://$CSIP/"
+
 step "locality: hello exported from c1 too (x-1), both exports local-first: x-1 in c1 gets c1's endpoint only; c1's gone -> c2's"
 eval "$("$RIG" env c2 --dir "$DIR")"
 kubectl annotate serviceexport hello mcs.kovn.io/locality=local-first --overwrite >/dev/null

@@ -242,8 +242,14 @@ func setupControllers(mgr manager.Manager, st *cluster.State, nb libovsdb.Client
 	// Read with the uncached reader: kovn-controller may get that one Secret, not list Secrets.
 	icTLS := &ictls.Loader{Reader: mgr.GetAPIReader(), Namespace: namespace, Creds: &ovn.Credentials{}}
 	set := mcs.NewClusterset(icTLS)
-	// Policies select the other clusters' published pods through the clusterset store.
-	if err := cluster.Setup(mgr, st, nb, health, set.Peers()); err != nil {
+	// Policies select the other clusters' published pods through the clusterset store; the
+	// Services leave out the imported endpoints of clusters the gateways' probes find cut off.
+	peerHealth := interconnect.NewPeerHealth()
+	if err := cluster.Setup(mgr, st, nb, health, set.Peers(), peerHealth); err != nil {
+		return err
+	}
+	if err := (&interconnect.PeerHealthReconciler{Client: mgr.GetClient(), Health: peerHealth,
+		Recorder: mgr.GetEventRecorderFor("kovn-interconnect")}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	// One record of repairs to this AZ's rows in the clusterset's databases, for Degraded.

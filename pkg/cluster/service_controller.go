@@ -37,6 +37,8 @@ type ServiceReconciler struct {
 	ExternalIPCIDRs []netip.Prefix
 	NB              libovsdb.Client
 	Recorder        record.EventRecorder
+	// Clusters (nil outside a clusterset) leaves unreachable clusters' imported endpoints out.
+	Clusters ClusterHealth
 }
 
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
@@ -87,7 +89,7 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}); err != nil {
 		return ctrl.Result{}, err
 	}
-	in.Endpoints = endpoints.FromSlices(sliceList.Items)
+	in.Endpoints = endpoints.FromSlices(reachableSlices(sliceList.Items, r.Clusters))
 	res, err := applyShard(ctx, r.NB, topology.ForService(in))
 	if err != nil && r.Recorder != nil {
 		r.Recorder.Eventf(&svc, corev1.EventTypeWarning, "ServiceNotProgrammed", "OVN load balancers not updated: %v", err)
@@ -288,11 +290,14 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return servicesNodesConcern(svcs.Items)
 	})
-	return ctrl.NewControllerManagedBy(mgr).Named("service").For(&corev1.Service{}).
+	b := ctrl.NewControllerManagedBy(mgr).Named("service").For(&corev1.Service{}).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return sharingExternalIPs(ctx, mgr.GetClient(), o)
 		})).
 		Watches(&discoveryv1.EndpointSlice{}, toService).
-		Watches(&corev1.Node{}, nodeChanged, builder.WithPredicates(predicate.Funcs{UpdateFunc: nodeAddressesChanged})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).Complete(r)
+		Watches(&corev1.Node{}, nodeChanged, builder.WithPredicates(predicate.Funcs{UpdateFunc: nodeAddressesChanged}))
+	if r.Clusters != nil {
+		b = b.WatchesRawSource(healthSource(r.Clusters, mgr.GetClient()))
+	}
+	return b.WithOptions(controller.Options{MaxConcurrentReconciles: 4}).Complete(r)
 }

@@ -246,7 +246,7 @@ func restoreNodes(ctx context.Context, c client.Client, st *State) error {
 // Setup registers every single-cluster reconciler with the manager.
 // health may be nil (centralized subnet gateways then fail over on Node readiness only), and
 // peers (policies then select in this cluster only).
-func Setup(mgr ctrl.Manager, st *State, nb libovsdb.Client, health *GatewayHealth, peers ClustersetPeers) error {
+func Setup(mgr ctrl.Manager, st *State, nb libovsdb.Client, health *GatewayHealth, peers ClustersetPeers, clusters ClusterHealth) error {
 	rec := mgr.GetEventRecorderFor("kovn-controller")
 	c := mgr.GetClient()
 	// A pod's IP objects (eth0's and its attachments') by pod: the attachment and port
@@ -264,7 +264,7 @@ func Setup(mgr ctrl.Manager, st *State, nb libovsdb.Client, health *GatewayHealt
 		&AttachmentReconciler{Client: c, State: st, Recorder: rec, Delegates: netattach.AllowingHostInterfaces(st.Opts.AttachmentHostInterfaces...)},
 		&PodPortReconciler{Client: c, State: st, NB: nb, Recorder: rec},
 		&StatefulSetReconciler{Client: c, State: st},
-		&ServiceReconciler{Client: c, State: st, NB: nb, Recorder: rec, ExternalIPCIDRs: st.Opts.ExternalIPCIDRs},
+		&ServiceReconciler{Client: c, State: st, NB: nb, Recorder: rec, ExternalIPCIDRs: st.Opts.ExternalIPCIDRs, Clusters: clusters},
 		&NetworkPolicyReconciler{Client: c, State: st, NB: nb, Recorder: rec, Peers: peers},
 		&ClusterNetworkPolicyReconciler{Client: c, State: st, NB: nb, Recorder: rec, Peers: peers},
 		&MultiNetworkPolicyReconciler{Client: c, State: st, NB: nb, Recorder: rec, Delegates: netattach.AllowingHostInterfaces(st.Opts.AttachmentHostInterfaces...)},

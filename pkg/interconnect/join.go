@@ -71,6 +71,9 @@ func (r *Reconciler) join(ctx context.Context, ic *kovnv1.InterConnect, spec par
 	if err := r.readJoin(ctx, run); err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.publishPeerGateways(ctx, run); err != nil {
+		return ctrl.Result{}, err
+	}
 	if err := r.gatewayHandshake(ctx, run); err != nil {
 		return ctrl.Result{}, err
 	}

@@ -77,6 +77,8 @@ type clusterset struct {
 	// members are the clusterset's AZs: those with a port or a route on a kovn transit switch
 	// or a join record in IC-NB (a foreign AZ has neither; see withJoined).
 	members map[string]bool
+	// tunnelAddrs are the tunnel (encap) addresses of each AZ's gateways, by AZ name.
+	tunnelAddrs map[string][]netip.Addr
 }
 
 // transitSwitches are the transit switches of kovn's naming in IC-NB, the default first.
@@ -104,7 +106,7 @@ func transitSwitches(ctx context.Context, c libovsdb.Client) ([]string, error) {
 func readClusterset(ctx context.Context, c libovsdb.Client) (clusterset, error) {
 	cs := clusterset{azName: map[string]string{}, gateways: map[string][]string{}, routes: map[string][]netip.Prefix{},
 		portGateway: map[string]string{}, portAddrs: map[string][]netip.Addr{},
-		tsRoutes: map[string]map[string][]netip.Prefix{}, members: map[string]bool{}}
+		tsRoutes: map[string]map[string][]netip.Prefix{}, members: map[string]bool{}, tunnelAddrs: map[string][]netip.Addr{}}
 	var azs []icsb.AvailabilityZone
 	if err := c.List(ctx, &azs); err != nil {
 		return cs, err
@@ -116,9 +118,24 @@ func readClusterset(ctx context.Context, c libovsdb.Client) (clusterset, error) 
 	if err := c.List(ctx, &gws); err != nil {
 		return cs, err
 	}
+	var encaps []icsb.Encap
+	if err := c.List(ctx, &encaps); err != nil {
+		return cs, err
+	}
+	encapAddr := map[string]netip.Addr{}
+	for _, e := range encaps {
+		if a, err := netip.ParseAddr(e.IP); err == nil {
+			encapAddr[e.UUID] = a
+		}
+	}
 	for _, g := range gws {
 		if az, ok := cs.azName[g.AvailabilityZone]; ok {
 			cs.gateways[az] = append(cs.gateways[az], g.Name)
+			for _, e := range g.Encaps {
+				if a, ok := encapAddr[e]; ok {
+					cs.tunnelAddrs[az] = append(cs.tunnelAddrs[az], a)
+				}
+			}
 		}
 	}
 	for _, list := range cs.gateways {

@@ -382,6 +382,9 @@ func (r *Reconciler) leave(ctx context.Context, ic *kovnv1.InterConnect) error {
 	if err := r.markGateways(ctx, nodes.Items, nil); err != nil {
 		return err
 	}
+	if err := r.annotateGateways(ctx, nodes.Items, nil, annotation.ICPeerGateways, ""); err != nil {
+		return err
+	}
 	if ic != nil {
 		if ok := r.loadCredentials(ctx, ic); !ok {
 			return fmt.Errorf("leaving the clusterset: no usable credentials in Secret %s", ictls.SecretName(&ic.Spec))

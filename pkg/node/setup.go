@@ -33,6 +33,7 @@ import (
 	"github.com/kovn/kovn/pkg/node/bootstrap"
 	"github.com/kovn/kovn/pkg/node/guard"
 	"github.com/kovn/kovn/pkg/node/mirror"
+	"github.com/kovn/kovn/pkg/node/peerprobe"
 	"github.com/kovn/kovn/pkg/node/podnet"
 	"github.com/kovn/kovn/pkg/node/proxyhealth"
 	"github.com/kovn/kovn/pkg/node/servicenat"
@@ -121,6 +122,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) error {
 			ExternalIPCIDRs: cfg.ExternalIPCIDRs, ServiceCIDRs: cfg.ServiceCIDRs},
 		&mirror.Reconciler{Client: c, OVS: deps.OVS, Bridge: cfg.Bridge, Mode: cfg.Mirror, Namespaces: cfg.MirrorNamespaces, Remote: cfg.MirrorRemote},
 		&servicenat.HostPortReconciler{Client: c, NodeName: cfg.NodeName, JoinSubnet: cfg.JoinSubnet},
+		&peerprobe.Reconciler{Client: c, OVS: deps.OVS, NodeName: cfg.NodeName, Integration: cfg.Bridge},
 	}
 	for _, r := range reconcilers {
 		if err := r.SetupWithManager(mgr); err != nil {

@@ -169,6 +169,11 @@ func TestInterconnect(t *testing.T) {
 		t.Logf("gatewayNodes [c1-n1, c1-n2] -> [c1-n2, c1-n1]: %d of %d probes lost, longest outage %s; same router port", lost, sent, outage)
 	})
 
+	t.Run("IC-SB down, then every gateway of c2 cut off: c2's imported endpoints leave c1's load balancers within 1 s (peer BFD), and come back", func(t *testing.T) {
+		a.t, b.t = t, t
+		peerHealthRemoval(t, a, b, cfg, r.State)
+	})
+
 	t.Run("ECMP mode: traffic spreads over both gateways, one lost costs < 1 s", func(t *testing.T) {
 		a.t, b.t = t, t
 		ecmpMode(t, a, b, cfg, pa, pb)

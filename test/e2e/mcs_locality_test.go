@@ -50,12 +50,7 @@ func mcsLocality(t *testing.T, c1, c2, c3 *cluster) {
 	}
 	allFromBe1("local-first")
 
-	stop := fmt.Sprintf("/tmp/near-stop-%d", time.Now().UnixNano())
-	stream := make(chan string, 1)
-	go func() {
-		out, _ := c1.exec("mcs", "be1", "getstream", "-i", "50ms", "-t", "1s", "-v", "-stop-file", stop, "http://"+hostPort(ip1, 80)+"/")
-		stream <- out
-	}()
+	stream := c1.startStream("mcs", "be1", "http://"+hostPort(ip1, 80)+"/", time.Second)
 	c1.waitBackends("mcs", "be1", ip1, []string{"be1"}, 10*time.Second) // the stream runs meanwhile
 	gone := time.Now()
 	c1.kubectlOK("label", "pod", "-n", "mcs", "be1", "near-")
@@ -63,10 +58,7 @@ func mcsLocality(t *testing.T, c1, c2, c3 *cluster) {
 	back := time.Now()
 	c1.labelPod("mcs", "be1", "near", "yes")
 	c1.waitBackends("mcs", "be1", ip1, []string{"be1"}, 30*time.Second)
-	if _, err := c1.exec("mcs", "be1", "touch", stop); err != nil {
-		t.Fatal(err)
-	}
-	out := <-stream
+	out := stream()
 	toC2, toC1, failed := streamSwitch(out, gone, back)
 	if toC2 < 0 || toC1 < 0 {
 		t.Fatalf("the stream never saw be2 after c1's endpoint left (%v) or be1 alone after it came back (%v):\n%s", toC2, toC1, out)
@@ -151,4 +143,22 @@ func streamRequests(out string) []streamRequest {
 		rs = append(rs, r)
 	}
 	return rs
+}
+
+// startStream starts getstream -v from pod ns/name to url, a request every 50 ms, each given
+// timeout; the function returned stops it and returns its output.
+func (c *cluster) startStream(ns, name, url string, timeout time.Duration) (stop func() string) {
+	file := fmt.Sprintf("/tmp/stream-stop-%d", time.Now().UnixNano())
+	out := make(chan string, 1)
+	go func() {
+		o, _ := c.exec(ns, name, "getstream", "-i", "50ms", "-t", timeout.String(), "-v", "-stop-file", file, url)
+		out <- o
+	}()
+	return func() string {
+		c.t.Helper()
+		if _, err := c.exec(ns, name, "touch", file); err != nil {
+			c.t.Fatal(err)
+		}
+		return <-out
+	}
 }

@@ -10,13 +10,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	mcsv1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/kovn/kovn/pkg/cluster"
 )
 
 // Labels and names kovn puts on the objects it derives from an import.
 const (
 	// ManagedBy is the endpointslice.kubernetes.io/managed-by value of kovn's MCS slices: the
 	// endpointslice controller leaves them alone, and kovn's Service path balances over them.
-	ManagedBy = "mcs.kovn.io"
+	ManagedBy = cluster.ImportedSliceManager
 	// LabelDerivedFor names, on a derived Service, the imported Service it serves.
 	LabelDerivedFor = "mcs.kovn.io/derived-for"
 	// AnnotationDerivedService on a ServiceImport names its derived Service (as the mcs-api

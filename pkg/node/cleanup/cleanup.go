@@ -187,5 +187,6 @@ func (c *cleanup) cleanOVS(ctx context.Context) {
 	c.removeMappings(ctx, ovs)
 	c.removeProviderBridges(ctx, ovs)
 	c.removeIntegrationBridge(ctx, ovs)
+	c.removePeerProbes(ctx, ovs)
 	c.removeExternalIDs(ctx, ovs)
 }

@@ -11,6 +11,7 @@ import (
 	kovnv1 "github.com/kovn/kovn/api/v1alpha1"
 	"github.com/kovn/kovn/pkg/cni"
 	"github.com/kovn/kovn/pkg/node/bootstrap"
+	"github.com/kovn/kovn/pkg/node/peerprobe"
 	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/ovn/model/vswitch"
 	"github.com/kovn/kovn/pkg/underlay"
@@ -126,6 +127,24 @@ func (c *cleanup) removeIntegrationBridge(ctx context.Context, ovs libovsdb.Clie
 	}
 	c.links = append(c.links, links...)
 	c.removed("%s with its %d ports, %d of them pods'", item, len(br.Ports), pods)
+}
+
+// removePeerProbes deletes the interconnect probe bridge (peerprobe.Bridge) with its tunnels.
+func (c *cleanup) removePeerProbes(ctx context.Context, ovs libovsdb.Client) {
+	item := "OVS bridge " + peerprobe.Bridge
+	br, err := ovn.Get(ctx, ovs, &vswitch.Bridge{Name: peerprobe.Bridge})
+	if errors.Is(err, ovn.ErrNotFound) {
+		return
+	}
+	if err != nil {
+		c.failed(item, err)
+		return
+	}
+	if err := underlay.DeleteBridge(ctx, ovs, br.Name); err != nil {
+		c.failed(item, err)
+		return
+	}
+	c.removed("%s with its %d probe tunnels", item, len(br.Ports)-1)
 }
 
 // bridgeLinks are the kernel devices of a bridge's ports that are kovn's to see gone once the

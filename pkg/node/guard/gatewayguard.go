@@ -101,12 +101,13 @@ func (g *GatewayGuard) isCentralGateway(ctx context.Context) bool {
 	})
 }
 
-// disableTunnelBFD sets bfd:enable=false on every tunnel interface that has BFD on and returns
-// how many it changed.
+// disableTunnelBFD sets bfd:enable=false on every OVN tunnel interface that has BFD on and
+// returns how many it changed (the interconnect probes keep theirs: they say whether the other
+// clusters can be reached, which a dead ovn-controller here does not change).
 func (g *GatewayGuard) disableTunnelBFD(ctx context.Context) (int, error) {
 	var ifaces []*vswitch.Interface
 	err := g.OVS.WhereCache(func(i *vswitch.Interface) bool {
-		return (i.Type == "geneve" || i.Type == "vxlan" || i.Type == "stt") && i.BFD["enable"] == "true"
+		return ovnTunnel(i) && i.BFD["enable"] == "true"
 	}).List(ctx, &ifaces)
 	if err != nil || len(ifaces) == 0 {
 		return 0, err

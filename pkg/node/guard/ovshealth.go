@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/kovn/kovn/pkg/node/peerprobe"
 	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/ovn/model/vswitch"
 )
@@ -48,7 +49,14 @@ var tunnelTypes = map[string]bool{"geneve": true, "vxlan": true, "stt": true}
 
 // findTunnels are the node's tunnel interfaces, from the OVS client's cache.
 func findTunnels(ctx context.Context, db libovsdb.Client) ([]*vswitch.Interface, error) {
-	return ovn.Find(ctx, db, func(i *vswitch.Interface) bool { return tunnelTypes[i.Type] })
+	return ovn.Find(ctx, db, ovnTunnel)
+}
+
+// ovnTunnel says whether i is one of OVN's tunnels between chassis: a tunnel interface that is
+// not one of kovn's interconnect probes (peerprobe: another cluster's reachability, not this
+// node's).
+func ovnTunnel(i *vswitch.Interface) bool {
+	return tunnelTypes[i.Type] && i.ExternalIDs[ovn.OwnerTypeKey] != peerprobe.OwnerType
 }
 
 // bfdStates are the session states OVS writes to bfd_status:state. Each is exported, 0

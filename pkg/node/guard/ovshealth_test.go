@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/kovn/kovn/pkg/cni"
+	"github.com/kovn/kovn/pkg/node/peerprobe"
 	"github.com/kovn/kovn/pkg/ovn"
 	"github.com/kovn/kovn/pkg/ovn/model/vswitch"
 	"github.com/kovn/kovn/pkg/ovn/ovntest"
@@ -378,4 +379,17 @@ func TestOVSHealthRealVswitchd(t *testing.T) {
 		}
 	}
 	t.Fatalf("got\n%s\nwant\n%s", dumpSamples(got), dumpSamples(want))
+}
+
+// The interconnect probes' tunnels (peerprobe) are not OVN's: their sessions say whether
+// other clusters can be reached, so they count neither in the node's tunnel health nor for
+// the gateway guard.
+func TestOVNTunnelExcludesProbes(t *testing.T) {
+	ovnGeneve := &vswitch.Interface{Name: "ovn-c1-n2-0", Type: "geneve"}
+	probe := &vswitch.Interface{Name: "kovnpeer-abcdef", Type: "geneve", ExternalIDs: ovn.OwnerIDs(peerprobe.OwnerType, "az2", nil)}
+	internal := &vswitch.Interface{Name: "ovn0", Type: "internal"}
+	if !ovnTunnel(ovnGeneve) || ovnTunnel(probe) || ovnTunnel(internal) {
+		t.Fatalf("ovnTunnel: OVN's %t, probe %t, internal %t; want true, false, false",
+			ovnTunnel(ovnGeneve), ovnTunnel(probe), ovnTunnel(internal))
+	}
 }

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -19,8 +22,8 @@ import (
 //	failed seq 41-43: <the first error>
 //
 // With -v, then a line per request in the order sent: "at <unix ms it was sent> <host>", or
-// "at <ms> failed", so a test can tell when the answers moved to another host (the pod shares
-// the host's clock).
+// "at <ms> failed <refused|timeout|error>", so a test can tell when the answers moved to
+// another host or stopped, and how (the pod shares the host's clock).
 // A request is a failure if it errors or is not answered 200 within the timeout. Requests run
 // on their own goroutines, so a slow answer does not delay the next request.
 func getStream(args []string) error {
@@ -107,9 +110,23 @@ func getStream(args []string) error {
 		}
 		who := r.host
 		if r.err != nil {
-			who = "failed"
+			who = "failed " + failureKind(r.err)
 		}
 		fmt.Printf("at %d %s\n", r.at.UnixMilli(), who)
 	}
 	return nil
+}
+
+// failureKind names how a request failed: refused (a reset or ICMP unreachable: nothing
+// serves the address), timeout (no answer within -t), or error.
+func failureKind(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EHOSTUNREACH),
+		errors.Is(err, syscall.ENETUNREACH):
+		return "refused"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	}
+	return "error"
 }
